@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# pycell quickstart for a fresh Debian 12 machine (run as root, or with sudo).
+#   contrib/quickstart.sh demo   install, build, run a jailed hello world and an MCP round trip
+#   contrib/quickstart.sh test   install, build, run the whole test suite (make check)
+#   contrib/quickstart.sh deps   only install the build and test dependencies
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_root() {
+	if [ "$(id -u)" -ne 0 ]; then
+		if command -v sudo >/dev/null; then SUDO=sudo; else
+			echo "quickstart: installing packages needs root (or sudo)" >&2; exit 1; fi
+	else SUDO=; fi
+}
+
+deps() {
+	need_root
+	local pkgs=(build-essential autoconf automake libtool pkg-config
+		libseccomp-dev libcap-ng-dev libnl-3-dev libnl-route-3-dev libjansson-dev libbpf-dev check
+		python3 python3-pytest iproute2 util-linux bubblewrap busybox-static qemu-system-x86 cpio)
+	command -v node >/dev/null && command -v npm >/dev/null || pkgs+=(nodejs npm)
+	export DEBIAN_FRONTEND=noninteractive
+	$SUDO apt-get update -qq
+	$SUDO apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null
+}
+
+build() {
+	[ -x configure ] || autoreconf -fi >/dev/null
+	[ -f Makefile ] || ./configure --enable-werror ${CONFIGURE_FLAGS:-} >/dev/null
+	make -j"$(nproc)" >/dev/null
+}
+
+case "${1:-demo}" in
+deps) deps ;;
+demo)
+	deps; build
+	echo '$ pycell run -c '\''print("hello from the jail")'\'''
+	PYCELL_DATADIR="$PWD" ./pycell run -c 'import os; print("hello from the jail: pid", os.getpid(), "uid", os.getuid())'
+	if [ -x tests/mcp/roundtrip.sh ]; then
+		echo '$ pycell mcp  (initialize, tools/call run_python)'
+		tests/mcp/roundtrip.sh
+	fi
+	;;
+test)
+	deps; build
+	make check
+	;;
+*) echo "usage: $0 demo|test|deps" >&2; exit 2 ;;
+esac

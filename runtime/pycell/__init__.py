@@ -1,0 +1,25 @@
+"""pycell: the in-jail runtime.
+
+Importable in every run (PYTHONPATH points at the read-only runtime
+directory).  Kept import-light: submodules load only what they use.
+"""
+
+# Tool calls (pycell.tools) load on first use, so that a run that calls no
+# tool does not pay for json, socket and threading.
+_TOOL_NAMES = frozenset({
+    "call_tool", "list_tools", "get_tool_schema", "search_tools",
+    "call_tool_async", "list_tools_async", "get_tool_schema_async", "search_tools_async",
+    "call_mcp_tool", "discover_mcp_tools",
+    "ToolError", "ToolDenied", "ToolTimeout", "ToolNotFound", "ToolChannelError",
+})
+
+
+def __getattr__(name):
+    if name in _TOOL_NAMES:
+        from . import tools
+        return getattr(tools, name)
+    raise AttributeError("module 'pycell' has no attribute %r" % (name,))
+
+
+def __dir__():
+    return sorted(set(globals()) | _TOOL_NAMES)

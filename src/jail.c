@@ -1,0 +1,345 @@
+/* pycell: the jail.  The supervisor clones a child into fresh namespaces,
+ * writes its id maps, and lets it go; the child builds its root and becomes
+ * the jail's init (pid 1), which forks python (pid 2) and reports how it
+ * ended.  Any failure in the child travels back as a struct jail_msg. */
+#include "config.h"
+
+#include <fcntl.h>
+#include <linux/sched.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "caps.h"
+#include "cgroup.h"
+#include "jail.h"
+#include "log.h"
+#include "net.h"
+#include "rootfs.h"
+#include "seccomp.h"
+
+uid_t jail_host_id_base = 100000;
+#define JAIL_ID_RANGE 65536
+
+/* Where the jail's fds wait while the child moves them into 0..3. */
+#define HIGH_FD 100
+#define SYNC_FD (HIGH_FD + 4)
+
+static void send_msg(int fd, const struct jail_msg *m)
+{
+	(void)!send(fd, m, sizeof(*m), MSG_NOSIGNAL);
+}
+
+static __attribute__((noreturn)) void child_fail(int sync_fd, const struct pc_err *e)
+{
+	struct jail_msg m = { .type = JAIL_MSG_ERROR, .err = *e };
+	send_msg(sync_fd, &m);
+	_exit(127);
+}
+
+/* The supervisor's command line and environment, as the kernel shows them
+ * in /proc/PID/{cmdline,environ}: a jail's init is a clone of the
+ * supervisor, so it blanks them (paths of policies and programs, and
+ * whatever is in pycell's environment, are none of the jail's business). */
+static char *proc_area[2];
+static size_t proc_area_len[2];
+
+static void note_area(int i, char **v)
+{
+	size_t n = 0;
+	if (!v || !v[0])
+		return;
+	while (v[n + 1])
+		n++;
+	proc_area[i] = v[0];
+	proc_area_len[i] = (size_t)(v[n] + strlen(v[n]) + 1 - v[0]);
+}
+
+void jail_note_cmdline(char **argv)
+{
+	extern char **environ;
+	note_area(0, argv);
+	note_area(1, environ);
+}
+
+static void blank_cmdline(void)
+{
+	static const char name[] = "pycell-init";
+	for (int i = 0; i < 2; i++)
+		if (proc_area[i])
+			memset(proc_area[i], 0, proc_area_len[i]);
+	if (proc_area[0] && proc_area_len[0] >= sizeof(name))
+		memcpy(proc_area[0], name, sizeof(name));
+}
+
+/* ------------------------------------------------------------ jail init */
+
+static volatile pid_t python_pid;
+
+static void forward_signal(int sig)
+{
+	if (python_pid > 0)
+		kill(python_pid, sig);
+}
+
+/* pid 1: forward termination signals, reap everything, and report
+ * python's wait status.  When init exits the kernel kills whatever is left
+ * in the pid namespace, so no grandchild outlives the run. */
+static __attribute__((noreturn)) void jail_init(int sync_fd)
+{
+	static const int fwd[] = { SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 };
+	struct sigaction sa = { .sa_handler = forward_signal };
+	struct jail_msg m = { .type = JAIL_MSG_EXIT };
+	struct rusage ru;
+	int status = 0;
+
+	for (size_t i = 0; i < ARRAY_SIZE(fwd); i++)
+		sigaction(fwd[i], &sa, NULL);
+	/* init keeps none of the run's pipes: EOF on them means python and
+	 * its descendants are done writing. */
+	for (int fd = 0; fd <= 3; fd++)
+		close(fd);
+	for (;;) {
+		pid_t p = waitpid(-1, &status, 0);
+		if (p == python_pid)
+			break;
+		if (p < 0 && errno != EINTR)
+			_exit(126);
+	}
+	getrusage(RUSAGE_CHILDREN, &ru);
+	m.wait_status = status;
+	m.cpu_us = (int64_t)ru.ru_utime.tv_sec * 1000000 + ru.ru_utime.tv_usec +
+		   (int64_t)ru.ru_stime.tv_sec * 1000000 + ru.ru_stime.tv_usec;
+	m.maxrss_kb = ru.ru_maxrss;
+	send_msg(sync_fd, &m);
+	_exit(0);
+}
+
+/* ------------------------------------------------------------ the child */
+
+/* Park the fds the jail keeps above the low range, then place them at
+ * 0..3 and close everything else: stdin, stdout, stderr, tool socket. */
+static int place_fds(const struct jail_spec *s, int sync_fd, struct pc_err *err)
+{
+	int src[4] = { s->stdio[0], s->stdio[1], s->stdio[2], s->tool_fd };
+	if (dup3(sync_fd, SYNC_FD, O_CLOEXEC) < 0)
+		return pc_syserr(err, "fds", "dup sync fd");
+	for (int i = 0; i < 4; i++)
+		if (dup3(src[i], HIGH_FD + i, 0) < 0)
+			return pc_syserr(err, "fds", "dup fd %d", i);
+	for (int i = 0; i < 4; i++)
+		if (dup2(HIGH_FD + i, i) < 0)
+			return pc_syserr(err, "fds", "place fd %d", i);
+	if (syscall(SYS_close_range, 4, SYNC_FD - 1, 0) < 0 ||
+	    syscall(SYS_close_range, SYNC_FD + 1, ~0U, 0) < 0)
+		return pc_syserr(err, "fds", "close_range");
+	return 0;
+}
+
+/* The child setup sequence of DESIGN.md, top to bottom. */
+static __attribute__((noreturn)) void jail_child(const struct jail_spec *s, int sync_fd, bool as_root)
+{
+	const struct policy *p = s->policy;
+	struct pc_err err = { 0 };
+	char go;
+	pid_t pid;
+
+	/* 1. wait until the parent has written our id maps (and moved us into
+	 * the run's cgroup), then take the jail's root id when we have a range:
+	 * host root itself is not mapped, so until then we are "nobody" */
+	sigset_t none;
+
+	/* A clean signal state: the supervisor may block signals it reads
+	 * with a signalfd, and the zygote ignores SIGCHLD; init needs both. */
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	signal(SIGCHLD, SIG_DFL);
+	blank_cmdline();
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+		_exit(127);
+	/* The supervisor is not dumpable and we inherited that, which makes
+	 * our /proc files root's: an unprivileged parent could not write our
+	 * maps.  Become dumpable and say so (exec resets it anyway). */
+	if (!as_root && (prctl(PR_SET_DUMPABLE, 1) < 0 || write(sync_fd, "r", 1) != 1))
+		_exit(127);
+	if (read(sync_fd, &go, 1) != 1)
+		_exit(127);
+	/* maps written: not dumpable again, so python (same uid) cannot read
+	 * init's memory, a copy of the supervisor's, through /proc/1/mem */
+	if (prctl(PR_SET_DUMPABLE, 0) < 0)
+		_exit(127);
+	if (as_root && (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)) {
+		pc_syserr(&err, "identity", "become root of the jail's user namespace");
+		goto fail;
+	}
+	log_debug("%6llu us: jail: released by the parent", (unsigned long long)log_elapsed_us());
+	if (unshare(CLONE_NEWCGROUP) < 0) {
+		pc_syserr(&err, "unshare", "cgroup namespace");
+		goto fail;
+	}
+	/* 2. the root filesystem */
+	if (rootfs_build(s, &err) < 0)
+		goto fail;
+	log_debug("%6llu us: jail: root filesystem built", (unsigned long long)log_elapsed_us());
+	/* 3. network, hostname, session, fds, limits, privileges, seccomp */
+	if (net_loopback_up(&err) < 0)
+		goto fail;
+	log_debug("%6llu us: jail: loopback up", (unsigned long long)log_elapsed_us());
+	if (sethostname(p->hostname, strlen(p->hostname)) < 0) {
+		pc_syserr(&err, "hostname", "sethostname %s", p->hostname);
+		goto fail;
+	}
+	if (setsid() < 0) {
+		pc_syserr(&err, "setsid", "setsid");
+		goto fail;
+	}
+	if (place_fds(s, sync_fd, &err) < 0)
+		goto fail;
+	sync_fd = SYNC_FD;
+	if (rlimits_apply(&p->limits, &err) < 0)
+		goto fail;
+	if (caps_drop_jail(p->jail_uid, p->jail_gid, &err) < 0)
+		goto fail;
+	if (s->filter && seccomp_filter_install(s->filter, &err) < 0)
+		goto fail;
+
+	/* 4. python as pid 2 */
+	pid = fork();
+	if (pid < 0) {
+		pc_syserr(&err, "fork", "fork python");
+		goto fail;
+	}
+	if (pid == 0) {
+		if (s->filter && seccomp_filter_install_program(s->filter, &err) < 0)
+			child_fail(sync_fd, &err);
+		if (s->run_inline) {
+			/* no exec will close it: the program must not be able to
+			 * write messages to the supervisor */
+			close(sync_fd);
+			s->run_inline(s);
+		}
+		execve(s->argv[0], s->argv, s->envp);
+		pc_syserr(&err, "exec", "execute %s", s->argv[0]);
+		child_fail(sync_fd, &err);
+	}
+	python_pid = pid;
+	jail_init(sync_fd);
+fail:
+	child_fail(sync_fd, &err);
+}
+
+/* ------------------------------------------------------------ the parent */
+
+static int write_id_maps(pid_t pid, const struct policy *p, struct pc_err *err)
+{
+	char path[64], map[96];
+	uid_t uid = geteuid();
+	gid_t gid = getegid();
+
+	snprintf(path, sizeof(path), "/proc/%d/setgroups", (int)pid);
+	if (write_file(path, "deny") < 0 && errno != ENOENT)
+		return pc_syserr(err, "idmap", "write %s", path);
+	/* As root, the jail gets a range of otherwise unused host ids so code
+	 * that switches to another uid inside still works; its root is
+	 * jail_host_id_base, never host root.  Otherwise only our own id. */
+	if (uid == 0)
+		snprintf(map, sizeof(map), "0 %u %u\n", (unsigned)jail_host_id_base, JAIL_ID_RANGE);
+	else
+		snprintf(map, sizeof(map), "%u %u 1\n", (unsigned)p->jail_uid, (unsigned)uid);
+	snprintf(path, sizeof(path), "/proc/%d/uid_map", (int)pid);
+	if (write_file(path, map) < 0)
+		return pc_syserr(err, "idmap", "write %s (\"%.*s\")", path, (int)strlen(map) - 1, map);
+	if (uid == 0)
+		snprintf(map, sizeof(map), "0 %u %u\n", (unsigned)jail_host_id_base, JAIL_ID_RANGE);
+	else
+		snprintf(map, sizeof(map), "%u %u 1\n", (unsigned)p->jail_gid, (unsigned)gid);
+	snprintf(path, sizeof(path), "/proc/%d/gid_map", (int)pid);
+	if (write_file(path, map) < 0)
+		return pc_syserr(err, "idmap", "write %s (\"%.*s\")", path, (int)strlen(map) - 1, map);
+	return 0;
+}
+
+/* Kill a child that never got going, and close our ends. */
+static void jail_abort(struct jail *j)
+{
+	syscall(SYS_pidfd_send_signal, j->pidfd, SIGKILL, NULL, 0);
+	waitpid(j->pid, NULL, __WALL); /* ECHILD when the zygote cloned it */
+	close(j->pidfd);
+	close(j->sync_fd);
+	j->pidfd = j->sync_fd = -1;
+}
+
+int jail_clone(const struct jail_spec *s, struct jail *j, struct pc_err *err)
+{
+	struct clone_args args = {
+		.flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC |
+			 CLONE_NEWUTS | CLONE_PIDFD,
+		.exit_signal = SIGCHLD,
+	};
+	bool as_root = geteuid() == 0;
+	int sv[2], pidfd = -1;
+	int cgfd = s->cgroup ? cgroup_run_clone_fd(s->cgroup) : -1;
+	long pid;
+	char ready;
+
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		return pc_syserr(err, "spawn", "socketpair");
+	args.pidfd = (uint64_t)(uintptr_t)&pidfd;
+	if (cgfd >= 0) {
+		args.flags |= CLONE_INTO_CGROUP;
+		args.cgroup = (uint64_t)cgfd;
+	}
+	pid = syscall(SYS_clone3, &args, sizeof(args));
+	if (pid < 0) {
+		pc_syserr(err, "clone3", "clone3 into new namespaces");
+		close(sv[0]);
+		close(sv[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		close(sv[0]);
+		jail_child(s, sv[1], as_root);
+	}
+	close(sv[1]);
+	j->pid = (pid_t)pid;
+	j->pidfd = pidfd;
+	j->sync_fd = sv[0];
+	j->in_cgroup = cgfd >= 0;
+	if (!as_root && read(j->sync_fd, &ready, 1) != 1) {
+		pc_syserr(err, "spawn", "wait for the jail child");
+		jail_abort(j);
+		return -1;
+	}
+	return 0;
+}
+
+int jail_release(const struct jail_spec *s, struct jail *j, struct pc_err *err)
+{
+	if (write_id_maps(j->pid, s->policy, err) < 0 ||
+	    (s->cgroup && !j->in_cgroup && cgroup_run_attach(s->cgroup, j->pid, err) < 0)) {
+		jail_abort(j);
+		return -1;
+	}
+	log_debug("%6llu us: jail %d: id maps written", (unsigned long long)log_elapsed_us(), (int)j->pid);
+	if (write(j->sync_fd, "g", 1) != 1) {
+		pc_syserr(err, "spawn", "release the jail child");
+		jail_abort(j);
+		return -1;
+	}
+	return 0;
+}
+
+int jail_spawn(const struct jail_spec *s, struct jail *j, struct pc_err *err)
+{
+	if (jail_clone(s, j, err) < 0)
+		return -1;
+	return jail_release(s, j, err);
+}

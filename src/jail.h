@@ -1,0 +1,76 @@
+/* pycell: the jail: clone3 into fresh namespaces, the child setup sequence,
+ * and the tiny init that runs as pid 1. */
+#ifndef PYCELL_JAIL_H
+#define PYCELL_JAIL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "policy.h"
+#include "util.h"
+
+struct seccomp_filter;
+struct cgroup_run;
+
+struct jail_file {
+	const char *name;   /* a plain file name: "main.py" */
+	const char *data;
+	size_t len;
+};
+#define JAIL_MAX_FILES 4
+
+struct jail_spec {
+	const struct policy *policy;
+	const struct seccomp_filter *filter;  /* NULL: no filter (tests only) */
+	struct cgroup_run *cgroup;            /* NULL: no cgroup */
+	char *const *argv;                    /* python's argv, argv[0] = interpreter */
+	char *const *envp;
+	struct jail_file files[JAIL_MAX_FILES]; /* written read-only to /run/pycell/ */
+	int n_files;
+	const char *runtime_dir;              /* bound read-only at /run/pycell/lib */
+	int stdio[3];                         /* child ends: stdin, stdout, stderr */
+	int tool_fd;                          /* child end, becomes fd 3 */
+	/* NULL: pid 2 execs argv.  Else pid 2 calls this instead of execve,
+	 * with the jail complete (the zygote runs the program in its already
+	 * initialised interpreter); it must not return. */
+	void (*run_inline)(const struct jail_spec *s);
+};
+
+struct jail {
+	pid_t pid;      /* host pid of the jail's init */
+	int pidfd;      /* pidfd of init (readable when it exits) */
+	int sync_fd;    /* seqpacket: struct jail_msg from the child */
+	bool in_cgroup; /* cloned straight into the run's cgroup (v2) */
+};
+
+enum jail_msg_type { JAIL_MSG_ERROR = 1, JAIL_MSG_STARTED, JAIL_MSG_EXIT };
+
+/* Messages from the jail to the supervisor, one per packet. */
+struct jail_msg {
+	int32_t type;
+	int32_t wait_status;      /* JAIL_MSG_EXIT: python's wait status */
+	int64_t cpu_us;           /* JAIL_MSG_EXIT: user+sys of python and reaped children */
+	int64_t maxrss_kb;        /* JAIL_MSG_EXIT */
+	int64_t started_ns;       /* JAIL_MSG_STARTED: CLOCK_MONOTONIC at exec */
+	struct pc_err err;        /* JAIL_MSG_ERROR */
+};
+
+/* Spawn the jail: jail_clone then jail_release.  On success the child is
+ * building its root; errors from there on arrive as JAIL_MSG_ERROR on
+ * j->sync_fd. */
+int jail_spawn(const struct jail_spec *spec, struct jail *j, struct pc_err *err);
+/* The two halves, for the zygote: clone into new namespaces (the child
+ * then waits); and, possibly in another process that received the pidfd
+ * and sync fd, write its id maps, move it into the run's cgroup and let it
+ * go.  The zygote needs no privilege: the maps are written by the
+ * supervisor.  On failure both kill the child and close j's fds. */
+int jail_clone(const struct jail_spec *spec, struct jail *j, struct pc_err *err);
+int jail_release(const struct jail_spec *spec, struct jail *j, struct pc_err *err);
+/* Record where main()'s argv and environ strings are, so a jail's init
+ * can blank its inherited copy of them (/proc/1/cmdline, /proc/1/environ). */
+void jail_note_cmdline(char **argv);
+/* Host uid/gid the jail's ids map to when pycell runs as root. */
+extern uid_t jail_host_id_base;
+
+#endif

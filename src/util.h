@@ -1,0 +1,86 @@
+/* pycell: errors, resource ownership helpers, small parsers. */
+#ifndef PYCELL_UTIL_H
+#define PYCELL_UTIL_H
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+/* A failure the way crun reports it: the errno, the step that failed and a
+ * message naming the thing (path, key, syscall).  Functions that can fail
+ * take a `struct pc_err *` and return -1 after filling it; callers
+ * propagate.  The same struct travels from the jail child to the parent. */
+struct pc_err {
+	int errnum;           /* errno, or 0 for a non-system error */
+	char step[32];        /* short name of the setup step: "mount", "policy" */
+	char msg[480];        /* human message, already including the strerror */
+};
+
+int pc_fail(struct pc_err *err, int errnum, const char *step, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+/* pc_fail with errno, for a failed syscall: message gets ": strerror" */
+int pc_syserr(struct pc_err *err, const char *step, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* Ownership: a variable marked with one of these is released when it goes
+ * out of scope; steal_ptr()/steal_fd() hand the resource on. */
+static inline void pc_freep(void *p) { free(*(void **)p); }
+static inline void pc_closep(int *fd)
+{
+	if (*fd >= 0) {
+		int saved = errno;
+		close(*fd);
+		errno = saved;
+	}
+}
+#define cleanup_free __attribute__((cleanup(pc_freep)))
+#define cleanup_close __attribute__((cleanup(pc_closep)))
+
+static inline void *steal_ptr_impl(void *pp)
+{
+	void **p = pp;
+	void *v = *p;
+	*p = NULL;
+	return v;
+}
+#define steal_ptr(pp) steal_ptr_impl(pp)
+static inline int steal_fd(int *fd)
+{
+	int v = *fd;
+	*fd = -1;
+	return v;
+}
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+void *xmalloc(size_t n);
+void *xcalloc(size_t n, size_t m);
+void *xrealloc(void *p, size_t n);
+char *xstrdup(const char *s);
+char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* "64M", "1.5G", "4096", "1k": binary units (K=1024).  Returns -1 and
+ * sets *why on malformed input or overflow. */
+int parse_size(const char *s, uint64_t *out, const char **why);
+/* "10", "2.5", "250ms", "1m": seconds with optional unit -> milliseconds. */
+int parse_duration_ms(const char *s, uint64_t *out, const char **why);
+
+/* write everything or fail (EINTR/EAGAIN-safe for blocking fds) */
+int write_all(int fd, const void *buf, size_t len);
+/* read a whole file into a malloc'd, NUL-terminated buffer; max bytes */
+int read_file(const char *path, size_t max, char **out, size_t *len);
+/* read a whole stream fd; max bytes (larger is an error, EFBIG) */
+int read_fd_all(int fd, size_t max, char **out, size_t *len);
+/* write a string to a file (O_WRONLY, no create, no trunc) e.g. /proc/.. */
+int write_file(const char *path, const char *s);
+int set_nonblock(int fd, bool on);
+int set_cloexec(int fd, bool on);
+uint64_t now_ms(void);  /* CLOCK_MONOTONIC */
+/* Where runtime/ and policy/ live: $PYCELL_DATADIR, else the install dir. */
+const char *pycell_datadir(void);
+
+#endif

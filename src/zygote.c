@@ -1,0 +1,611 @@
+/* pycell: warm starts through a zygote (see zygote.h).
+ *
+ * Why a re-executed binary and not a fork of the supervisor: a jail cloned
+ * from the zygote inherits its whole address space, and the code in it can
+ * read all of that.  A fresh exec with an empty environment holds only the
+ * policy, the seccomp program and the interpreter: no config, no tokens,
+ * no upstream environment.
+ *
+ * libpython is loaded with dlopen, so the supervisor itself never maps it
+ * (its RSS stays small) and no Python headers are needed to build: the
+ * dozen functions used are declared below with their documented
+ * signatures (stable C API). */
+#include "config.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <wchar.h>
+
+#include <jansson.h>
+
+#include "log.h"
+#include "rootfs.h"
+#include "run.h"
+#include "seccomp.h"
+#include "zygote.h"
+
+#define ZYGOTE_FD 3
+#define ZYGOTE_REPLY_MS 10000
+#define WARM_FILE ".warm.json"
+#define CONFIG_MAX (1 << 20)
+
+enum { Z_SPAWN = 1 };
+
+struct spawn_req {
+	uint32_t type;
+	uint32_t cell;        /* run _cell instead of the script */
+	uint64_t files_len;   /* bytes in the memfd */
+};
+
+struct spawn_reply {
+	int32_t ok;
+	int32_t pid;
+	struct pc_err err;
+};
+
+struct zygote {
+	pid_t pid;
+	int ctl;              /* supervisor end of the control socket */
+	struct policy policy; /* the policy the zygote was started with */
+	char *runtime_dir;
+	bool dead;
+};
+
+/* ------------------------------------------------------------ fd passing */
+
+static int send_with_fds(int sock, const void *buf, size_t len, const int *fds, int n)
+{
+	char ctl[CMSG_SPACE(sizeof(int) * 8)];
+	struct iovec iov = { (void *)buf, len };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	if (n) {
+		struct cmsghdr *c;
+		memset(ctl, 0, sizeof(ctl));
+		mh.msg_control = ctl;
+		mh.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)n);
+		c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)n);
+		memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)n);
+	}
+	return sendmsg(sock, &mh, MSG_NOSIGNAL) == (ssize_t)len ? 0 : -1;
+}
+
+/* Receive one packet and exactly `want` fds (fewer is an error; all
+ * received fds are closed on error). */
+static ssize_t recv_with_fds(int sock, void *buf, size_t len, int *fds, int want)
+{
+	char ctl[CMSG_SPACE(sizeof(int) * 8)];
+	struct iovec iov = { buf, len };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
+			     .msg_controllen = sizeof(ctl) };
+	int got = 0;
+	ssize_t n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+	if (n <= 0)
+		return n;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+			int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+			int *p = (int *)CMSG_DATA(c);
+			for (int i = 0; i < k; i++) {
+				if (got < want)
+					fds[got++] = p[i];
+				else
+					close(p[i]);
+			}
+		}
+	}
+	if (got != want || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
+		for (int i = 0; i < got; i++)
+			close(fds[i]);
+		errno = EPROTO;
+		return -1;
+	}
+	return n;
+}
+
+static int wait_readable(int fd, int ms)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	int n;
+	do
+		n = poll(&p, 1, ms);
+	while (n < 0 && errno == EINTR);
+	if (n == 0)
+		errno = ETIMEDOUT;
+	return n > 0 ? 0 : -1;
+}
+
+/* ------------------------------------------------------------ the policy */
+
+/* Interpreter flags a zygote can honour: each has an environment
+ * variable that Py_Initialize reads. */
+static const char *flag_env(const char *flag)
+{
+	static const char *const map[][2] = {
+		{ "-B", "PYTHONDONTWRITEBYTECODE=1" }, { "-u", "PYTHONUNBUFFERED=1" },
+		{ "-O", "PYTHONOPTIMIZE=1" }, { "-OO", "PYTHONOPTIMIZE=2" },
+		{ "-s", "PYTHONNOUSERSITE=1" }, { "-q", "" },
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(map); i++)
+		if (strcmp(flag, map[i][0]) == 0)
+			return map[i][1];
+	return NULL;
+}
+
+/* "libpython3.11.so.1.0" for an interpreter whose real name is python3.11 */
+static int libpython_name(const char *python, char *out, size_t len, struct pc_err *err)
+{
+	char real[PATH_MAX];
+	const char *base;
+	unsigned minor;
+	char tail;
+	if (!realpath(python, real))
+		return pc_syserr(err, "warm", "interpreter %s", python);
+	base = strrchr(real, '/') + 1;
+	if (sscanf(base, "python3.%u%c", &minor, &tail) != 1)
+		return pc_fail(err, ENOTSUP, "warm", "interpreter %s (%s) is not named python3.N", python, real);
+	snprintf(out, len, "libpython3.%u.so.1.0", minor);
+	return 0;
+}
+
+/* ------------------------------------------------------------ supervisor side */
+
+int zygote_start(const struct policy *p, const char *runtime_dir, struct zygote **out,
+		 struct pc_err *err)
+{
+	static const char *const pass_env[] = { "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS" };
+	char *envp[ARRAY_SIZE(pass_env) + 1] = { 0 };
+	char *argv[] = { "pycell", "__zygote", NULL };
+	char libname[64];
+	struct spawn_reply reply;
+	struct zygote *z;
+	json_t *cfg;
+	char *text;
+	int sv[2], n_env = 0;
+	pid_t pid;
+
+	for (size_t i = 0; i < p->n_python_flags; i++)
+		if (!flag_env(p->python_flags[i]))
+			return pc_fail(err, ENOTSUP, "warm", "interpreter flag %s has no warm-start equivalent",
+				       p->python_flags[i]);
+	if (libpython_name(p->python, libname, sizeof(libname), err) < 0)
+		return -1;
+	for (size_t i = 0; i < ARRAY_SIZE(pass_env); i++) {
+		const char *v = getenv(pass_env[i]);
+		if (v)
+			envp[n_env++] = xasprintf("%s=%s", pass_env[i], v);
+	}
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		return pc_syserr(err, "warm", "socketpair");
+	pid = fork();
+	if (pid < 0) {
+		pc_syserr(err, "warm", "fork the zygote");
+		close(sv[0]);
+		close(sv[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || null < 0 || dup2(null, 0) < 0 ||
+		    dup2(null, 1) < 0 || dup2(sv[1], ZYGOTE_FD) < 0 ||
+		    syscall(SYS_close_range, ZYGOTE_FD + 1, ~0U, 0) < 0)
+			_exit(127);
+		execve("/proc/self/exe", argv, envp);
+		_exit(127);
+	}
+	for (int i = 0; i < n_env; i++)
+		free(envp[i]);
+	close(sv[1]);
+
+	z = xcalloc(1, sizeof(*z));
+	z->pid = pid;
+	z->ctl = sv[0];
+	z->runtime_dir = xstrdup(runtime_dir);
+	cfg = json_pack("{s:o,s:s,s:s,s:I}", "policy", policy_to_json(p), "runtime_dir", runtime_dir,
+			"libpython", libname, "host_id_base", (json_int_t)jail_host_id_base);
+	text = json_dumps(cfg, JSON_COMPACT);
+	json_decref(cfg);
+	if (!text || send(z->ctl, text, strlen(text), MSG_NOSIGNAL) < 0) {
+		pc_syserr(err, "warm", "configure the zygote");
+		goto fail;
+	}
+	free(text);
+	text = NULL;
+	if (wait_readable(z->ctl, ZYGOTE_REPLY_MS) < 0 ||
+	    recv(z->ctl, &reply, sizeof(reply), 0) != (ssize_t)sizeof(reply)) {
+		pc_syserr(err, "warm", "the zygote did not start");
+		goto fail;
+	}
+	if (!reply.ok) {
+		*err = reply.err;
+		goto fail;
+	}
+	/* our own copy, parsed the way the zygote parsed it */
+	{
+		json_t *pj = policy_to_json(p);
+		char *ps = json_dumps(pj, JSON_COMPACT);
+		json_decref(pj);
+		if (!ps || policy_parse(ps, "zygote", &z->policy, err) < 0) {
+			free(ps);
+			goto fail;
+		}
+		free(ps);
+	}
+	log_debug("zygote %d ready (%s)", (int)pid, libname);
+	*out = z;
+	return 0;
+fail:
+	free(text);
+	zygote_free(z);
+	return -1;
+}
+
+bool zygote_serves(const struct zygote *z, const struct policy *p)
+{
+	return z && !z->dead && policy_equal(&z->policy, p);
+}
+
+pid_t zygote_pid(const struct zygote *z)
+{
+	return z ? z->pid : 0;
+}
+
+/* The program files and .warm.json, in one memfd: for each file its name,
+ * a NUL, its length (8 bytes, native order) and its bytes. */
+static int pack_files(const struct jail_spec *s, bool cell, uint64_t *len, struct pc_err *err)
+{
+	const struct policy *p = s->policy;
+	json_t *warm = json_object(), *argv = json_array(), *env = json_object();
+	char *wtext;
+	int fd;
+	uint64_t total = 0;
+	size_t skip = 1 + p->n_python_flags;
+
+	bool ok = true;
+
+	/* sys.argv as python would set it from the cold argv; json_string
+	 * refuses bytes that are not UTF-8 (python would decode them with
+	 * surrogateescape: such runs stay cold) */
+	if (cell)
+		ok &= json_array_append_new(argv, json_string("-c")) == 0;
+	else
+		for (size_t i = skip; s->argv[i]; i++)
+			ok &= json_array_append_new(argv, json_string(s->argv[i])) == 0;
+	for (size_t i = 0; s->envp[i]; i++) {
+		const char *eq = strchr(s->envp[i], '=');
+		char *k = xasprintf("%.*s", (int)(eq - s->envp[i]), s->envp[i]);
+		ok &= json_object_set_new(env, k, json_string(eq + 1)) == 0;
+		free(k);
+	}
+	json_object_set_new(warm, "argv", argv);
+	json_object_set_new(warm, "env", env);
+	json_object_set_new(warm, "path0", json_string(cell ? "" : JAIL_RUN_DIR));
+	wtext = ok ? json_dumps(warm, JSON_COMPACT) : NULL;
+	json_decref(warm);
+	if (!wtext)
+		return pc_fail(err, EINVAL, "warm", "arguments or environment are not valid UTF-8");
+
+	fd = memfd_create("pycell-run", MFD_CLOEXEC);
+	if (fd < 0) {
+		free(wtext);
+		return pc_syserr(err, "warm", "memfd_create");
+	}
+	for (int i = 0; i <= s->n_files; i++) {
+		const char *name = i < s->n_files ? s->files[i].name : WARM_FILE;
+		const char *data = i < s->n_files ? s->files[i].data : wtext;
+		uint64_t n = i < s->n_files ? s->files[i].len : strlen(wtext);
+		if (write_all(fd, name, strlen(name) + 1) < 0 || write_all(fd, &n, sizeof(n)) < 0 ||
+		    write_all(fd, data, n) < 0) {
+			pc_syserr(err, "warm", "write the program for the zygote");
+			free(wtext);
+			close(fd);
+			return -1;
+		}
+		total += strlen(name) + 1 + sizeof(n) + n;
+	}
+	free(wtext);
+	*len = total;
+	return fd;
+}
+
+int zygote_spawn(struct zygote *z, const struct jail_spec *s, bool cell, struct jail *j,
+		 struct pc_err *err)
+{
+	struct spawn_req req = { .type = Z_SPAWN, .cell = cell };
+	struct spawn_reply reply;
+	int fds[2];
+	cleanup_close int memfd = -1;
+
+	if (z->dead)
+		return pc_fail(err, EPIPE, "warm", "the zygote is gone");
+	memfd = pack_files(s, cell, &req.files_len, err);
+	if (memfd < 0)
+		return -1;
+	{
+		int out[5] = { s->stdio[0], s->stdio[1], s->stdio[2], s->tool_fd, memfd };
+		if (send_with_fds(z->ctl, &req, sizeof(req), out, 5) < 0)
+			goto dead;
+	}
+	if (wait_readable(z->ctl, ZYGOTE_REPLY_MS) < 0)
+		goto dead;
+	{
+		/* a failure reply carries no fds */
+		char ctl[CMSG_SPACE(sizeof(int) * 2)];
+		struct iovec iov = { &reply, sizeof(reply) };
+		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
+				     .msg_controllen = sizeof(ctl) };
+		struct cmsghdr *c;
+		ssize_t n = recvmsg(z->ctl, &mh, MSG_CMSG_CLOEXEC);
+		if (n != (ssize_t)sizeof(reply))
+			goto dead;
+		c = CMSG_FIRSTHDR(&mh);
+		if (!reply.ok) {
+			*err = reply.err;
+			return -1;
+		}
+		if (!c || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(fds)))
+			goto dead;
+		memcpy(fds, CMSG_DATA(c), sizeof(fds));
+	}
+	j->pid = reply.pid;
+	j->pidfd = fds[0];
+	j->sync_fd = fds[1];
+	j->in_cgroup = false;
+	return 0;
+dead:
+	pc_syserr(err, "warm", "the zygote stopped answering");
+	z->dead = true;
+	return -1;
+}
+
+void zygote_free(struct zygote *z)
+{
+	if (!z)
+		return;
+	if (z->ctl >= 0)
+		close(z->ctl);
+	if (z->pid > 0) {
+		kill(z->pid, SIGKILL);
+		waitpid(z->pid, NULL, 0);
+	}
+	policy_free(&z->policy);
+	free(z->runtime_dir);
+	free(z);
+}
+
+/* ------------------------------------------------------------ the zygote */
+
+static struct {
+	void (*SetProgramName)(const wchar_t *);
+	wchar_t *(*DecodeLocale)(const char *, size_t *);
+	void (*InitializeEx)(int);
+	int (*RunSimpleStringFlags)(const char *, void *);
+	int (*RunSimpleFileExFlags)(FILE *, const char *, int, void *);
+	int (*FinalizeEx)(void);
+	void (*AfterForkChild)(void);
+} py;
+
+static bool zygote_cell;
+
+/* Runs in __main__ before the program; leaves no names behind. */
+static const char warm_prelude[] =
+	"def _pycell_warm():\n"
+	"    import os, sys, json\n"
+	"    with open('" JAIL_RUN_DIR "/" WARM_FILE "', 'rb') as f:\n"
+	"        cfg = json.load(f)\n"
+	"    os.environ.clear()\n"
+	"    os.environ.update(cfg['env'])\n"
+	"    sys.argv[:] = cfg['argv']\n"
+	"    sys.path.insert(0, cfg['path0'])\n"
+	"    r = sys.modules.get('random')\n"
+	"    if r is not None:\n"
+	"        r.seed()\n"  /* the zygote's seed must not repeat in every run */
+	"_pycell_warm()\n"
+	"del _pycell_warm\n";
+
+/* pid 2 of a warm jail: confined already; run the program in the
+ * interpreter inherited from the zygote. */
+static __attribute__((noreturn)) void zygote_run_inline(const struct jail_spec *s)
+{
+	int status = 0;
+	py.AfterForkChild();
+	if (py.RunSimpleStringFlags(warm_prelude, NULL) != 0)
+		_exit(125);
+	if (zygote_cell) {
+		status = py.RunSimpleStringFlags("import pycell._cell as c; c.main()", NULL) ? 1 : 0;
+	} else {
+		char path[PATH_MAX];
+		FILE *f;
+		snprintf(path, sizeof(path), JAIL_RUN_DIR "/%s", s->files[0].name);
+		f = fopen(path, "rb");
+		if (!f) {
+			fprintf(stderr, "%s: can't open file '%s': [Errno %d] %s\n", s->policy->python, path,
+				errno, strerror(errno));
+			exit(2);
+		}
+		status = py.RunSimpleFileExFlags(f, path, 1, NULL) ? 1 : 0;
+	}
+	if (py.FinalizeEx() < 0)
+		status = 120;
+	exit(status);
+}
+
+static int load_python(const char *libname, const struct policy *p, struct pc_err *err)
+{
+	void *h = dlopen(libname, RTLD_NOW | RTLD_GLOBAL);
+	char **envp;
+	wchar_t *prog;
+	if (!h)
+		return pc_fail(err, ENOENT, "warm", "load %s: %s (install libpython3-dev or disable warm starts)",
+			       libname, dlerror());
+#define SYM(field, name)                                                                   \
+	if (!(*(void **)&py.field = dlsym(h, name)))                                           \
+		return pc_fail(err, ENOENT, "warm", "%s has no %s", libname, name);
+	SYM(SetProgramName, "Py_SetProgramName");
+	SYM(DecodeLocale, "Py_DecodeLocale");
+	SYM(InitializeEx, "Py_InitializeEx");
+	SYM(RunSimpleStringFlags, "PyRun_SimpleStringFlags");
+	SYM(RunSimpleFileExFlags, "PyRun_SimpleFileExFlags");
+	SYM(FinalizeEx, "Py_FinalizeEx");
+	SYM(AfterForkChild, "PyOS_AfterFork_Child");
+#undef SYM
+	/* the interpreter starts with the environment a cold run's python
+	 * sees, plus the flags' equivalents */
+	clearenv();
+	envp = run_jail_envp(p);
+	for (char **e = envp; *e; e++) {
+		putenv(*e); /* owned by environ from here on */
+	}
+	free(envp);
+	for (size_t i = 0; i < p->n_python_flags; i++) {
+		const char *e = flag_env(p->python_flags[i]);
+		if (e && *e)
+			putenv((char *)e);
+	}
+	prog = py.DecodeLocale(p->python, NULL);
+	if (!prog)
+		return pc_fail(err, EINVAL, "warm", "interpreter path %s", p->python);
+	py.SetProgramName(prog);
+	py.InitializeEx(1);
+	/* Modules every program pays for anyway, and those cells use: loaded
+	 * once here, without binding names in __main__. */
+	if (py.RunSimpleStringFlags("__import__('json')\n__import__('encodings.idna')\n", NULL) != 0)
+		return pc_fail(err, EINVAL, "warm", "preloading modules failed");
+	return 0;
+}
+
+static int zygote_serve_one(int ctl, struct jail_spec *tmpl)
+{
+	struct spawn_req req;
+	struct spawn_reply reply = { 0 };
+	struct jail_spec s = *tmpl;
+	struct jail j = { 0 };
+	int fds[5];
+	char *buf = MAP_FAILED;
+	ssize_t n = recv_with_fds(ctl, &req, sizeof(req), fds, 5);
+
+	if (n == 0)
+		return -1; /* the supervisor is gone */
+	if (n != (ssize_t)sizeof(req) || req.type != Z_SPAWN) {
+		if (n > 0)
+			for (int i = 0; i < 5; i++)
+				close(fds[i]);
+		pc_fail(&reply.err, EPROTO, "warm", "bad request to the zygote");
+		goto reply;
+	}
+	if (req.files_len)
+		buf = mmap(NULL, req.files_len, PROT_READ, MAP_PRIVATE, fds[4], 0);
+	if (buf == MAP_FAILED) {
+		pc_syserr(&reply.err, "warm", "map the program");
+		goto close_fds;
+	}
+	s.n_files = 0;
+	for (uint64_t off = 0; off < req.files_len && s.n_files < JAIL_MAX_FILES;) {
+		struct jail_file *f = &s.files[s.n_files++];
+		uint64_t len;
+		f->name = buf + off;
+		off += strnlen(f->name, req.files_len - off) + 1;
+		if (off + sizeof(len) > req.files_len)
+			break;
+		memcpy(&len, buf + off, sizeof(len));
+		off += sizeof(len);
+		if (len > req.files_len - off)
+			break;
+		f->data = buf + off;
+		f->len = len;
+		off += len;
+	}
+	s.stdio[0] = fds[0];
+	s.stdio[1] = fds[1];
+	s.stdio[2] = fds[2];
+	s.tool_fd = fds[3];
+	zygote_cell = req.cell;
+	if (jail_clone(&s, &j, &reply.err) == 0) {
+		int out[2] = { j.pidfd, j.sync_fd };
+		reply.ok = 1;
+		reply.pid = j.pid;
+		send_with_fds(ctl, &reply, sizeof(reply), out, 2);
+		close(j.pidfd);
+		close(j.sync_fd);
+		munmap(buf, req.files_len);
+		for (int i = 0; i < 5; i++)
+			close(fds[i]);
+		return 0;
+	}
+	munmap(buf, req.files_len);
+close_fds:
+	for (int i = 0; i < 5; i++)
+		close(fds[i]);
+reply:
+	send(ctl, &reply, sizeof(reply), MSG_NOSIGNAL);
+	return 0;
+}
+
+int cmd_zygote(int argc, char **argv)
+{
+	struct spawn_reply reply = { 0 };
+	struct policy pol;
+	struct seccomp_filter *filter = NULL;
+	struct jail_spec tmpl = { 0 };
+	char *python_argv[2];
+	char *cfg_text = xmalloc(CONFIG_MAX + 1);
+	json_t *cfg, *pj;
+	char *ptext = NULL;
+	const char *runtime_dir, *libname;
+	ssize_t n;
+
+	(void)argc;
+	(void)argv;
+	/* children are reaped by the kernel; their status reaches the
+	 * supervisor through the jail's own report */
+	signal(SIGCHLD, SIG_IGN);
+	n = recv(ZYGOTE_FD, cfg_text, CONFIG_MAX, 0);
+	if (n <= 0)
+		return 1;
+	cfg_text[n] = '\0';
+	cfg = json_loads(cfg_text, 0, NULL);
+	free(cfg_text);
+	pj = json_object_get(cfg, "policy");
+	runtime_dir = json_string_value(json_object_get(cfg, "runtime_dir"));
+	libname = json_string_value(json_object_get(cfg, "libpython"));
+	if (!pj || !runtime_dir || !libname) {
+		pc_fail(&reply.err, EPROTO, "warm", "bad zygote configuration");
+		goto answer;
+	}
+	jail_host_id_base = (uid_t)json_integer_value(json_object_get(cfg, "host_id_base"));
+	ptext = json_dumps(pj, JSON_COMPACT);
+	if (!ptext || policy_parse(ptext, "zygote", &pol, &reply.err) < 0)
+		goto answer;
+	if (seccomp_filter_compile(&pol, &filter, &reply.err) < 0)
+		goto answer;
+	if (load_python(libname, &pol, &reply.err) < 0)
+		goto answer;
+	reply.ok = 1;
+answer:
+	free(ptext);
+	send(ZYGOTE_FD, &reply, sizeof(reply), MSG_NOSIGNAL);
+	if (!reply.ok)
+		return 1;
+	python_argv[0] = pol.python;
+	python_argv[1] = NULL;
+	tmpl.policy = &pol;
+	tmpl.filter = filter;
+	tmpl.argv = python_argv;
+	tmpl.runtime_dir = runtime_dir;
+	tmpl.run_inline = zygote_run_inline;
+	while (zygote_serve_one(ZYGOTE_FD, &tmpl) == 0)
+		;
+	return 0;
+}

@@ -1,0 +1,1185 @@
+#!/usr/bin/python3
+"""pycell side-by-side benchmark (issue 7).
+
+Runs the same Python workloads under several runners, alternating between
+the runners every iteration, and prints markdown tables:
+
+  latency      median, p90, p99 (ms) per workload and runner, and the ratio
+               of each median to bare python3's
+  throughput   runs/s of print("hello") at concurrency 1, 2 and 8
+  memory       supervisor RSS idle, RSS of one running jail
+  step costs   where `pycell run` spends its time (its --debug timings)
+  targets      the issue's goals against the measured ratios
+
+Runners: bare `/usr/bin/python3 -c CODE`, `bwrap` with a jail as close to
+pycell's as bwrap allows, `pycell run -c CODE` (cold CLI) and `pycell mcp`
+driven by a raw newline-delimited JSON-RPC client that keeps one server open
+and times tools/call run_python round trips.  Standard library only; see
+tests/bench/README.md for the method and its caveats.
+
+  /usr/bin/python3 tests/bench/bench.py [--quick] [--iterations N] [--out FILE]
+"""
+
+import argparse
+import ctypes
+import datetime
+import json
+import math
+import os
+import platform
+import re
+import shlex
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+WARM_CONF = Path(__file__).resolve().parent / "warm.conf"
+PYTHON = "/usr/bin/python3"
+MIB = 1 << 20
+PROTOCOL_VERSION = "2025-11-25"
+PR_SET_CHILD_SUBREAPER = 36
+MEM_MARK = "pcbench-mem"
+
+# The environment every runner gets (pycell and bwrap set the same one inside
+# the jail), so bare python3 does not start with a different one.
+RUN_ENV = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "LANG": "C.UTF-8",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "TMPDIR": "/tmp",
+}
+
+
+class BenchError(Exception):
+    """A failure that ends the benchmark with a message (exit 1)."""
+
+
+class SetupError(BenchError):
+    """Something the benchmark needs is missing (exit 2)."""
+
+
+# ------------------------------------------------------------------ statistics
+
+def percentile(values, p):
+    """Nearest-rank percentile (p in 0..100) of a non-empty list."""
+    s = sorted(values)
+    rank = max(1, math.ceil(p / 100 * len(s)))
+    return s[rank - 1]
+
+
+def summary(values):
+    return {
+        "n": len(values),
+        "median": statistics.median(values),
+        "p90": percentile(values, 90),
+        "p99": percentile(values, 99),
+    }
+
+
+# ------------------------------------------------------------------ processes
+
+class Reaper:
+    """Owns every process the benchmark starts.  The driver is a child
+    subreaper, so anything a runner leaves behind (a jail that outlived its
+    pycell) is reparented to it; sweep() kills and reaps those and reports
+    them, and kill_all() ends everything on the way out."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.live = {}
+        self.leftovers = []
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+            raise SetupError(f"prctl(PR_SET_CHILD_SUBREAPER): {os.strerror(ctypes.get_errno())}")
+
+    def popen(self, argv, **kw):
+        kw.setdefault("start_new_session", True)
+        try:
+            proc = subprocess.Popen(argv, **kw)
+        except OSError as e:
+            raise BenchError(f"cannot start {argv[0]}: {e}") from None
+        with self.lock:
+            self.live[proc.pid] = proc
+        return proc
+
+    def done(self, proc):
+        with self.lock:
+            self.live.pop(proc.pid, None)
+
+    def kill(self, proc):
+        """SIGKILL a runner's process group and every process below it."""
+        for pid in descendants(proc.pid):
+            _kill(pid)
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        _kill(proc.pid)
+
+    def sweep(self):
+        """Kill and reap children that no runner owns (left behind)."""
+        with self.lock:
+            owned = set(self.live)
+
+        def strays():
+            return {p: st for p, st in children_of(os.getpid()).items() if p not in owned}
+
+        # A jail whose runner just exited may still be dying: give it a moment.
+        deadline = time.monotonic() + 0.5
+        while (any(st[0] != "Z" for st in strays().values())
+               and time.monotonic() < deadline):
+            time.sleep(0.01)
+        for pid, (state, _) in strays().items():
+            if state != "Z":
+                self.leftovers.append(f"pid {pid} state {state} comm {comm(pid)!r} "
+                                      f"cmdline {cmdline(pid)[:120]!r}")
+                for sub in descendants(pid):
+                    _kill(sub)
+                _kill(pid)
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+
+    def kill_all(self):
+        with self.lock:
+            procs = list(self.live.values())
+        for proc in procs:
+            self.kill(proc)
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+            self.done(proc)
+        # A jail that was still dying has a moment to be reparented to us.
+        time.sleep(0.2)
+        self.sweep()
+
+
+def _kill(pid):
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def proc_stat(pid):
+    """(state, ppid) of a process, or None when it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2:].split()
+    return fields[0], int(fields[1])
+
+
+def all_stats():
+    out = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            st = proc_stat(int(d))
+            if st:
+                out[int(d)] = st
+    return out
+
+
+def children_of(pid):
+    return {p: st for p, st in all_stats().items() if st[1] == pid}
+
+
+def descendants(pid):
+    stats = all_stats()
+    found, frontier = [], [pid]
+    while frontier:
+        cur = frontier.pop()
+        kids = [p for p, st in stats.items() if st[1] == cur]
+        found.extend(kids)
+        frontier.extend(kids)
+    return found
+
+
+def cmdline(pid):
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return ""
+    return raw.replace(b"\0", b" ").decode(errors="replace")
+
+
+def comm(pid):
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+def pid_ns(pid):
+    try:
+        return os.readlink(f"/proc/{pid}/ns/pid")
+    except OSError:
+        return None
+
+
+def status_kib(pid, key):
+    """A kB field of /proc/PID/status (VmRSS, ...) or of smaps_rollup (Pss)."""
+    name = "smaps_rollup" if key == "Pss" else "status"
+    try:
+        text = Path(f"/proc/{pid}/{name}").read_text()
+    except OSError:
+        return 0
+    for line in text.splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+def memory_cgroup_bytes(pid):
+    """Memory charged to pid's memory cgroup (v1 usage_in_bytes or v2
+    memory.current), or None when pid shares the benchmark's own cgroup."""
+    def paths(p):
+        out = {}
+        try:
+            for line in Path(f"/proc/{p}/cgroup").read_text().splitlines():
+                _, ctrls, path = line.split(":", 2)
+                out[ctrls] = path
+        except (OSError, ValueError):
+            pass
+        return out
+
+    theirs, ours = paths(pid), paths(os.getpid())
+    for ctrls, path in theirs.items():
+        if "memory" in ctrls.split(",") and path != ours.get(ctrls):
+            f = Path("/sys/fs/cgroup/memory" + path) / "memory.usage_in_bytes"
+            if f.exists():
+                return int(f.read_text())
+    path = theirs.get("")
+    if path is not None and path != ours.get(""):
+        for root in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified"):
+            f = Path(root + path) / "memory.current"
+            if f.exists():
+                return int(f.read_text())
+    return None
+
+
+def tree_memory(pids):
+    """Summed VmRSS and Pss (bytes) of pids."""
+    rss = sum(status_kib(p, "VmRSS") for p in pids) * 1024
+    pss = sum(status_kib(p, "Pss") for p in pids) * 1024
+    return rss, pss
+
+
+# ------------------------------------------------------------------ runners
+
+class CliRunner:
+    """A runner that starts one command per run."""
+
+    kind = "cli"
+
+    def __init__(self, name, prefix, env, cwd, reaper, timeout):
+        self.name = name
+        self.prefix = prefix
+        self.env = env
+        self.cwd = cwd
+        self.reaper = reaper
+        self.timeout = timeout
+
+    def argv(self, code):
+        return [*self.prefix, code]
+
+    def start(self, code):
+        return self.reaper.popen(self.argv(code), stdin=subprocess.DEVNULL,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 env=self.env, cwd=self.cwd)
+
+    def finish(self, proc, timeout=None):
+        try:
+            out, err = proc.communicate(timeout=timeout or self.timeout)
+        except subprocess.TimeoutExpired:
+            self.reaper.kill(proc)
+            out, err = proc.communicate()
+            self.reaper.done(proc)
+            raise BenchError(f"{self.name}: no exit within {timeout or self.timeout} s "
+                             f"(killed); stderr: {err[-1000:]!r}") from None
+        self.reaper.done(proc)
+        return proc.returncode, out, err
+
+    def run(self, workload):
+        """One run; returns its wall time in seconds (spawn to exit, output
+        read in full)."""
+        t0 = time.perf_counter()
+        proc = self.start(workload.code)
+        rc, out, err = self.finish(proc)
+        elapsed = time.perf_counter() - t0
+        if rc != 0:
+            raise BenchError(f"{self.name} {workload.key}: exit status {rc}; "
+                             f"stderr: {err[-2000:]!r}")
+        workload.check(self.name, out)
+        return elapsed
+
+
+class McpClient:
+    """One `pycell mcp` process spoken to with newline-delimited JSON-RPC.
+    A reader thread matches responses to requests by id and stamps the
+    arrival time as soon as the line is read (before it is parsed), so the
+    client's JSON decoding is not counted in the round trip."""
+
+    def __init__(self, name, argv, env, cwd, reaper, timeout):
+        self.name = name
+        self.timeout = timeout
+        self.reaper = reaper
+        self.proc = reaper.popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, env=env, cwd=cwd)
+        self.write_lock = threading.Lock()
+        self.pending_lock = threading.Lock()
+        self.pending = {}
+        self.next_id = 1
+        self.closed = False
+        self.stderr_tail = b""
+        threading.Thread(target=self._read_stdout, daemon=True).start()
+        threading.Thread(target=self._read_stderr, daemon=True).start()
+
+    def _read_stdout(self):
+        for line in self.proc.stdout:
+            t = time.perf_counter()
+            try:
+                msg = json.loads(line)
+            except ValueError:
+                continue
+            if "method" in msg and "id" in msg:
+                # A server-to-client request we do not implement.
+                self._send({"jsonrpc": "2.0", "id": msg["id"],
+                            "error": {"code": -32601, "message": "not supported by the client"}})
+                continue
+            with self.pending_lock:
+                slot = self.pending.pop(msg.get("id"), None)
+            if slot is not None:
+                slot["t"], slot["msg"] = t, msg
+                slot["event"].set()
+        self.closed = True
+        with self.pending_lock:
+            slots, self.pending = list(self.pending.values()), {}
+        for slot in slots:
+            slot["event"].set()
+
+    def _read_stderr(self):
+        for line in self.proc.stderr:
+            self.stderr_tail = (self.stderr_tail + line)[-4000:]
+
+    def _send(self, obj):
+        data = json.dumps(obj).encode() + b"\n"
+        with self.write_lock:
+            try:
+                self.proc.stdin.write(data)
+                self.proc.stdin.flush()
+            except (BrokenPipeError, ValueError):
+                raise BenchError(f"{self.name}: the server closed its stdin (exit "
+                                 f"{self.proc.poll()}); stderr: {self.stderr_tail!r}") from None
+
+    def request(self, method, params=None, timeout=None):
+        """Send a request; returns (seconds from send to response, message)."""
+        slot = {"event": threading.Event(), "msg": None, "t": None}
+        with self.pending_lock:
+            rid = self.next_id
+            self.next_id += 1
+            self.pending[rid] = slot
+        msg = {"jsonrpc": "2.0", "id": rid, "method": method}
+        if params is not None:
+            msg["params"] = params
+        t0 = time.perf_counter()
+        self._send(msg)
+        if not slot["event"].wait(timeout or self.timeout):
+            with self.pending_lock:
+                self.pending.pop(rid, None)
+            raise BenchError(f"{self.name}: no answer to {method} within "
+                             f"{timeout or self.timeout} s; stderr: {self.stderr_tail!r}")
+        if slot["msg"] is None:
+            raise BenchError(f"{self.name}: the server closed stdout (exit {self.proc.poll()}) "
+                             f"before answering {method}; stderr: {self.stderr_tail!r}")
+        if "error" in slot["msg"]:
+            raise BenchError(f"{self.name}: {method} failed: {slot['msg']['error']!r}")
+        return slot["t"] - t0, slot["msg"]["result"]
+
+    def initialize(self):
+        self.request("initialize", {"protocolVersion": PROTOCOL_VERSION, "capabilities": {},
+                                    "clientInfo": {"name": "pycell-bench", "version": "1"}})
+        self._send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        _, tools = self.request("tools/list")
+        names = [t.get("name") for t in tools.get("tools", [])]
+        if "run_python" not in names:
+            raise BenchError(f"{self.name}: tools/list has no run_python: {names!r}")
+
+    def run_python(self, code, timeout=None):
+        """One tools/call run_python; returns (seconds, structuredContent)."""
+        elapsed, res = self.request("tools/call",
+                                    {"name": "run_python", "arguments": {"code": code}},
+                                    timeout=timeout)
+        sc = res.get("structuredContent")
+        if not isinstance(sc, dict):
+            raise BenchError(f"{self.name}: tools/call result has no structuredContent: "
+                             f"{json.dumps(res)[:1000]}")
+        if res.get("isError") or sc.get("status") != "ok":
+            raise BenchError(f"{self.name}: run_python status {sc.get('status')!r}: "
+                             f"stderr {sc.get('stderr', '')[-2000:]!r}")
+        return elapsed, sc
+
+    def close(self):
+        """EOF on stdin ends the server; it is killed if it lingers."""
+        try:
+            with self.write_lock:
+                self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.reaper.kill(self.proc)
+            self.proc.wait()
+        self.reaper.done(self.proc)
+
+
+class McpRunner:
+    """A runner backed by one long-lived `pycell mcp` server."""
+
+    kind = "mcp"
+
+    def __init__(self, name, argv, env, cwd, reaper, timeout):
+        self.name = name
+        self.argv = argv
+        self.env = env
+        self.cwd = cwd
+        self.reaper = reaper
+        self.timeout = timeout
+        self.client = None
+
+    def new_client(self):
+        client = McpClient(self.name, self.argv, self.env, self.cwd, self.reaper, self.timeout)
+        try:
+            client.initialize()
+        except BaseException:
+            client.close()
+            raise
+        return client
+
+    def open(self):
+        self.client = self.new_client()
+
+    def close(self):
+        if self.client:
+            self.client.close()
+            self.client = None
+
+    def run(self, workload):
+        elapsed, sc = self.client.run_python(workload.code)
+        workload.check(self.name, sc.get("stdout", "").encode())
+        return elapsed
+
+
+# ------------------------------------------------------------------ workloads
+
+class Workload:
+    def __init__(self, key, title, code, expect):
+        self.key = key
+        self.title = title
+        self.code = code
+        self.expect = expect
+
+    def check(self, runner, out):
+        if not self.expect(out):
+            raise BenchError(f"{runner} {self.key}: unexpected output "
+                             f"({len(out)} bytes): {out[:200]!r}")
+
+
+CPU_FUNC = "def f(n):\n    s = 0\n    for i in range(n):\n        s += i\n    return s\n"
+
+
+def calibrate_cpu_loop(target_ms, timeout):
+    """Loop count n for which f(n) takes target_ms in bare python3 (median of
+    five timings in separate interpreters)."""
+    n0 = 1_000_000
+    probe = CPU_FUNC + ("import time\nt = time.perf_counter()\nf(%d)\n"
+                        "print(time.perf_counter() - t)\n" % n0)
+    per_iter = []
+    for _ in range(5):
+        try:
+            out = subprocess.run([PYTHON, "-c", probe], capture_output=True, env=RUN_ENV,
+                                 timeout=timeout, check=True).stdout
+        except subprocess.TimeoutExpired:
+            raise BenchError(f"CPU loop calibration: no exit within {timeout} s") from None
+        except subprocess.CalledProcessError as e:
+            raise BenchError(f"CPU loop calibration: exit status {e.returncode}; "
+                             f"stderr {e.stderr[-1000:]!r}") from None
+        per_iter.append(float(out) / n0)
+    n = max(1000, round(target_ms / 1000 / statistics.median(per_iter)))
+    return n, statistics.median(per_iter) * n * 1000
+
+
+def make_workloads(cpu_n, output_bytes):
+    out_code = f"import sys\nsys.stdout.write('x' * {output_bytes - 1} + '\\n')\n"
+    return [
+        Workload("hello", 'print("hello")', 'print("hello")', lambda o: o == b"hello\n"),
+        Workload("import", "import json, re, collections", "import json, re, collections",
+                 lambda o: o == b""),
+        Workload("cpu", f"CPU loop f({cpu_n})", CPU_FUNC + f"f({cpu_n})\n", lambda o: o == b""),
+        Workload("output", f"{output_bytes} bytes of output" if output_bytes != MIB
+                 else "1 MiB of output", out_code,
+                 lambda o, n=output_bytes: len(o) == n and o.endswith(b"x\n")),
+    ]
+
+
+# ------------------------------------------------------------------ phases
+
+def rotated(items, k):
+    k %= len(items)
+    return items[k:] + items[:k]
+
+
+def latency_phase(runners, workloads, warmup, iterations, log):
+    """samples[workload][runner] = [seconds]; each iteration runs every
+    runner once, in an order rotated by one every iteration."""
+    samples = {w.key: {r.name: [] for r in runners} for w in workloads}
+    for w in workloads:
+        log(f"latency: {w.title}: {warmup} warm-up + {iterations} iterations "
+            f"x {len(runners)} runners")
+        for it in range(warmup + iterations):
+            for r in rotated(runners, it):
+                t = r.run(w)
+                if it >= warmup:
+                    samples[w.key][r.name].append(t)
+    return samples
+
+
+def throughput_batch(runner, workload, concurrency, total):
+    """runs/s of `total` runs spread over `concurrency` threads."""
+    counter = iter(range(total))
+    lock = threading.Lock()
+    errors = []
+    barrier = threading.Barrier(concurrency + 1)
+
+    def worker():
+        barrier.wait()
+        while not errors:
+            with lock:
+                if next(counter, None) is None:
+                    return
+            try:
+                runner.run(workload)
+            except Exception as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+                return
+
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(concurrency)]
+    for t in threads:
+        t.start()
+    barrier.wait()
+    t0 = time.perf_counter()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - t0
+    if errors:
+        raise errors[0]
+    return total / elapsed
+
+
+def throughput_phase(runners, workload, levels, rounds, runs_for, log):
+    """rates[runner][level] = [runs/s per round]."""
+    rates = {r.name: {c: [] for c in levels} for r in runners}
+    for rnd in range(rounds):
+        for c in levels:
+            total = runs_for(c)
+            log(f"throughput: round {rnd + 1}/{rounds}, concurrency {c}, {total} runs per runner")
+            for r in rotated(runners, rnd + c):
+                rates[r.name][c].append(throughput_batch(r, workload, c, total))
+    return rates
+
+
+# The probe names itself so the driver can find it: prctl(PR_SET_NAME), as
+# /proc/self/comm is not writable for a non-dumpable process.
+MEM_CODE = ("import time\n"
+            "try:\n"
+            "    import ctypes\n"
+            "    ctypes.CDLL(None).prctl(15, %r, 0, 0, 0)\n"
+            "except Exception:\n"
+            "    open('/proc/self/comm', 'w').write(%r)\n"
+            "time.sleep(%s)\n")
+
+
+def mem_code(sleep_s):
+    return MEM_CODE % (MEM_MARK.encode(), MEM_MARK, sleep_s)
+
+
+def find_marked(root, timeout, running):
+    """The process below (or at) root whose comm is MEM_MARK (None if it
+    does not appear in time or running() turns false)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and running():
+        for p in [root] + descendants(root):
+            if comm(p) == MEM_MARK:
+                return p
+        time.sleep(0.01)
+    return None
+
+
+def jail_members(root, marked):
+    """The processes in the marked process's pid namespace, among root and
+    its descendants (for bare python3: the process alone)."""
+    ns = pid_ns(marked)
+    host_ns = pid_ns(os.getpid())
+    if ns == host_ns:
+        return [marked]
+    return [p for p in [root] + descendants(root) if pid_ns(p) == ns]
+
+
+def mem_row(runner, what, pids, cgroup=None):
+    rss, pss = tree_memory(pids)
+    return {"runner": runner, "what": what, "procs": len(pids), "rss": rss, "pss": pss,
+            "cgroup": cgroup}
+
+
+def memory_cli(runner, sleep_s, timeout):
+    """Memory of one running jail of a CLI runner (the program sleeps)."""
+    proc = runner.start(mem_code(sleep_s))
+    rows = []
+    try:
+        marked = find_marked(proc.pid, timeout, lambda: proc.poll() is None)
+        if marked is not None:
+            time.sleep(min(0.2, sleep_s / 4))
+            members = jail_members(proc.pid, marked)
+            rows.append(mem_row(runner.name, "running jail (processes in its pid namespace)",
+                                members, memory_cgroup_bytes(marked)))
+            if members != [marked] or proc.pid != marked:
+                rows.append(mem_row(runner.name, "whole command (runner + jail)",
+                                    [proc.pid] + descendants(proc.pid)))
+    finally:
+        rc, _, err = runner.finish(proc, timeout=timeout + sleep_s)
+    if not rows:
+        raise BenchError(f"{runner.name}: no process named {MEM_MARK} appeared "
+                         f"(exit status {rc}; stderr {err[-1000:]!r})")
+    if rc != 0:
+        raise BenchError(f"{runner.name} memory probe: exit status {rc}; stderr {err[-1000:]!r}")
+    return rows
+
+
+def wait_settled(pid, max_s):
+    """Wait until pid's process tree (count and RSS) has not changed for 0.5 s."""
+    deadline = time.monotonic() + max_s
+    last, since = None, time.monotonic()
+    while time.monotonic() < deadline:
+        tree = [pid] + descendants(pid)
+        state = (len(tree), tree_memory(tree)[0] // (256 << 10))
+        if state != last:
+            last, since = state, time.monotonic()
+        elif time.monotonic() - since >= 0.5:
+            return
+        time.sleep(0.1)
+
+
+def supervisor_rows(runner, client, when, settle_s):
+    wait_settled(client.proc.pid, settle_s)
+    sup = client.proc.pid
+    below = descendants(sup)
+    rows = [mem_row(runner.name, f"supervisor idle {when}", [sup])]
+    rows.append(mem_row(runner.name, f"processes below the idle supervisor {when} "
+                        f"(ready jails, zygote)", below))
+    return rows
+
+
+def memory_mcp(runner, sleep_s, settle_s, timeout):
+    """A fresh server: idle RSS after initialize, then one running jail."""
+    client = runner.new_client()
+    try:
+        rows = supervisor_rows(runner, client, "after initialize", settle_s)
+        result = {}
+
+        def call():
+            try:
+                result["r"] = client.run_python(mem_code(sleep_s), timeout=timeout + sleep_s)
+            except BenchError as e:
+                result["e"] = e
+
+        t = threading.Thread(target=call, daemon=True)
+        t.start()
+        marked = find_marked(client.proc.pid, timeout, t.is_alive)
+        if marked is None:
+            t.join(timeout + sleep_s)
+            raise result.get("e") or BenchError(
+                f"{runner.name}: the memory probe ran but no process named {MEM_MARK} "
+                f"appeared below the server")
+        time.sleep(min(0.2, sleep_s / 4))
+        rows.append(mem_row(runner.name, "running jail (processes in its pid namespace)",
+                            jail_members(client.proc.pid, marked), memory_cgroup_bytes(marked)))
+        t.join(timeout + sleep_s)
+        if "e" in result:
+            raise result["e"]
+    finally:
+        client.close()
+    return rows
+
+
+DEBUG_LINE = re.compile(r"^pycell: debug:\s+(\d+) us: (.*)$")
+
+
+def step_costs(pycell_runner, runs, timeout):
+    """Median timestamp of each `pycell run --debug` step, sorted by it;
+    step labels have their numbers (pids) replaced by N."""
+    stamps = {}
+    argv = pycell_runner.prefix[:-1] + ["--debug", "-c"]
+    for _ in range(runs):
+        proc = pycell_runner.reaper.popen([*argv, 'print("hello")'], stdin=subprocess.DEVNULL,
+                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                          env=pycell_runner.env, cwd=pycell_runner.cwd)
+        rc, _, err = pycell_runner.finish(proc, timeout)
+        if rc != 0:
+            raise BenchError(f"pycell run --debug: exit status {rc}; stderr {err[-1000:]!r}")
+        for line in err.decode(errors="replace").splitlines():
+            m = DEBUG_LINE.match(line)
+            if not m:
+                continue
+            label = re.sub(r"\d+", "N", m.group(2))
+            stamps.setdefault(label, []).append(int(m.group(1)))
+    steps = [(label, statistics.median(v) / 1000, len(v)) for label, v in stamps.items()]
+    return sorted(steps, key=lambda step: step[1])
+
+
+# ------------------------------------------------------------------ report
+
+def fmt_ms(s):
+    return f"{s * 1000:.1f}"
+
+
+def fmt_mib(b):
+    return f"{b / MIB:.1f}"
+
+
+def machine_info(pycell, bwrap):
+    def first(path, prefix):
+        try:
+            for line in Path(path).read_text().splitlines():
+                if line.startswith(prefix):
+                    return line.split(":", 1)[1].strip() if ":" in line else line.split("=", 1)[1]
+        except OSError:
+            pass
+        return "?"
+
+    def version(argv):
+        try:
+            out = subprocess.run(argv, capture_output=True, text=True, timeout=10)
+            return (out.stdout or out.stderr).strip().splitlines()[0]
+        except (OSError, subprocess.TimeoutExpired, IndexError):
+            return "?"
+
+    mem_kib = first("/proc/meminfo", "MemTotal").split()[0]
+    return {
+        "cpu": first("/proc/cpuinfo", "model name"),
+        "cores": os.cpu_count(),
+        "memory": f"{int(mem_kib) // 1024} MiB" if mem_kib.isdigit() else "?",
+        "os": first("/etc/os-release", "PRETTY_NAME=").strip('"'),
+        "kernel": platform.release(),
+        "python": version([PYTHON, "--version"]),
+        "bwrap": version([bwrap, "--version"]) if bwrap else "not used",
+        "pycell": version([pycell, "--version"]),
+    }
+
+
+def loadavg():
+    return Path("/proc/loadavg").read_text().split()[:3]
+
+
+def render(res):
+    a = res["args"]
+    m = res["machine"]
+    lines = []
+    add = lines.append
+    add("# pycell benchmark results")
+    add("")
+    add(f"- Date: {res['date']}")
+    add(f"- Machine: {m['cpu']}, {m['cores']} cores, {m['memory']}; {m['os']}; "
+        f"kernel {m['kernel']}")
+    add(f"- Software: {m['python']}; {m['bwrap']}; {m['pycell']}")
+    add(f"- Load average (1, 5, 15 min): {' '.join(res['load_start'])} at the start, "
+        f"{' '.join(res['load_end'])} at the end")
+    if float(res["load_start"][0]) >= 0.5 or float(res["load_end"][0]) >= 0.5:
+        add("- **The machine was not quiet (1-minute load average >= 0.5): "
+            "the numbers are noisy.**")
+    add(f"- Command: `{res['command']}`")
+    add(f"- Iterations: {a['iterations']} per workload and runner after {a['warmup']} warm-up; "
+        f"runners alternate round-robin every iteration (order rotated each time)")
+    add(f"- CPU loop: f({res['cpu_n']}), calibrated to {res['cpu_calibrated_ms']:.1f} ms "
+        f"in-process on bare python3 (target {a['cpu_ms']} ms)")
+    add(f"- Spawn floor (`/bin/true` from the driver): {fmt_ms(res['spawn_floor'])} ms median")
+    add("")
+    add("Times are wall clock: spawn to exit with all output read (CLI runners), request "
+        "written to response line read (MCP, one server kept open). Percentiles are "
+        "nearest-rank; p99 of fewer than 100 samples is the maximum. Method and the "
+        "differences between the bwrap jail and pycell's: tests/bench/README.md.")
+    add("")
+
+    add("## Latency (ms)")
+    add("")
+    add("| workload | runner | n | median | p90 | p99 | median / python3 |")
+    add("|---|---|---:|---:|---:|---:|---:|")
+    base = res["runners"][0]
+    for w in res["workloads"]:
+        row = res["latency"][w["key"]]
+        b = row[base]["median"]
+        for r in res["runners"]:
+            s = row[r]
+            add(f"| {w['title']} | {r} | {s['n']} | {fmt_ms(s['median'])} | {fmt_ms(s['p90'])} "
+                f"| {fmt_ms(s['p99'])} | {s['median'] / b:.2f}x |")
+    add("")
+
+    add(f"## Throughput (runs/s of print(\"hello\"), median of {a['rounds']} rounds)")
+    add("")
+    levels = a["levels"]
+    add("| runner | " + " | ".join(f"c={c}" for c in levels) + " | "
+        + " | ".join(f"c={c} / python3" for c in levels) + " |")
+    add("|---|" + "---:|" * (2 * len(levels)))
+    for r in res["runners"]:
+        rates = [res["throughput"][r][str(c)] for c in levels]
+        ratios = [rates[i] / res["throughput"][base][str(c)] for i, c in enumerate(levels)]
+        add(f"| {r} | " + " | ".join(f"{x:.1f}" for x in rates) + " | "
+            + " | ".join(f"{x:.2f}x" for x in ratios) + " |")
+    add("")
+
+    add("## Memory")
+    add("")
+    add("| runner | what | processes | RSS MiB | PSS MiB | memory cgroup MiB |")
+    add("|---|---|---:|---:|---:|---:|")
+    for row in res["memory"]:
+        cg = fmt_mib(row["cgroup"]) if row["cgroup"] is not None else "n/a"
+        add(f"| {row['runner']} | {row['what']} | {row['procs']} | {fmt_mib(row['rss'])} "
+            f"| {fmt_mib(row['pss'])} | {cg} |")
+    add("")
+    add("RSS counts shared pages (libpython, the C library) in every process; PSS splits them "
+        "between the processes that share them. The memory cgroup column is the jail's own "
+        "cgroup (it includes page cache charged to it, e.g. its tmpfs files).")
+    add("")
+
+    if res["steps"] is not None:
+        add(f"## Where `{res['step_runner']}` spends its time (`--debug`, median of "
+            f"{a['debug_runs']} runs)")
+        add("")
+        if res["steps"]:
+            add("| step | at ms | since previous ms | seen in runs |")
+            add("|---|---:|---:|---:|")
+            prev = 0.0
+            for label, at, seen in res["steps"]:
+                add(f"| {label} | {at:.1f} | {at - prev:.1f} | {seen} |")
+                prev = at
+        else:
+            add("`pycell run --debug` printed no step timings.")
+        add("")
+
+    add("## Targets (issue 7)")
+    add("")
+    add("| target | measured | goal | met |")
+    add("|---|---:|---:|---|")
+    for t in res["targets"]:
+        add(f"| {t['what']} | {t['value']} | {t['goal']} | {'yes' if t['met'] else 'no'} |")
+    add("")
+    if res["leftovers"]:
+        add("Processes left behind by a runner (killed): " + "; ".join(res["leftovers"]))
+        add("")
+    return "\n".join(lines)
+
+
+def targets(res):
+    base = res["runners"][0]
+    lat = res["latency"]["hello"]
+    out = []
+
+    def add(what, value, goal, met):
+        out.append({"what": what, "value": value, "goal": goal, "met": met})
+
+    for name in res["run_runners"]:
+        r = lat[name]["median"] / lat[base]["median"]
+        add(f'CLI `{name}` print("hello") / python3', f"{r:.2f}x", "<= 1.15x", r <= 1.15)
+    for name in res["mcp_runners"]:
+        r = lat[name]["median"] / lat[base]["median"]
+        add(f'{name} tools/call p50 print("hello") / python3', f"{r:.2f}x", "<= 0.3x", r <= 0.3)
+        if "2" in res["throughput"][name]:
+            t = res["throughput"][name]["2"] / res["throughput"][base]["2"]
+            add(f"{name} throughput at c=2 / python3", f"{t:.2f}x", ">= 3x", t >= 3)
+        for row in res["memory"]:
+            if row["runner"] == name and row["what"] == "supervisor idle after initialize":
+                add(f"{name} supervisor RSS idle", f"{fmt_mib(row['rss'])} MiB", "< 10 MiB",
+                    row["rss"] < 10 * MIB)
+    return out
+
+
+# ------------------------------------------------------------------ main
+
+RUNNER_KEYS = ("python3", "bwrap", "pycell-run", "pycell-mcp")
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(
+        description="Side-by-side benchmark: bare python3, bwrap, pycell run, pycell mcp.",
+        epilog="make bench BENCH_ARGS='--out tests/bench/RESULTS.md' runs it from the build tree.")
+    ap.add_argument("--quick", action="store_true",
+                    help="few iterations and short batches (a smoke test of the harness)")
+    ap.add_argument("--iterations", type=int, help="measured iterations per workload and runner "
+                    "(default 100; 5 with --quick)")
+    ap.add_argument("--warmup", type=int, help="warm-up iterations (default 5; 1 with --quick)")
+    ap.add_argument("--out", help="also write the markdown report to FILE")
+    ap.add_argument("--json", dest="json_out", help="write the raw results as JSON to FILE")
+    ap.add_argument("--pycell", default=os.environ.get("PYCELL") or str(REPO / "pycell"),
+                    help="the pycell binary (default $PYCELL or <repo>/pycell)")
+    ap.add_argument("--datadir", default=os.environ.get("PYCELL_DATADIR") or str(REPO),
+                    help="PYCELL_DATADIR for pycell (default $PYCELL_DATADIR or the repo)")
+    ap.add_argument("--bwrap", default="bwrap", help="the bwrap binary (default: bwrap on PATH)")
+    ap.add_argument("--runners", default=",".join(RUNNER_KEYS),
+                    help="comma-separated subset of " + ",".join(RUNNER_KEYS))
+    ap.add_argument("--run", action="append", metavar="LABEL=ARGS",
+                    help="a pycell run runner: LABEL and extra arguments for `pycell run` "
+                    "(e.g. 'pycell run warm=--warm'); repeatable; default: 'pycell run=' "
+                    "(no extra arguments)")
+    ap.add_argument("--mcp", action="append", metavar="LABEL=ARGS",
+                    help="a pycell mcp runner: LABEL and extra arguments for `pycell mcp`; "
+                    "repeatable; default: 'pycell mcp=' (cold) and "
+                    "'pycell mcp warm=--config tests/bench/warm.conf' (warm starts on)")
+    ap.add_argument("--levels", default="1,2,8",
+                    help="throughput concurrency levels (default 1,2,8)")
+    ap.add_argument("--rounds", type=int, help="throughput rounds (default 3; 1 with --quick)")
+    ap.add_argument("--throughput-runs", type=int,
+                    help="runs per throughput batch and concurrency level c: max(this, 4c) "
+                    "(default 40; 2c with --quick)")
+    ap.add_argument("--cpu-ms", type=float, default=50, help="CPU loop length on bare python3 (ms)")
+    ap.add_argument("--output-bytes", type=int, default=MIB, help="size of the output workload")
+    ap.add_argument("--debug-runs", type=int, help="`pycell run --debug` runs for the step "
+                    "table (default 20; 3 with --quick; 0 leaves it out)")
+    ap.add_argument("--timeout", type=float, default=60, help="seconds allowed to any one run")
+    a = ap.parse_args(argv)
+    q = a.quick
+    a.iterations = a.iterations if a.iterations is not None else (5 if q else 100)
+    a.warmup = a.warmup if a.warmup is not None else (1 if q else 5)
+    a.rounds = a.rounds if a.rounds is not None else (1 if q else 3)
+    a.debug_runs = a.debug_runs if a.debug_runs is not None else (3 if q else 20)
+    if a.iterations < 1 or a.warmup < 0 or a.rounds < 1 or a.output_bytes < 2 or a.cpu_ms <= 0:
+        ap.error("--iterations, --rounds must be >= 1, --warmup >= 0, --output-bytes >= 2, "
+                 "--cpu-ms > 0")
+    try:
+        a.levels = [int(x) for x in a.levels.split(",")]
+    except ValueError:
+        ap.error(f"--levels: expected comma-separated integers, got {a.levels!r}")
+    if not a.levels or min(a.levels) < 1:
+        ap.error("--levels: every level must be >= 1")
+    a.runners = [x.strip() for x in a.runners.split(",") if x.strip()]
+    unknown = set(a.runners) - set(RUNNER_KEYS)
+    if unknown or not a.runners:
+        ap.error(f"--runners: unknown {sorted(unknown)}; choose from {','.join(RUNNER_KEYS)}")
+    if "python3" not in a.runners:
+        ap.error("--runners: python3 is the baseline of every ratio and cannot be left out")
+    def variants(opt, specs):
+        out = []
+        for spec in specs:
+            label, sep, extra = spec.partition("=")
+            if not sep or not label.strip():
+                ap.error(f"--{opt}: expected LABEL=ARGS, got {spec!r}")
+            out.append((label.strip(), shlex.split(extra)))
+        return out
+
+    a.run_variants = variants("run", a.run or ["pycell run="])
+    a.mcp_variants = variants("mcp", a.mcp or [
+        "pycell mcp=", "pycell mcp warm=" + shlex.join(["--config", str(WARM_CONF)])])
+    return a
+
+
+def check_tools(a, env, cwd):
+    if not os.access(PYTHON, os.X_OK):
+        raise SetupError(f"{PYTHON} not found: the benchmark and the jail use the system python3")
+    if "pycell-run" in a.runners or "pycell-mcp" in a.runners:
+        if not (os.path.isfile(a.pycell) and os.access(a.pycell, os.X_OK)):
+            raise SetupError(f"pycell binary not found or not executable: {a.pycell} "
+                             "(build it: autoreconf -fi && ./configure && make; or pass --pycell)")
+        if not (Path(a.datadir) / "policy" / "default.json").is_file():
+            raise SetupError(f"no policy/default.json under PYCELL_DATADIR {a.datadir} "
+                             "(pass --datadir, the source tree or the installed pkgdatadir)")
+    if "bwrap" in a.runners:
+        path = shutil.which(a.bwrap)
+        if not path:
+            raise SetupError(f"bwrap not found ({a.bwrap}): install the Debian package bubblewrap "
+                             "(apt-get install bubblewrap), or leave it out with "
+                             "--runners python3,pycell-run,pycell-mcp")
+        a.bwrap = path
+        try:
+            probe = subprocess.run([*bwrap_prefix(path), "pass"], capture_output=True,
+                                   env=env, cwd=cwd, timeout=a.timeout)
+        except subprocess.TimeoutExpired:
+            raise SetupError(f"bwrap did not finish a trivial run within {a.timeout} s") from None
+        if probe.returncode != 0:
+            raise SetupError(f"bwrap cannot build its jail here (exit {probe.returncode}): "
+                             f"{probe.stderr.decode(errors='replace').strip()}")
+
+
+def bwrap_prefix(bwrap):
+    """bwrap with a jail as close to pycell's default policy as it allows
+    (differences: tests/bench/README.md)."""
+    size = str(64 * MIB)
+    argv = [bwrap, "--unshare-all", "--die-with-parent", "--new-session",
+            "--uid", "1000", "--gid", "1000", "--hostname", "pycell", "--cap-drop", "ALL",
+            "--ro-bind", "/usr", "/usr"]
+    for alias in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+        if os.path.islink("/" + alias):
+            argv += ["--symlink", os.readlink("/" + alias), "/" + alias]
+    for name in ("ld.so.cache", "nsswitch.conf", "services", "protocols", "localtime",
+                 "host.conf", "gai.conf"):
+        argv += ["--ro-bind-try", "/etc/" + name, "/etc/" + name]
+    argv += ["--proc", "/proc", "--dev", "/dev",
+             "--size", size, "--tmpfs", "/tmp", "--size", size, "--tmpfs", "/workspace",
+             "--remount-ro", "/", "--chdir", "/workspace", "--clearenv"]
+    for k, v in {**RUN_ENV, "HOME": "/workspace"}.items():
+        argv += ["--setenv", k, v]
+    return argv + [PYTHON, "-c"]
+
+
+def build_runners(a, reaper, cwd):
+    env = dict(RUN_ENV, HOME=cwd)
+    pycell_env = dict(env, PYCELL_DATADIR=a.datadir)
+    runners = [CliRunner("python3", [PYTHON, "-c"], env, cwd, reaper, a.timeout)]
+    if "bwrap" in a.runners:
+        runners.append(CliRunner("bwrap", bwrap_prefix(a.bwrap), env, cwd, reaper, a.timeout))
+    if "pycell-run" in a.runners:
+        for label, extra in a.run_variants:
+            runners.append(CliRunner(label, [a.pycell, "run", *extra, "-c"], pycell_env, cwd,
+                                     reaper, a.timeout))
+    if "pycell-mcp" in a.runners:
+        for label, extra in a.mcp_variants:
+            argv = [a.pycell, "mcp", *extra]
+            if "--max-runs" not in extra:
+                argv += ["--max-runs", str(max(a.levels))]
+            runners.append(McpRunner(label, argv, pycell_env, cwd, reaper, a.timeout))
+    names = [r.name for r in runners]
+    if len(set(names)) != len(names):
+        raise SetupError(f"runner names must differ: {names}")
+    return runners
+
+
+def spawn_floor(reaper, env, cwd, n, timeout):
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        proc = reaper.popen(["/bin/true"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env, cwd=cwd)
+        proc.communicate(timeout=timeout)
+        reaper.done(proc)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def run(a):
+    def log(msg):
+        print(f"bench: {msg}", file=sys.stderr, flush=True)
+
+    reaper = Reaper()
+    cwd = tempfile.mkdtemp(prefix="pycell-bench-")
+    os.chmod(cwd, 0o755)
+    runners = []
+    try:
+        env = dict(RUN_ENV, HOME=cwd)
+        check_tools(a, env, cwd)
+        res = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+               "load_start": loadavg(),
+               "command": shlex.join([PYTHON, os.path.relpath(__file__)] + sys.argv[1:]),
+               "machine": machine_info(a.pycell, a.bwrap if "bwrap" in a.runners else None)}
+        log(f"load average {' '.join(res['load_start'])}")
+        cpu_n, cpu_ms = calibrate_cpu_loop(a.cpu_ms, a.timeout)
+        res["cpu_n"], res["cpu_calibrated_ms"] = cpu_n, cpu_ms
+        log(f"CPU loop: f({cpu_n}) = {cpu_ms:.1f} ms on bare python3")
+        workloads = make_workloads(cpu_n, a.output_bytes)
+        runners = build_runners(a, reaper, cwd)
+        res["run_runners"] = [label for label, _ in a.run_variants if "pycell-run" in a.runners]
+        for r in runners:
+            if r.kind == "mcp":
+                r.open()
+        res["spawn_floor"] = spawn_floor(reaper, env, cwd, 20, a.timeout)
+        # A first run of each: a broken runner fails here, not mid-table.
+        for r in runners:
+            r.run(workloads[0])
+
+        samples = latency_phase(runners, workloads, a.warmup, a.iterations, log)
+        reaper.sweep()
+        rates = throughput_phase(runners, workloads[0], a.levels, a.rounds,
+                                 lambda c: 2 * c if a.quick and a.throughput_runs is None
+                                 else max(a.throughput_runs or 40, 4 * c), log)
+        reaper.sweep()
+
+        log("memory")
+        memory = []
+        settle = 2 if a.quick else 5
+        for r in runners:
+            if r.kind == "cli":
+                memory += memory_cli(r, 0.5 if a.quick else 1.0, a.timeout)
+            else:
+                memory += memory_mcp(r, 0.5 if a.quick else 1.0, settle, a.timeout)
+                rows = supervisor_rows(r, r.client, "after the benchmark runs", settle)
+                memory.append(rows[0])
+        reaper.sweep()
+
+        steps = None
+        pyrun = next((r for r in runners if r.name in res["run_runners"]), None)
+        if pyrun and a.debug_runs > 0:
+            log(f"step costs: {a.debug_runs} runs of {pyrun.name} --debug")
+            steps = step_costs(pyrun, a.debug_runs, a.timeout)
+    finally:
+        for r in runners:
+            if r.kind == "mcp":
+                r.close()
+        reaper.kill_all()
+        shutil.rmtree(cwd, ignore_errors=True)
+
+    res.update({
+        "args": {"iterations": a.iterations, "warmup": a.warmup, "rounds": a.rounds,
+                 "levels": a.levels, "cpu_ms": a.cpu_ms, "output_bytes": a.output_bytes,
+                 "debug_runs": a.debug_runs, "quick": a.quick},
+        "load_end": loadavg(),
+        "runners": [r.name for r in runners],
+        "mcp_runners": [r.name for r in runners if r.kind == "mcp"],
+        "step_runner": pyrun.name if steps is not None else None,
+        "workloads": [{"key": w.key, "title": w.title} for w in workloads],
+        "latency": {w: {r: summary(v) for r, v in per.items()} for w, per in samples.items()},
+        "throughput": {r: {str(c): statistics.median(v) for c, v in per.items()}
+                       for r, per in rates.items()},
+        "memory": memory,
+        "steps": steps,
+        "leftovers": reaper.leftovers,
+    })
+    res["targets"] = targets(res)
+    return res
+
+
+def main(argv=None):
+    a = parse_args(sys.argv[1:] if argv is None else argv)
+    # SIGTERM unwinds like Ctrl-C, so every runner is killed on the way out.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    try:
+        res = run(a)
+    except SetupError as e:
+        print(f"bench: {e}", file=sys.stderr)
+        return 2
+    except BenchError as e:
+        print(f"bench: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("bench: interrupted", file=sys.stderr)
+        return 130
+    report = render(res)
+    print(report)
+    if a.out:
+        Path(a.out).write_text(report + "\n")
+    if a.json_out:
+        Path(a.json_out).write_text(json.dumps(res, indent=2) + "\n")
+    if res["leftovers"]:
+        print(f"bench: error: processes were left behind: {res['leftovers']}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,152 @@
+"""The benchmark harness (tests/bench/bench.py) must not rot: a --quick run
+with tiny workloads produces every table row with numbers, leaves no process
+behind, and a missing tool is a clear error.  No timing is asserted."""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import DATADIR, PYCELL, REPO, check_no_leftovers, children_of, kill_tree
+
+BENCH = REPO / "tests" / "bench" / "bench.py"
+PY = "/usr/bin/python3"
+NUM = r"-?\d+(?:\.\d+)?"
+
+pytestmark = pytest.mark.usefixtures("reap_leftovers")
+
+
+def bench(args, timeout=600):
+    env = dict(os.environ, PYCELL=PYCELL, PYCELL_DATADIR=DATADIR, PYTHONDONTWRITEBYTECODE="1")
+    before = set(children_of(os.getpid()))
+    proc = subprocess.Popen([PY, str(BENCH), *args], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_tree(proc.pid)
+        out, err = proc.communicate()
+        raise AssertionError(f"bench.py {args} did not finish in {timeout} s; "
+                             f"stderr {err[-3000:]!r}")
+    check_no_leftovers(before, "bench.py")
+    return proc.returncode, out.decode(), err.decode()
+
+
+def table_rows(report, heading):
+    """The body rows of the first table under the '## heading...' line, as
+    lists of stripped cells."""
+    lines = report.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith("## " + heading)), None)
+    assert start is not None, f"no section {heading!r} in the report:\n{report}"
+    rows = []
+    for line in lines[start + 1:]:
+        if line.startswith("## "):
+            break
+        if line.startswith("|") and not line.startswith("|---"):
+            rows.append([c.strip() for c in line.strip().strip("|").split("|")])
+    assert rows, f"section {heading!r} has no table:\n{report}"
+    return rows[1:]  # without the header row
+
+
+def assert_num(cell, what, suffix=""):
+    assert re.fullmatch(NUM + re.escape(suffix), cell), f"{what}: {cell!r} is not a number"
+
+
+def test_quick_run_fills_every_table(tmp_path):
+    have_bwrap = shutil.which("bwrap") is not None
+    mcp = ["pycell mcp", "pycell mcp warm"]
+    runners = ["python3", "bwrap", "pycell run", *mcp]
+    args = ["--quick", "--iterations", "2", "--cpu-ms", "5", "--output-bytes", "65536",
+            "--debug-runs", "2", "--out", str(tmp_path / "report.md"),
+            "--json", str(tmp_path / "report.json")]
+    if not have_bwrap:
+        # The harness is still checked; the bwrap runner needs the Debian package.
+        print("bwrap not installed: benchmarking without it (apt-get install bubblewrap)")
+        runners.remove("bwrap")
+        args += ["--runners", "python3,pycell-run,pycell-mcp"]
+    rc, out, err = bench(args)
+    assert rc == 0, f"bench.py exit {rc}; stderr:\n{err[-5000:]}"
+    report = (tmp_path / "report.md").read_text()
+    assert report.strip() == out.strip(), "--out differs from what was printed"
+    res = json.loads((tmp_path / "report.json").read_text())
+    assert res["runners"] == runners
+    assert res["leftovers"] == []
+
+    workloads = ['print("hello")', "import json, re, collections",
+                 f"CPU loop f({res['cpu_n']})", "65536 bytes of output"]
+    rows = table_rows(report, "Latency")
+    assert [(r[0], r[1]) for r in rows] == [(w, r) for w in workloads for r in runners]
+    for r in rows:
+        assert r[2] == "2", f"iterations in {r}"
+        for cell in r[3:6]:
+            assert_num(cell, f"latency {r[:2]}")
+        assert_num(r[6], f"ratio {r[:2]}", "x")
+
+    rows = table_rows(report, "Throughput")
+    assert [r[0] for r in rows] == runners
+    for r in rows:
+        assert len(r) == 7, r
+        for cell in r[1:4]:
+            assert_num(cell, f"throughput {r[0]}")
+        for cell in r[4:]:
+            assert_num(cell, f"throughput ratio {r[0]}", "x")
+
+    rows = table_rows(report, "Memory")
+    expected = [("python3", "running jail (processes in its pid namespace)")]
+    if have_bwrap:
+        expected += [("bwrap", "running jail (processes in its pid namespace)"),
+                     ("bwrap", "whole command (runner + jail)")]
+    expected += [("pycell run", "running jail (processes in its pid namespace)"),
+                 ("pycell run", "whole command (runner + jail)")]
+    for name in mcp:
+        expected += [
+            (name, "supervisor idle after initialize"),
+            (name, "processes below the idle supervisor after initialize (ready jails, zygote)"),
+            (name, "running jail (processes in its pid namespace)"),
+            (name, "supervisor idle after the benchmark runs"),
+        ]
+    assert [(r[0], r[1]) for r in rows] == expected
+    for r in rows:
+        for cell in r[2:5]:
+            assert_num(cell, f"memory {r[:2]}")
+        assert r[5] == "n/a" or re.fullmatch(NUM, r[5]), f"cgroup cell {r}"
+        if r[1].startswith(("running jail", "supervisor idle")):
+            assert int(r[2]) >= 1 and float(r[3]) > 0, f"no process measured: {r}"
+    # bare python3 is one process; a pycell jail is its init and python.
+    assert rows[0][2] == "1"
+    for name in ("pycell run", *mcp):
+        jail = next(r for r in rows if r[0] == name and r[1].startswith("running jail"))
+        assert jail[2] == "2", f"{name} jail processes: {jail}"
+
+    rows = table_rows(report, "Where `pycell run` spends its time")
+    assert rows, "no step timings parsed from pycell run --debug"
+    for r in rows:
+        for cell in r[1:4]:
+            assert_num(cell, f"step {r[0]}")
+
+    rows = table_rows(report, "Targets")
+    # cold CLI; per MCP runner: p50, throughput at c=2, idle RSS
+    assert len(rows) == 1 + 3 * len(mcp), rows
+    for r in rows:
+        assert re.fullmatch(NUM + r"(x| MiB)", r[1]), f"target value {r}"
+        assert r[3] in ("yes", "no"), r
+
+
+def test_missing_pycell_binary_is_a_clear_error(tmp_path):
+    missing = tmp_path / "no-pycell"
+    rc, out, err = bench(["--quick", "--pycell", str(missing)], timeout=60)
+    assert rc == 2, f"exit {rc}; stderr {err!r}"
+    assert f"pycell binary not found or not executable: {missing}" in err
+    assert out == ""
+
+
+def test_missing_bwrap_is_a_clear_error(tmp_path):
+    missing = tmp_path / "no-bwrap"
+    rc, out, err = bench(["--quick", "--bwrap", str(missing)], timeout=60)
+    assert rc == 2, f"exit {rc}; stderr {err!r}"
+    assert f"bwrap not found ({missing})" in err
+    assert "apt-get install bubblewrap" in err
+    assert out == ""

@@ -1,0 +1,381 @@
+"""Resource limits of a run, through `pycell run --json`: memory (cgroup
+OOM -> memory_limit), pids (fork bombs), cpu (a share of a core), the /tmp
+tmpfs size, rlimits (file size, open files, core, nproc), the cgroup
+device filter, and that no cgroup directory or process outlives a run.
+
+Which mechanism enforces memory/pids/cpu depends on the host (`pycell
+doctor`): cgroup v1 on the development machine, cgroup v2 in the
+`make check-vm` VM.  A test whose limit nothing enforces here is skipped
+with the reason; a result that claims enforcement but does not hold is a
+failure."""
+
+import concurrent.futures
+import ctypes
+import json
+import os
+import re
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import (EXIT_MEMORY_LIMIT, PYCELL, children_of, descendants, pycell_env,
+                      reap_orphans, run_json, start_pycell)
+
+MiB = 1 << 20
+CGROUP_ENFORCERS = ("cgroup1", "cgroup2")
+
+MEMORY_BOMB = """
+chunks = []
+while True:
+    chunks.append(bytearray(1 << 20))   # touched: bytearray zero-fills
+"""
+
+FORK_COUNT = """
+import errno, os, time
+n = 0
+try:
+    while True:
+        if os.fork() == 0:
+            time.sleep(60)
+            os._exit(0)
+        n += 1
+except OSError as e:
+    print(n, errno.errorcode[e.errno])
+"""
+
+FORK_BOMB = """
+import os
+while True:
+    try:
+        os.fork()
+    except OSError:
+        pass
+"""
+
+SPIN = """
+import time
+t = time.monotonic()
+while time.monotonic() - t < 2.0:
+    pass
+"""
+
+FILL_TMP = """
+n = 0
+with open("/tmp/fill", "wb", buffering=0) as f:
+    try:
+        while True:
+            n += f.write(b"x" * 65536)
+    except OSError as e:
+        print(n, errno.errorcode[e.errno])
+"""
+
+
+_doctor = None
+
+
+def doctor():
+    """`pycell doctor --json` of this host (once per session)."""
+    global _doctor
+    if _doctor is None:
+        p = subprocess.run([PYCELL, "doctor", "--json"], env=pycell_env(), capture_output=True,
+                           timeout=60)
+        _doctor = json.loads(p.stdout)
+    return _doctor
+
+
+def limit(res, name):
+    found = [lim for lim in res["limits"] if lim["name"] == name]
+    assert len(found) == 1, f"limit {name!r} reported {len(found)} times: {res['limits']}"
+    return found[0]
+
+
+def need_cgroup(res, name):
+    """Skip unless a cgroup enforced the limit; when none did, the result
+    must say so in its warnings (that part is checked, not skipped)."""
+    by = limit(res, name)["enforced_by"]
+    if by not in CGROUP_ENFORCERS:
+        assert any("not enforced" in w for w in res["warnings"]), res["warnings"]
+        pytest.skip(f"{name} is enforced by {by} on this host, not a cgroup "
+                    f"(pycell doctor: {doctor()['cgroups']})")
+    return by
+
+
+def run_dir_parents():
+    """Where run cgroups are made on this host, from pycell doctor."""
+    cg = doctor()["cgroups"]
+    dirs = {d for d in cg["dirs"].values() if d}
+    if cg.get("v2_parent"):
+        dirs.add(cg["v2_parent"])
+    return sorted(dirs)
+
+
+def run_dirs_of(pids):
+    """Run cgroups named after any of the supervisor pids."""
+    names = re.compile(r"pycell-(\d+)-\d+$")
+    left = []
+    for parent in run_dir_parents():
+        for entry in os.listdir(parent):
+            m = names.match(entry)
+            if m and int(m.group(1)) in pids:
+                left.append(os.path.join(parent, entry))
+    return left
+
+
+# ------------------------------------------------------------------- memory
+
+def test_memory_bomb_ends_as_memory_limit():
+    res = run_json(MEMORY_BOMB, "--memory", "64M", timeout=60)
+    by = need_cgroup(res, "memory_bytes")
+    assert limit(res, "memory_bytes")["value"] == 64 * MiB
+    assert res["status"] == "memory_limit", res
+    # the supervisor survived to report it and chose the exit status itself
+    assert res.rc == EXIT_MEMORY_LIMIT
+    assert res["signal"] == 9
+    assert 48 * MiB <= res["memory_peak_bytes"] <= 64 * MiB, (by, res["memory_peak_bytes"])
+    assert b"Traceback" not in res.stderr_bytes
+
+
+def test_memory_bomb_in_a_child_is_seen_by_the_cgroup():
+    """The OOM victim is a subprocess; python itself exits 0.  Only the
+    cgroup's oom_kill counter can tell, and the status must say so."""
+    code = ("import subprocess, sys\n"
+            f"p = subprocess.run([sys.executable, '-c', {MEMORY_BOMB!r}])\n"
+            "print(p.returncode)\n")
+    res = run_json(code, "--memory", "64M", timeout=60)
+    need_cgroup(res, "memory_bytes")
+    assert res["stdout"] == "-9\n"
+    assert (res["status"], res["exit_code"]) == ("memory_limit", 0)
+
+
+def test_memory_below_the_limit_is_ok_and_measured():
+    code = "b = bytearray(24 << 20)\nprint(len(b))"
+    res = run_json(code, "--memory", "64M")
+    need_cgroup(res, "memory_bytes")
+    assert (res["status"], res["stdout"]) == ("ok", f"{24 * MiB}\n")
+    assert 24 * MiB <= res["memory_peak_bytes"] < 64 * MiB
+
+
+# --------------------------------------------------------------------- pids
+
+def test_fork_bomb_is_capped_at_the_pids_limit():
+    res = run_json(FORK_COUNT, "--pids", "20", timeout=60)
+    need_cgroup(res, "pids")
+    assert limit(res, "pids")["value"] == 20
+    # 20 tasks: the jail's init, python and 18 children
+    assert (res["status"], res["stdout"]) == ("ok", "18 EAGAIN\n"), res
+
+
+def test_endless_fork_bomb_times_out_and_the_host_keeps_working():
+    t0 = time.monotonic()
+    res = run_json(FORK_BOMB, "--pids", "32", "--timeout", "3", timeout=60)
+    need_cgroup(res, "pids")
+    assert res["status"] == "timeout"
+    assert time.monotonic() - t0 < 8, "killing the bomb took too long"
+    # no process left (conftest checks after every run), and the host forks
+    pid = os.fork()
+    if pid == 0:
+        os._exit(7)
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 7
+    after = run_json("print('still fine')")
+    assert (after["status"], after["stdout"]) == ("ok", "still fine\n")
+
+
+# ---------------------------------------------------------------------- cpu
+
+def cpu_ratio(cores):
+    res = run_json(SPIN, "--cpu", cores, timeout=60)
+    need_cgroup(res, "cpu_millis")
+    assert res["status"] == "ok", res
+    assert limit(res, "cpu_millis")["value"] == int(float(cores) * 1000)
+    return res["cpu_ms"] / res["duration_ms"], res
+
+
+def test_cpu_half_a_core():
+    # The control first: unthrottled, the spin must get (nearly) a whole
+    # core, else this host is too contended to tell a limit from noise.
+    for _ in range(3):
+        full, res_full = cpu_ratio("1")
+        if full >= 0.75:
+            break
+    else:
+        pytest.skip(f"host CPU too contended to measure: an unthrottled spin got {full:.2f} of a core")
+    ratio, res = cpu_ratio("0.5")
+    assert 0.35 <= ratio <= 0.6, f"cpu_ms {res['cpu_ms']} over {res['duration_ms']} ms"
+
+
+# ------------------------------------------------------------- tmpfs, rlimits
+
+def test_tmp_fill_stops_at_its_size(policy_file):
+    res = run_json(FILL_TMP, "--policy", policy_file({"limits": {"tmp": "8M"}}))
+    assert limit(res, "tmp_bytes") == {"name": "tmp_bytes", "value": 8 * MiB, "enforced_by": "tmpfs"}
+    assert (res["status"], res["stdout"]) == ("ok", f"{8 * MiB} ENOSPC\n")
+
+
+def test_file_size_rlimit(policy_file):
+    res = run_json(FILL_TMP, "--policy", policy_file({"limits": {"tmp": "8M", "file_size": "1M"}}))
+    assert limit(res, "file_bytes") == {"name": "file_bytes", "value": MiB, "enforced_by": "rlimit"}
+    assert (res["status"], res["stdout"]) == ("ok", f"{MiB} EFBIG\n")
+
+
+def test_rlimits_in_the_jail(policy_file):
+    code = """
+import errno, os, resource
+r = resource
+print(r.getrlimit(r.RLIMIT_CORE), r.getrlimit(r.RLIMIT_NOFILE), r.getrlimit(r.RLIMIT_AS),
+      r.getrlimit(r.RLIMIT_NPROC))
+fds = []
+try:
+    while True:
+        fds.append(os.open("/dev/null", os.O_RDONLY))
+except OSError as e:
+    print(max(fds), errno.errorcode[e.errno])
+"""
+    res = run_json(code, "--pids", "24", "--policy", policy_file({"limits": {"open_files": 32}}))
+    assert limit(res, "open_files") == {"name": "open_files", "value": 32, "enforced_by": "rlimit"}
+    inf = -1
+    first, second = res["stdout"].splitlines()
+    # RLIMIT_NPROC is a per-run backstop only where the kernel counts it per
+    # user namespace (5.14+); never RLIMIT_AS
+    release = tuple(int(x) for x in os.uname().release.split(".")[:2])
+    nproc = (24, 24) if release >= (5, 14) else (inf, inf)
+    assert first == f"(0, 0) (32, 32) ({inf}, {inf}) {nproc}"
+    assert second == "31 EMFILE"
+
+
+# ------------------------------------------------------------ device filter
+
+BPF_PROG_QUERY = 16
+BPF_CGROUP_DEVICE = 6
+
+
+def bpf_device_progs(cgroup_dir):
+    """How many BPF_CGROUP_DEVICE programs are attached to a cgroup2 dir."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    attr = (ctypes.c_uint8 * 64)()
+    fd = os.open(cgroup_dir, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        ctypes.c_uint32.from_buffer(attr, 0).value = fd
+        ctypes.c_uint32.from_buffer(attr, 4).value = BPF_CGROUP_DEVICE
+        if libc.syscall(321, BPF_PROG_QUERY, attr, 64) != 0:
+            raise OSError(ctypes.get_errno(), "bpf(BPF_PROG_QUERY)")
+        return ctypes.c_uint32.from_buffer(attr, 24).value
+    finally:
+        os.close(fd)
+
+
+def test_device_filter_is_attached_to_the_run():
+    if os.geteuid() != 0:
+        pytest.skip("querying cgroup BPF programs needs root")
+    cg = doctor()["cgroups"]
+    if not cg["device_filter"]:
+        pytest.skip(f"no cgroup device filter on this host: {doctor()['checks']}")
+    before = set(children_of(os.getpid()))
+    proc = start_pycell(["run", "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE,
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 10
+        path = None
+        while time.monotonic() < deadline and not path:
+            for p in descendants(proc.pid):
+                try:
+                    line = [x for x in Path(f"/proc/{p}/cgroup").read_text().splitlines()
+                            if x.startswith("0::")][0]
+                except (OSError, IndexError):
+                    continue
+                if re.search(r"/pycell-\d+-\d+$", line):
+                    path = cg["v2_mount"] + line[3:]
+                    break
+            time.sleep(0.01)
+        assert path, "the jail never showed up in a run cgroup2 dir"
+        assert bpf_device_progs(path) == 1
+        assert bpf_device_progs(cg["v2_parent"]) == 0   # only the run's own cgroup
+    finally:
+        out, err = proc.communicate(b"", timeout=30)
+        reap_orphans(before)
+    assert proc.returncode == 0, err
+    assert not os.path.exists(path)
+
+
+# ------------------------------------------------------- nothing left behind
+
+def test_200_runs_leave_no_cgroup_or_process():
+    """200 runs, 4 at a time, mixing clean exits, fork bombs and memory bombs;
+    afterwards no run cgroup of any of those supervisors exists and no
+    process of theirs is alive."""
+    jobs = [
+        (["run", "--json", "-c", "pass"], "ok"),
+        (["run", "--json", "--pids", "12", "-c", FORK_COUNT], "ok"),
+        (["run", "--json", "--memory", "40M", "-c", MEMORY_BOMB], None),
+    ]
+    before = set(children_of(os.getpid()))
+    pids = set()
+
+    def one(i):
+        args, want = jobs[i % len(jobs)]
+        proc = start_pycell(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+        pids.add(proc.pid)
+        out, err = proc.communicate(timeout=120)
+        res = json.loads(out)
+        return i, want, res, err
+
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        for i, want, res, err in pool.map(one, range(200)):
+            if want is None:   # the memory bomb: memory_limit where a cgroup enforces it
+                enforced = limit(res, "memory_bytes")["enforced_by"] in CGROUP_ENFORCERS
+                want = "memory_limit" if enforced else res["status"]
+            assert res["status"] == want, (i, res["status"], err[-500:])
+    assert len(pids) == 200
+    left = reap_orphans(before)
+    assert not left, f"processes outlived their pycell: {left}"
+    assert run_dirs_of(pids) == []
+
+
+# ------------------------------------------------------ cgroup v2 delegation
+
+def own_cgroup2():
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        if line.startswith("0::"):
+            return line[3:]
+    return None
+
+
+def test_v2_delegated_cgroup_gets_a_supervisor_leaf():
+    """pycell alone in a cgroup whose controllers it may hand on (what
+    systemd Delegate=yes gives a service): it moves itself into
+    <cgroup>/pycell-supervisor, enables memory/pids/cpu in <cgroup> and puts
+    each run beside it.  Runs only where our own cgroup2 already enables the
+    controllers for its children (the check-vm VM)."""
+    mount = doctor()["cgroups"]["v2_mount"]
+    own = own_cgroup2()
+    if os.geteuid() != 0 or not mount or own is None:
+        pytest.skip("needs root and a cgroup2 mount")
+    own_dir = Path(mount + own)
+    enabled = set((own_dir / "cgroup.subtree_control").read_text().split())
+    if not {"memory", "pids", "cpu"} <= enabled:
+        pytest.skip(f"{own_dir}/cgroup.subtree_control enables {sorted(enabled)}, not memory pids cpu "
+                    "(cgroup v2 delegation is tested in the make check-vm VM)")
+    deleg = own_dir / f"pycell-test-deleg-{os.getpid()}"
+    deleg.mkdir()
+    try:
+        def enter():
+            (deleg / "cgroup.procs").write_text("0")
+
+        proc = subprocess.Popen([PYCELL, "run", "--json", "--memory", "48M", "-c", MEMORY_BOMB],
+                                env=pycell_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, preexec_fn=enter)
+        out, err = proc.communicate(timeout=120)
+        res = json.loads(out)
+        assert limit(res, "memory_bytes")["enforced_by"] == "cgroup2", (res, err)
+        assert res["status"] == "memory_limit"
+        children = [p.name for p in deleg.iterdir() if p.is_dir()]
+        assert children == ["pycell-supervisor"], children
+        assert (deleg / "pycell-supervisor" / "cgroup.procs").read_text() == ""
+        assert {"memory", "pids", "cpu"} <= set((deleg / "cgroup.subtree_control").read_text().split())
+    finally:
+        for sub in sorted(deleg.glob("*/"), reverse=True):
+            if sub.is_dir():
+                sub.rmdir()
+        deleg.rmdir()

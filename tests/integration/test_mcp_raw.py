@@ -1,0 +1,420 @@
+"""`pycell mcp` on raw pipes (issue 4): every malformed input gets the
+JSON-RPC error the spec names, with the id when it has a valid one, and
+the next good request is still answered; floods of garbage do not crash
+or wedge the server."""
+
+import json
+import os
+import queue
+import random
+import subprocess
+import threading
+import time
+
+import pytest
+
+from conftest import check_no_leftovers, children_of, descendants, start_pycell
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+
+
+class Server:
+    """One `pycell mcp` process with a reader thread on its stdout."""
+
+    def __init__(self, *args, stdin=subprocess.PIPE, read=True):
+        self.before = set(children_of(os.getpid()))
+        self.proc = start_pycell(["mcp", *args], stdin=stdin, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE)
+        self.lines = queue.Queue()
+        self.stderr = b""
+        threading.Thread(target=self._read_stderr, daemon=True).start()
+        if read:
+            self.start_reading()
+
+    def start_reading(self):
+        threading.Thread(target=self._read_stdout, daemon=True).start()
+
+    def _read_stdout(self):
+        for line in self.proc.stdout:
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def _read_stderr(self):
+        self.stderr = self.proc.stderr.read()
+
+    def send_raw(self, data):
+        self.proc.stdin.write(data)
+        self.proc.stdin.flush()
+
+    def send(self, obj):
+        self.send_raw(json.dumps(obj).encode() + b"\n")
+
+    def recv(self, timeout=10):
+        line = self.lines.get(timeout=timeout)
+        assert line is not None, f"pycell mcp closed stdout; stderr: {self.stderr[-2000:]!r}"
+        assert line.endswith(b"\n")
+        return json.loads(line)
+
+    def nothing_pending(self, wait=0.3):
+        """True when no message arrives within `wait` seconds."""
+        try:
+            msg = self.lines.get(timeout=wait)
+        except queue.Empty:
+            return True
+        raise AssertionError(f"unexpected message: {msg!r}")
+
+    def request(self, rid, method, params=None, timeout=10):
+        msg = {"jsonrpc": "2.0", "id": rid, "method": method}
+        if params is not None:
+            msg["params"] = params
+        self.send(msg)
+        return self.recv(timeout)
+
+    def initialize(self, version="2025-11-25"):
+        res = self.request(0, "initialize", {"protocolVersion": version, "capabilities": {},
+                                             "clientInfo": {"name": "pytest", "version": "1"}})
+        assert res["result"]["protocolVersion"] == version
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        return res
+
+    def assert_serving(self, rid="alive"):
+        res = self.request(rid, "ping")
+        assert res == {"jsonrpc": "2.0", "id": rid, "result": {}}
+
+    def close(self):
+        """EOF on stdin: pycell exits 0 and leaves no process behind."""
+        self.proc.stdin.close()
+        rc = self.proc.wait(timeout=10)
+        assert rc == 0, f"exit {rc}; stderr {self.stderr[-2000:]!r}"
+        check_no_leftovers(self.before, "pycell mcp")
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+@pytest.fixture
+def server():
+    s = Server()
+    s.initialize()
+    yield s
+    s.kill()
+
+
+def assert_error(msg, code, rid=None):
+    assert msg.get("jsonrpc") == "2.0", msg
+    assert "result" not in msg, msg
+    assert msg["id"] == rid, msg
+    assert msg["error"]["code"] == code, msg
+    assert isinstance(msg["error"]["message"], str) and msg["error"]["message"], msg
+
+
+# ------------------------------------------------------------ -32700
+
+@pytest.mark.parametrize("line", [
+    b"{not json",
+    b'{"jsonrpc":"2.0","id":1,"method":"ping"',
+    b"\xff\xfe\x00garbage",
+    b'{"jsonrpc":"2.0","id":1,"method":"ping"} trailing',
+    b'{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}',
+    b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"a":"\xc3\x28"}}',
+    b"[" * 100000,
+])
+def test_parse_error_then_next_request_works(server, line):
+    server.send_raw(line + b"\n")
+    assert_error(server.recv(), PARSE_ERROR, None)
+    server.assert_serving()
+
+
+# ------------------------------------------------------------ -32600
+
+@pytest.mark.parametrize("msg,rid", [
+    (42, None),
+    ("a string", None),
+    (None, None),
+    (True, None),
+    ({}, None),
+    ({"jsonrpc": "1.0", "id": 1, "method": "ping"}, 1),
+    ({"id": 2, "method": "ping"}, 2),
+    ({"jsonrpc": "2.0", "id": 3}, 3),
+    ({"jsonrpc": "2.0", "id": 4, "method": 5}, 4),
+    ({"jsonrpc": "2.0", "id": 5, "method": ""}, 5),
+    ({"jsonrpc": "2.0", "id": "six", "method": "ping", "params": "x"}, "six"),
+    # not a valid notification either: JSON-RPC answers it, with a null id
+    ({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": "bad"}, None),
+    ({"jsonrpc": "2.0", "method": 1, "params": "bar"}, None),
+    ({"jsonrpc": "2.0", "id": None, "method": "ping"}, None),
+    ({"jsonrpc": "2.0", "id": {"a": 1}, "method": "ping"}, None),
+    ({"jsonrpc": "2.0", "id": [7], "method": "ping"}, None),
+    ({"jsonrpc": "2.0", "id": 8, "result": {}, "error": {}}, 8),
+    ([], None),
+])
+def test_invalid_request_then_next_request_works(server, msg, rid):
+    server.send(msg)
+    assert_error(server.recv(), INVALID_REQUEST, rid)
+    server.assert_serving()
+
+
+def test_batch_refused_in_this_version(server):
+    server.send([{"jsonrpc": "2.0", "id": 1, "method": "ping"}])
+    assert_error(server.recv(), INVALID_REQUEST, None)
+    server.assert_serving()
+
+
+def test_oversized_line_is_dropped_with_bounded_memory():
+    s = Server("--max-message", "64K")
+    try:
+        s.initialize()
+        s.send_raw(b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":"' + b"x" * 100000 + b'"}}\n')
+        err = s.recv()
+        assert_error(err, INVALID_REQUEST, None)
+        assert err["error"]["data"] == {"max_bytes": 65536}
+        s.assert_serving("after-one")
+        # 64 MiB in one line, fed in pieces: one error, and the server
+        # never holds the line (its peak RSS stays far below 64 MiB)
+        chunk = b"y" * (1 << 20)
+        for _ in range(64):
+            s.send_raw(chunk)
+        s.send_raw(b"\n")
+        assert_error(s.recv(), INVALID_REQUEST, None)
+        s.assert_serving("after-big")
+        status = open(f"/proc/{s.proc.pid}/status").read()
+        hwm_kb = int(next(l for l in status.splitlines() if l.startswith("VmHWM:")).split()[1])
+        assert hwm_kb < 32 * 1024, f"peak RSS {hwm_kb} kB while a 64 MiB line went by"
+        # a message just under the cap is accepted
+        pad = 65536 - len(b'{"jsonrpc":"2.0","id":2,"method":"ping","params":{"pad":""}}')
+        s.send_raw(b'{"jsonrpc":"2.0","id":2,"method":"ping","params":{"pad":"' + b"z" * pad + b'"}}\n')
+        assert s.recv() == {"jsonrpc": "2.0", "id": 2, "result": {}}
+        s.close()
+    finally:
+        s.kill()
+
+
+# ------------------------------------------------------------ -32601 / -32602
+
+@pytest.mark.parametrize("method", ["resources/list", "prompts/get", "tools/nope", "completion/complete",
+                                    "sampling/createMessage", "PING"])
+def test_unknown_method(server, method):
+    res = server.request(9, method, {})
+    assert_error(res, METHOD_NOT_FOUND, 9)
+    server.assert_serving()
+
+
+@pytest.mark.parametrize("method,params", [
+    ("tools/call", {}),
+    ("tools/call", {"name": 5}),
+    ("tools/call", {"name": "run_ruby", "arguments": {}}),
+    ("tools/call", [1, 2]),
+    ("tools/list", {"cursor": "nonsense"}),
+    ("tools/list", {"cursor": 3}),
+    ("logging/setLevel", {}),
+    ("logging/setLevel", {"level": "loud"}),
+])
+def test_invalid_params(server, method, params):
+    res = server.request("p", method, params)
+    assert_error(res, INVALID_PARAMS, "p")
+    server.assert_serving()
+
+
+def test_initialize_needs_a_protocol_version():
+    s = Server()
+    try:
+        res = s.request(1, "initialize", {"capabilities": {}, "clientInfo": {"name": "x", "version": "1"}})
+        assert_error(res, INVALID_PARAMS, 1)
+        assert_error(s.request(2, "initialize", [1]), INVALID_PARAMS, 2)
+        s.initialize()
+        s.assert_serving()
+        s.close()
+    finally:
+        s.kill()
+
+
+def test_tool_argument_errors_are_tool_results(server):
+    res = server.request(3, "tools/call", {"name": "run_python", "arguments": {"code": ["print(1)"]}})
+    assert res["id"] == 3
+    assert res["result"]["isError"] is True
+    assert "structuredContent" not in res["result"]
+    text = res["result"]["content"][0]["text"]
+    assert text == 'Invalid arguments for run_python: "code" must be a string of Python source, got an array'
+
+
+# ------------------------------------------------------------ no response
+
+@pytest.mark.parametrize("msg", [
+    {"jsonrpc": "2.0", "method": "notifications/unknown"},
+    {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 12345}},
+    {"jsonrpc": "2.0", "method": "notifications/progress", "params": {}},
+    {"jsonrpc": "2.0", "id": 77, "result": {}},
+    {"jsonrpc": "2.0", "id": 78, "error": {"code": 1, "message": "x"}},
+])
+def test_notifications_and_responses_get_no_answer(server, msg):
+    server.send(msg)
+    assert server.nothing_pending()
+    server.assert_serving()
+
+
+def test_blank_lines_and_crlf(server):
+    server.send_raw(b"\n\n   \n\r\n")
+    server.send_raw(b'{"jsonrpc":"2.0","id":"crlf","method":"ping"}\r\n')
+    assert server.recv() == {"jsonrpc": "2.0", "id": "crlf", "result": {}}
+    assert server.nothing_pending(0.1)
+
+
+def test_duplicate_id_of_a_request_in_progress(server):
+    server.send({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+                 "params": {"name": "run_python", "arguments": {"code": "import time\ntime.sleep(1)\n'first'"}}})
+    time.sleep(0.2)
+    server.send({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+                 "params": {"name": "run_python", "arguments": {"code": "'second'"}}})
+    assert_error(server.recv(), INVALID_REQUEST, 5)
+    res = server.recv(timeout=20)
+    assert res["id"] == 5 and res["result"]["structuredContent"]["return_value"] == "first"
+
+
+# ------------------------------------------------------------ floods
+
+def garbage_lines(rng, n):
+    """n lines of mixed garbage, none of which starts a run."""
+    valid = [
+        {"jsonrpc": "2.0", "id": 1, "method": "ping"},
+        {"jsonrpc": "2.0", "id": "x", "method": "tools/list"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "run_python", "arguments": {}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+    ]
+    out = []
+    for i in range(n):
+        kind = rng.randrange(10)
+        if kind == 0:
+            line = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 200))).replace(b"\n", b" ")
+        elif kind == 1:
+            text = json.dumps(rng.choice(valid))
+            line = text[:rng.randrange(1, len(text))].encode()
+        elif kind == 2:
+            line = json.dumps(rng.choice([0, -1, 1e308, "s", None, [], {}, [[[]]], {"a": {}}])).encode()
+        elif kind == 3:
+            msg = dict(rng.choice(valid))
+            key = rng.choice(["jsonrpc", "id", "method", "params"])
+            msg[key] = rng.choice([None, 0, "", [], {}, 1.5, True, "2.0", "x" * 300])
+            line = json.dumps(msg).encode()
+        elif kind == 4:
+            line = (rng.choice(["[", "{", "\"", "{\"a\":"]) * rng.randrange(1, 5000)).encode()
+        elif kind == 5:
+            line = json.dumps({"jsonrpc": "2.0", "id": i, "method": rng.choice(
+                ["a", "tools/", "initialize", "x" * 1000, "tools/call"]), "params": {}}).encode()
+        elif kind == 6:
+            line = b'{"jsonrpc":"2.0","id":' + str(rng.randrange(-2**70, 2**70)).encode() + b',"method":"ping"}'
+        elif kind == 7:
+            line = b'{"jsonrpc":"2.0","id":"\\ud800","method":"ping"}'
+        elif kind == 8:
+            line = b"\x00" * rng.randrange(1, 50)
+        else:
+            line = json.dumps([rng.choice(valid) for _ in range(rng.randrange(0, 4))]).encode()
+        out.append(line + rng.choice([b"\n", b"\r\n"]))
+    return out
+
+
+def test_1000_garbage_lines_do_not_crash_it(server):
+    rng = random.Random(4)
+    lines = garbage_lines(rng, 1000)
+    # between the garbage, numbered pings whose answers must all come back
+    for i, line in enumerate(lines):
+        server.send_raw(line)
+        if i % 50 == 0:
+            server.send({"jsonrpc": "2.0", "id": f"ping-{i}", "method": "ping"})
+    server.send({"jsonrpc": "2.0", "id": "last", "method": "ping"})
+    pings = set()
+    codes = set()
+    while True:
+        msg = server.recv()
+        if isinstance(msg, list):
+            continue
+        assert msg.get("jsonrpc") == "2.0"
+        if "error" in msg:
+            codes.add(msg["error"]["code"])
+        elif isinstance(msg.get("id"), str) and msg["id"].startswith("ping-"):
+            pings.add(msg["id"])
+        if msg.get("id") == "last":
+            break
+    assert pings == {f"ping-{i}" for i in range(0, 1000, 50)}
+    assert codes <= {PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS}
+    assert {PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND} <= codes
+    assert server.proc.poll() is None
+    server.assert_serving()
+    server.close()
+
+
+def test_a_client_that_does_not_read_does_not_block_the_loop():
+    """With stdout full and nobody reading, the loop still starts, reaps
+    and answers runs: writes are queued, never blocking."""
+    server = Server(read=False)
+    try:
+        check_unread_stdout(server)
+    finally:
+        server.kill()
+
+
+def check_unread_stdout(server):
+    server.send({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                 "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                            "clientInfo": {"name": "pytest", "version": "1"}}})
+    pad = "p" * 4000
+    for i in range(400):   # ~1.6 MB of responses, far over a pipe's 64 KiB
+        server.send({"jsonrpc": "2.0", "id": f"fill-{i}", "method": "ping", "params": {"pad": pad}})
+    server.send({"jsonrpc": "2.0", "id": "run", "method": "tools/call",
+                 "params": {"name": "run_python", "arguments": {"code": "import time\ntime.sleep(0.5)"}}})
+    # the jail appears and is gone again without anyone reading stdout
+    deadline = time.monotonic() + 10
+    seen = False
+    while time.monotonic() < deadline:
+        n = len(descendants(server.proc.pid))
+        seen = seen or n >= 2
+        if seen and n == 0:
+            break
+        time.sleep(0.02)
+    assert seen and not descendants(server.proc.pid)
+    server.start_reading()
+    assert server.recv()["id"] == 0
+    got = []
+    while True:
+        msg = server.recv()
+        got.append(msg["id"])
+        if msg["id"] == "run":
+            break
+    assert got == [f"fill-{i}" for i in range(400)] + ["run"]
+
+
+def test_stdin_from_a_regular_file(tmp_path):
+    """epoll cannot watch a file: pycell reads it anyway, answers, exits 0."""
+    path = tmp_path / "in.jsonl"
+    msgs = [
+        {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+         "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "f", "version": "1"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 1, "method": "ping"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+    ]
+    path.write_bytes(b"".join(json.dumps(m).encode() + b"\n" for m in msgs) + b'{"jsonrpc":"2.0","id":3,"method":"ping"}')
+    with open(path, "rb") as f:
+        s = Server(stdin=f)
+        try:
+            out = [s.recv() for _ in range(4)]
+            assert [m["id"] for m in out] == [0, 1, 2, 3]
+            assert len(out[2]["result"]["tools"]) == 2
+            assert s.proc.wait(timeout=10) == 0
+        finally:
+            s.kill()
+
+
+def test_help_and_bad_options(pycell_bin):
+    out = subprocess.run([pycell_bin, "mcp", "--help"], capture_output=True, timeout=10)
+    assert out.returncode == 0
+    assert b"Usage: pycell mcp" in out.stdout and b"--max-runs" in out.stdout
+    for bad in (["--max-runs", "0"], ["--max-runs", "x"], ["--max-message", "1"], ["--bogus"], ["extra"]):
+        out = subprocess.run([pycell_bin, "mcp", *bad], capture_output=True, timeout=10, stdin=subprocess.DEVNULL)
+        assert out.returncode == 2, bad
+        assert out.stdout == b"", bad
+        assert b"pycell mcp:" in out.stderr, bad

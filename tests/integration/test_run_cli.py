@@ -1,0 +1,223 @@
+"""`pycell run` as a command: program sources, stdin, argv, output, exit
+statuses and the --json result object."""
+
+import errno
+import hashlib
+import json
+import textwrap
+import time
+
+import pytest
+
+from conftest import (EXIT_MEMORY_LIMIT, EXIT_SETUP_FAILED, EXIT_TIMEOUT, EXIT_USAGE,
+                      pycell_run, run_json)
+
+MiB = 1 << 20
+
+pytestmark = pytest.mark.usefixtures("reap_leftovers")
+
+def limit(res, name):
+    """The limits entry for name ("memory" matches "memory_bytes")."""
+    found = [lim for lim in res["limits"]
+             if lim.get("name") == name or lim.get("name", "").startswith(name + "_")]
+    assert len(found) == 1, f"limit {name!r} in {res['limits']!r}"
+    return found[0]
+
+
+RESULT_KEYS = {"status", "exit_code", "signal", "stdout", "stderr", "truncated",
+               "return_value", "duration_ms", "cpu_ms", "memory_peak_bytes", "limits",
+               "warnings"}
+
+
+def program_stderr(err):
+    """pycell's stderr without its own diagnostics ("pycell: ..." lines)."""
+    return b"".join(line for line in err.splitlines(keepends=True)
+                    if not line.startswith(b"pycell: "))
+
+
+def test_plain_output_passes_through():
+    rc, out, err = pycell_run(["run", "-c",
+                               "import sys; print('to out'); print('to err', file=sys.stderr)"])
+    assert (rc, out, program_stderr(err)) == (0, b"to out\n", b"to err\n")
+
+
+@pytest.mark.parametrize("code, rc, status, exit_code, sig", [
+    ("pass", 0, "ok", 0, None),
+    ("import sys; sys.exit(3)", 3, "error", 3, None),
+    ("raise SystemExit(255)", 255, "error", 255, None),
+    ("raise ValueError('boom')", 1, "error", 1, None),
+    ("import os, signal; os.kill(os.getpid(), signal.SIGKILL)", 137, "error", None, 9),
+    ("import os, signal; os.kill(os.getpid(), signal.SIGTERM)", 143, "error", None, 15),
+])
+def test_exit_status_mirrors_program(code, rc, status, exit_code, sig):
+    got_rc, _, err = pycell_run(["run", "-c", code])
+    assert got_rc == rc, err
+    res = run_json(code)
+    assert res.rc == rc
+    assert res["status"] == status
+    assert (res["exit_code"], res["signal"]) == (exit_code, sig)
+    if "ValueError" in code:
+        assert "ValueError: boom" in res["stderr"]
+
+
+def test_timeout_exit_status():
+    t0 = time.monotonic()
+    rc, out, _ = pycell_run(["run", "--timeout", "0.5", "-c",
+                             "print('started', flush=True)\nwhile True: pass"])
+    elapsed = time.monotonic() - t0
+    assert rc == EXIT_TIMEOUT
+    assert out == b"started\n"
+    assert 0.5 <= elapsed < 1.0
+    res = run_json("import time; time.sleep(100)", "--timeout", "0.3")
+    assert (res["status"], res.rc) == ("timeout", EXIT_TIMEOUT)
+    assert 300 <= res["duration_ms"] < 800
+
+
+def test_missing_interpreter_is_setup_failed():
+    rc, out, err = pycell_run(["run", "--python", "/usr/bin/no-such-python", "-c", "pass"])
+    assert rc == EXIT_SETUP_FAILED
+    assert out == b""
+    assert b"/usr/bin/no-such-python" in err
+    res = run_json("pass", "--python", "/usr/bin/no-such-python")
+    assert (res["status"], res.rc) == ("setup_failed", EXIT_SETUP_FAILED)
+    assert res["setup_error"]["errno"] == errno.ENOENT
+    assert "/usr/bin/no-such-python" in res["setup_error"]["message"]
+
+
+def test_stdin_is_forwarded():
+    data = bytes(range(256)) * 4096 + b"\n\0end"
+    res = run_json("import sys, hashlib; d = sys.stdin.buffer.read();"
+                   "print(len(d), hashlib.sha256(d).hexdigest())", input=data)
+    assert res["status"] == "ok", res
+    assert res["stdout"] == f"{len(data)} {hashlib.sha256(data).hexdigest()}\n"
+
+
+def test_stdin_file(tmp_path):
+    path = tmp_path / "in.bin"
+    data = b"line one\nline two\n\xff\x00"
+    path.write_bytes(data)
+    res = run_json("import sys; d = sys.stdin.buffer.read(); print(d.hex())",
+                   "--stdin", str(path), input=b"not this")
+    assert res["status"] == "ok", res
+    assert res["stdout"] == data.hex() + "\n"
+
+
+def test_unread_stdin_does_not_block():
+    t0 = time.monotonic()
+    rc, out, err = pycell_run(["run", "-c", "print('done')"], input=b"x" * (16 * MiB))
+    assert (rc, out) == (0, b"done\n"), err
+    assert time.monotonic() - t0 < 5
+
+
+def test_args_become_argv():
+    args = ["a", "b c", "", "ünï", "--json", "-x", "--timeout", "1", "-"]
+    res = run_json("import sys, json; print(json.dumps(sys.argv))", args=args)
+    assert res["status"] == "ok", res
+    argv = json.loads(res["stdout"])
+    assert argv[1:] == args
+
+
+def test_file_mode(tmp_path):
+    prog = tmp_path / "prog.py"
+    prog.write_text(textwrap.dedent(f"""
+        import os, sys, json
+        print(json.dumps({{"file": __file__, "argv": sys.argv,
+                           "host_dir_visible": os.path.exists({str(tmp_path)!r}),
+                           "cwd": os.getcwd()}}))
+    """))
+    rc, out, err = pycell_run(["run", str(prog), "one", "two"])
+    assert rc == 0, err
+    assert json.loads(out) == {"file": "/run/pycell/prog.py",
+                               "argv": ["/run/pycell/prog.py", "one", "two"],
+                               "host_dir_visible": False, "cwd": "/workspace"}
+
+
+def test_dash_reads_program_from_stdin():
+    prog = b"import sys, json\nprint(json.dumps([sys.argv[1:], sys.stdin.read()]))\n"
+    rc, out, err = pycell_run(["run", "-", "x", "y"], input=prog)
+    assert rc == 0, err
+    assert json.loads(out) == [["x", "y"], ""]
+
+
+@pytest.mark.parametrize("args", [
+    ["run"],
+    ["run", "--no-such-option", "-c", "pass"],
+    ["run", "--timeout", "soon", "-c", "pass"],
+    ["run", "--memory", "12Q", "-c", "pass"],
+    ["run", "--output-limit", "lots", "-c", "pass"],
+    ["run", "-c"],
+    ["run", "--json"],
+    ["no-such-command"],
+])
+def test_usage_errors(args):
+    rc, out, err = pycell_run(args)
+    assert rc == EXIT_USAGE
+    assert out == b""
+    assert err.strip(), "a usage error must say what is wrong"
+
+
+def test_help_names_every_option():
+    rc, out, _ = pycell_run(["run", "--help"])
+    assert rc == 0
+    for opt in (b"--json", b"--timeout", b"--memory", b"--policy", b"--python", b"--stdin",
+                b"--output-limit", b"-c"):
+        assert opt in out, opt
+
+
+def test_result_object_shape():
+    code = textwrap.dedent("""
+        import time, sys
+        t = time.process_time()
+        while time.process_time() - t < 0.3:
+            pass
+        data = b"m" * (64 << 20)
+        print("hi")
+        sys.stderr.write("warn\\n")
+    """)
+    res = run_json(code)
+    assert set(res) == RESULT_KEYS | {"tool_calls"}
+    assert res["status"] == "ok"
+    assert (res["exit_code"], res["signal"]) == (0, None)
+    assert (res["stdout"], res["stderr"]) == ("hi\n", "warn\n")
+    assert res["truncated"] == {"stdout": False, "stderr": False}
+    assert res["return_value"] is None
+    assert 300 <= res["cpu_ms"] <= res["duration_ms"] + 50
+    assert res["memory_peak_bytes"] >= 64 * MiB
+    assert isinstance(res["limits"], list) and isinstance(res["warnings"], list)
+    assert all(isinstance(w, str) for w in res["warnings"])
+    assert limit(res, "timeout")["value"] == 30000
+    assert limit(res, "output")["value"] == MiB
+    assert limit(res, "memory")["value"] == 512 * MiB
+
+
+def test_non_utf8_output_is_replaced():
+    res = run_json("import sys; sys.stdout.buffer.write(b'a\\xffb\\xc3'); "
+                   "sys.stderr.buffer.write(b'\\xfe')")
+    assert (res["stdout"], res["stderr"]) == ("a\ufffdb\ufffd", "\ufffd")
+
+
+def test_output_limit_option():
+    res = run_json("import sys; sys.stdout.write('x' * 5000); sys.stderr.write('y' * 10)",
+                   "--output-limit", "1K")
+    assert res["status"] == "ok"
+    assert res["stdout"] == "x" * 1024
+    assert res["stderr"] == "y" * 10
+    assert res["truncated"] == {"stdout": True, "stderr": False}
+    assert res["dropped_bytes"] == {"stdout": 5000 - 1024, "stderr": 0}
+
+
+def test_output_limit_below_policy_minimum_is_a_usage_error():
+    rc, out, err = pycell_run(["run", "--output-limit", "1000", "-c", "pass"])
+    assert (rc, out) == (EXIT_USAGE, b"")
+    assert b"--output-limit: expected a size from 1K to 1G, got \"1000\"" in err
+
+
+def test_memory_limit():
+    res = run_json("b = b'x' * (512 << 20); print(len(b))", "--memory", "64M")
+    memory = limit(res, "memory")
+    assert memory["value"] == 64 * MiB
+    by = memory["enforced_by"]
+    if by not in ("cgroup2", "cgroup1"):
+        pytest.skip(f"memory limit enforced by {by!r}, not a cgroup: no OOM status to check")
+    assert (res["status"], res.rc) == ("memory_limit", EXIT_MEMORY_LIMIT)
+    assert res["stdout"] == ""

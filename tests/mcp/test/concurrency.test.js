@@ -1,0 +1,227 @@
+// Runs on one event loop: parallel runs, the run queue, cancellation,
+// progress, and the end of input.
+import assert from "node:assert/strict";
+import { describe, test } from "node:test";
+
+import { alive, connect, descendants, sleep, startRaw, text, waitFor } from "./helpers.js";
+
+const sleepCode = (s) => `import time\ntime.sleep(${s})\n'slept'`;
+
+describe("concurrency", () => {
+  test("two runs in parallel finish in about the time of one", async () => {
+    const s = await connect();
+    try {
+      const t1 = Date.now();
+      const one = await s.client.callTool({ name: "run_python", arguments: { code: sleepCode(1.5) } });
+      const single = Date.now() - t1;
+      assert.equal(one.structuredContent.return_value, "slept");
+
+      const t0 = Date.now();
+      const both = await Promise.all([
+        s.client.callTool({ name: "run_python", arguments: { code: sleepCode(1.5) } }),
+        s.client.callTool({ name: "run_python", arguments: { code: sleepCode(1.5) } }),
+      ]);
+      const elapsed = Date.now() - t0;
+      for (const r of both) assert.equal(r.structuredContent.return_value, "slept", text(r));
+      assert.ok(elapsed < single * 1.5, `two parallel runs took ${elapsed} ms, one took ${single} ms`);
+    } finally {
+      await s.close();
+    }
+  });
+
+  test("ping and tools/list are answered while a run is going", async () => {
+    const s = await connect();
+    try {
+      const running = s.client.callTool({ name: "run_python", arguments: { code: sleepCode(2) } });
+      await sleep(300);
+      const t0 = Date.now();
+      await s.client.ping();
+      await s.client.listTools();
+      const ms = Date.now() - t0;
+      assert.ok(ms < 500, `ping + tools/list took ${ms} ms during a run`);
+      assert.equal((await running).structuredContent.return_value, "slept");
+    } finally {
+      await s.close();
+    }
+  });
+
+  test("--max-runs 1 queues the second run behind the first", async () => {
+    const s = await connect(["--max-runs", "1"]);
+    try {
+      const t0 = Date.now();
+      const [a, b] = await Promise.all([
+        s.client.callTool({ name: "run_python", arguments: { code: sleepCode(1) } }),
+        s.client.callTool({ name: "run_python", arguments: { code: sleepCode(1) } }),
+      ]);
+      const elapsed = Date.now() - t0;
+      assert.equal(a.structuredContent.status, "ok");
+      assert.equal(b.structuredContent.status, "ok");
+      assert.ok(elapsed >= 2000, `two queued 1 s runs took only ${elapsed} ms`);
+      // each run's own duration excludes its time in the queue
+      assert.ok(b.structuredContent.duration_ms < 1900, `duration ${b.structuredContent.duration_ms}`);
+    } finally {
+      await s.close();
+    }
+  });
+});
+
+describe("progress", () => {
+  test("started, then every second while running, strictly increasing", async () => {
+    const s = await connect();
+    try {
+      const seen = [];
+      const r = await s.client.callTool({ name: "run_python", arguments: { code: sleepCode(2.5), timeout_s: 20 } },
+        undefined, { onprogress: (p) => seen.push(p) });
+      assert.equal(r.structuredContent.status, "ok");
+      assert.equal(seen[0].message, "started", JSON.stringify(seen));
+      const periodic = seen.filter((p) => /^running for \d+ s$/.test(p.message));
+      assert.ok(periodic.length >= 2, JSON.stringify(seen));
+      for (let i = 1; i < seen.length; i++) assert.ok(seen[i].progress > seen[i - 1].progress, JSON.stringify(seen));
+      // progress counts milliseconds; the total is where the timeout would hit
+      assert.ok(seen.every((p) => p.total >= 20000 && p.total < 21000), JSON.stringify(seen));
+    } finally {
+      await s.close();
+    }
+  });
+
+  // The SDK handles notifications a tick after responses, so it drops a
+  // progress notification that arrives right before the response: the
+  // finished notification is checked on raw pipes.
+  test("the last notification, before the response, reaches the total", async () => {
+    const r = startRaw();
+    try {
+      await r.initialize();
+      r.send({ jsonrpc: "2.0", id: 1, method: "tools/call",
+        params: { name: "run_python", arguments: { code: sleepCode(1.2), timeout_s: 10 }, _meta: { progressToken: "t1" } } });
+      const res = await r.response(1, 20000);
+      assert.equal(res.result.structuredContent.status, "ok");
+      const notes = [];
+      for (;;) {
+        try {
+          notes.push((await r.next((m) => m.method === "notifications/progress", 1)).params);
+        } catch {
+          break;
+        }
+      }
+      assert.deepEqual(notes.map((n) => n.message), ["started", "running for 1 s", "ok"]);
+      assert.ok(notes.every((n) => n.progressToken === "t1"));
+      const last = notes[notes.length - 1];
+      assert.equal(last.progress, last.total);
+    } finally {
+      r.kill();
+    }
+  });
+
+  test("a queued run says so before it starts", async () => {
+    const s = await connect(["--max-runs", "1"]);
+    try {
+      const seen = [];
+      const first = s.client.callTool({ name: "run_python", arguments: { code: sleepCode(1) } });
+      const second = s.client.callTool({ name: "run_python", arguments: { code: "2" } }, undefined,
+        { onprogress: (p) => seen.push(p.message) });
+      await Promise.all([first, second]);
+      assert.deepEqual(seen.slice(0, 2), ["queued: 1 runs ahead", "started"]);
+    } finally {
+      await s.close();
+    }
+  });
+});
+
+describe("cancellation", () => {
+  test("notifications/cancelled kills the jail and sends no response", async () => {
+    const s = await connect();
+    try {
+      const ac = new AbortController();
+      let started;
+      const startedP = new Promise((resolve) => (started = resolve));
+      const call = s.client.callTool({ name: "run_python", arguments: { code: sleepCode(60) } }, undefined,
+        { signal: ac.signal, onprogress: (p) => p.message === "started" && started() });
+      await startedP;
+      // the jail: its init and python, below the server
+      const jail = await waitFor(() => {
+        const d = descendants(s.pid);
+        return d.length >= 2 ? d : null;
+      }, 5000, "the jail's processes");
+      const t0 = Date.now();
+      ac.abort("test cancels");
+      await assert.rejects(call);
+      await waitFor(() => jail.every((p) => !alive(p)), 3000, `jail processes ${jail} to end`);
+      assert.ok(Date.now() - t0 < 3000);
+      assert.deepEqual(descendants(s.pid), []);
+      // the server goes on
+      const r = await s.client.callTool({ name: "run_python", arguments: { code: "'still here'" } });
+      assert.equal(r.structuredContent.return_value, "still here");
+    } finally {
+      await s.close();
+    }
+  });
+
+  test("on raw pipes: no response ever arrives for the cancelled request", async () => {
+    const r = startRaw();
+    try {
+      await r.initialize();
+      r.send({ jsonrpc: "2.0", id: 7, method: "tools/call", params: { name: "run_python", arguments: { code: sleepCode(60) } } });
+      await waitFor(() => descendants(r.proc.pid).length >= 2, 5000, "the jail");
+      r.send({ jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: 7, reason: "test" } });
+      await waitFor(() => descendants(r.proc.pid).length === 0, 3000, "the jail to end");
+      // a later request is answered, and nothing for id 7 came before it
+      const pong = await r.request(8, "ping");
+      assert.deepEqual(pong.result, {});
+      await assert.rejects(r.response(7, 500));
+    } finally {
+      r.kill();
+    }
+  });
+
+  test("cancelling a queued run removes it from the queue", async () => {
+    const r = startRaw(["--max-runs", "1"]);
+    try {
+      await r.initialize();
+      const call = (id, code) => r.send({ jsonrpc: "2.0", id, method: "tools/call", params: { name: "run_python", arguments: { code } } });
+      call(1, sleepCode(1));
+      call(2, "'never'");
+      call(3, "'third'");
+      r.send({ jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: 2 } });
+      const third = await r.response(3, 20000);
+      assert.equal(third.result.structuredContent.return_value, "third");
+      assert.equal((await r.response(1, 1)).result.structuredContent.return_value, "slept");
+      await assert.rejects(r.response(2, 300));
+    } finally {
+      r.kill();
+    }
+  });
+});
+
+describe("end of input", () => {
+  test("EOF on stdin kills every run and exits 0", async () => {
+    const r = startRaw();
+    await r.initialize();
+    for (const id of [1, 2])
+      r.send({ jsonrpc: "2.0", id, method: "tools/call", params: { name: "run_python", arguments: { code: sleepCode(60) } } });
+    const jail = await waitFor(() => {
+      const d = descendants(r.proc.pid);
+      return d.length >= 4 ? d : null;
+    }, 5000, "two jails");
+    const t0 = Date.now();
+    r.proc.stdin.end();
+    const { code, signal } = await r.exited;
+    assert.equal(signal, null);
+    assert.equal(code, 0, r.stderr);
+    assert.ok(Date.now() - t0 < 3000, `exit took ${Date.now() - t0} ms`);
+    await waitFor(() => jail.every((p) => !alive(p)), 2000, "the jails to be gone");
+  });
+
+  test("SIGTERM ends the server cleanly too", async () => {
+    const r = startRaw();
+    await r.initialize();
+    r.send({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "run_python", arguments: { code: sleepCode(60) } } });
+    const jail = await waitFor(() => {
+      const d = descendants(r.proc.pid);
+      return d.length >= 2 ? d : null;
+    }, 5000, "the jail");
+    r.proc.kill("SIGTERM");
+    const { code } = await r.exited;
+    assert.equal(code, 0, r.stderr);
+    await waitFor(() => jail.every((p) => !alive(p)), 2000, "the jail to be gone");
+  });
+});

@@ -1,0 +1,175 @@
+// Shared helpers for the MCP tests: start `pycell mcp` under the official
+// SDK client (or on raw pipes), and look at the processes below it.
+import { spawn } from "node:child_process";
+import { readdirSync, readFileSync } from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const top = path.resolve(here, "../../..");
+
+export const PYCELL = process.env.PYCELL || path.join(top, "pycell");
+export const DATADIR = process.env.PYCELL_DATADIR || top;
+// PYCELL_TEST_POLICY: run every server with this policy instead of the default.
+const POLICY = process.env.PYCELL_TEST_POLICY ? ["--policy", process.env.PYCELL_TEST_POLICY] : [];
+
+export function serverArgs(extra = []) {
+  return ["mcp", ...POLICY, ...extra];
+}
+
+export function serverEnv() {
+  return { ...process.env, PYCELL_DATADIR: DATADIR };
+}
+
+// A connected SDK client.  `stderr` collects the server's log (capped) so a
+// failing test can show it.
+export async function connect(extra = [], { capabilities = {} } = {}) {
+  const transport = new StdioClientTransport({
+    command: PYCELL,
+    args: serverArgs(extra),
+    env: serverEnv(),
+    stderr: "pipe",
+  });
+  const log = { text: "" };
+  transport.stderr.on("data", (d) => {
+    if (log.text.length < 65536) log.text += d.toString();
+  });
+  const client = new Client({ name: "pycell-tests", version: "1.0.0" }, { capabilities });
+  await client.connect(transport);
+  // tools/list first: the SDK then checks every structuredContent
+  // against the tool's outputSchema
+  await client.listTools();
+  return { client, transport, pid: transport.pid, log, close: () => client.close() };
+}
+
+// `pycell mcp` on plain pipes: send objects or raw text lines, read
+// parsed responses.
+export function startRaw(extra = []) {
+  const proc = spawn(PYCELL, serverArgs(extra), { env: serverEnv(), stdio: ["pipe", "pipe", "pipe"] });
+  let buf = "";
+  const messages = [];
+  const waiters = [];
+  let stderr = "";
+  proc.stderr.on("data", (d) => {
+    if (stderr.length < 65536) stderr += d.toString();
+  });
+  proc.stdout.on("data", (d) => {
+    buf += d.toString();
+    let nl;
+    while ((nl = buf.indexOf("\n")) >= 0) {
+      const line = buf.slice(0, nl);
+      buf = buf.slice(nl + 1);
+      messages.push(JSON.parse(line));
+      for (const w of waiters.splice(0)) w();
+    }
+  });
+  const exited = new Promise((resolve) => proc.on("exit", (code, signal) => resolve({ code, signal })));
+  return {
+    proc,
+    exited,
+    get stderr() {
+      return stderr;
+    },
+    sendLine(text) {
+      proc.stdin.write(text + "\n");
+    },
+    send(obj) {
+      proc.stdin.write(JSON.stringify(obj) + "\n");
+    },
+    // The next message that matches pred (default: any), within ms.
+    async next(pred = () => true, ms = 10000) {
+      const deadline = Date.now() + ms;
+      for (;;) {
+        const i = messages.findIndex(pred);
+        if (i >= 0) return messages.splice(i, 1)[0];
+        const left = deadline - Date.now();
+        if (left <= 0) throw new Error(`no matching message within ${ms} ms; stderr: ${stderr}`);
+        await new Promise((resolve) => {
+          const t = setTimeout(resolve, left);
+          waiters.push(() => {
+            clearTimeout(t);
+            resolve();
+          });
+        });
+      }
+    },
+    response(id, ms) {
+      return this.next((m) => m.id === id && !("method" in m), ms);
+    },
+    async request(id, method, params, ms) {
+      this.send({ jsonrpc: "2.0", id, method, ...(params === undefined ? {} : { params }) });
+      return this.response(id, ms);
+    },
+    async initialize(protocolVersion = "2025-11-25") {
+      const r = await this.request(0, "initialize", {
+        protocolVersion,
+        capabilities: {},
+        clientInfo: { name: "raw", version: "1" },
+      });
+      this.send({ jsonrpc: "2.0", method: "notifications/initialized" });
+      return r;
+    },
+    kill() {
+      proc.kill("SIGKILL");
+    },
+  };
+}
+
+// ------------------------------------------------------------ processes
+
+function stat(pid) {
+  try {
+    const s = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const f = s.slice(s.lastIndexOf(")") + 2).split(" ");
+    return { state: f[0], ppid: Number(f[1]) };
+  } catch {
+    return null;
+  }
+}
+
+// Live processes below pid (any depth).
+export function descendants(pid) {
+  const parent = new Map();
+  for (const d of readdirSync("/proc")) {
+    if (!/^\d+$/.test(d)) continue;
+    const st = stat(d);
+    if (st && st.state !== "Z") parent.set(Number(d), st.ppid);
+  }
+  const out = [];
+  const frontier = [pid];
+  while (frontier.length) {
+    const cur = frontier.pop();
+    for (const [p, pp] of parent) {
+      if (pp === cur) {
+        out.push(p);
+        frontier.push(p);
+      }
+    }
+  }
+  return out;
+}
+
+export function alive(pid) {
+  const st = stat(pid);
+  return st !== null && st.state !== "Z";
+}
+
+export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// Poll until fn() is truthy; returns its value or throws after ms.
+export async function waitFor(fn, ms = 5000, what = "condition") {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const v = fn();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(20);
+  }
+}
+
+export function text(result) {
+  return result.content.filter((c) => c.type === "text").map((c) => c.text).join("");
+}

@@ -1,0 +1,269 @@
+/* pycell: unit tests for the configuration file (src/conf.c, man pycell.conf(5)). */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conf.h"
+#include "unit.h"
+
+/* Test documents are written with ' for " to stay readable. */
+static char *jq(const char *s)
+{
+	char *d = xstrdup(s);
+	for (char *p = d; *p; p++)
+		if (*p == '\'')
+			*p = '"';
+	return d;
+}
+
+#define UPSTREAM_NAME_MSG " is not a server name ([a-z0-9_-]+, at most 64): it prefixes tool names as NAME.tool"
+#define LISTEN_MSG "expected HOST:PORT such as 127.0.0.1:8765 or [::1]:8765, got "
+#define ORIGIN_MSG "expected an origin such as https://example.com (scheme, host and optional port, no path), got "
+#define COMMAND_MSG "expected a non-empty array of strings such as [\"npx\", \"-y\", \"@modelcontextprotocol/server-memory\"], got "
+
+static const struct { const char *json; const char *msg; } bad[] = {
+	/* syntax */
+	{ "{'policy': 'default',}", "config c.conf:1:22: invalid JSON: string or '}' expected near '}'" },
+	{ "{\n'max_concurrent_runs': 4,\n'max_concurrent_runs': 5}", "config c.conf:3:21: invalid JSON: duplicate object key" },
+	{ "'policy'", "config c.conf:1:8: invalid JSON: '[' or '{' expected near '\"policy\"'" },
+	{ "[{}]", "config c.conf: expected a JSON object at the top level, got [{}]" },
+	/* unknown keys */
+	{ "{'polciy': 'strict'}", "config c.conf: polciy: unknown key (expected one of policy, max_concurrent_runs, audit_log, upstreams, http, host_uid_base, warm)" },
+	{ "{'upstreams': {'memory': {'command': ['x'], 'args': []}}}", "config c.conf: upstreams.memory.args: unknown key (expected one of command, env, timeout)" },
+	{ "{'http': {'port': 8765}}", "config c.conf: http.port: unknown key (expected one of listen, token_file, allowed_origins)" },
+	{ "{'warm': {'size': 2}}", "config c.conf: warm.size: unknown key (expected one of enabled, pool_size)" },
+	/* policy */
+	{ "{'policy': 5}", "config c.conf: policy: expected a policy name ([a-z0-9_-]+) or a path (containing / or ending in .json), got 5" },
+	{ "{'policy': ''}", "config c.conf: policy: expected a policy name ([a-z0-9_-]+) or a path (containing / or ending in .json), got \"\"" },
+	{ "{'policy': 'Strict'}", "config c.conf: policy: expected a policy name ([a-z0-9_-]+) or a path (containing / or ending in .json), got \"Strict\"" },
+	{ "{'policy': 'strict\\u0000.json'}", "config c.conf: policy: expected a policy name ([a-z0-9_-]+) or a path (containing / or ending in .json), got \"strict\\u0000.json\"" },
+	/* max_concurrent_runs */
+	{ "{'max_concurrent_runs': 0}", "config c.conf: max_concurrent_runs: expected an integer from 1 to 1024, got 0" },
+	{ "{'max_concurrent_runs': 1025}", "config c.conf: max_concurrent_runs: expected an integer from 1 to 1024, got 1025" },
+	{ "{'max_concurrent_runs': '4'}", "config c.conf: max_concurrent_runs: expected an integer from 1 to 1024, got \"4\"" },
+	{ "{'max_concurrent_runs': -1}", "config c.conf: max_concurrent_runs: expected an integer from 1 to 1024, got -1" },
+	/* audit_log */
+	{ "{'audit_log': 'audit.jsonl'}", "config c.conf: audit_log: expected an absolute path, got \"audit.jsonl\"" },
+	{ "{'audit_log': false}", "config c.conf: audit_log: expected an absolute path, got false" },
+	{ "{'audit_log': '/var/log/../audit'}", "config c.conf: audit_log: expected a normalized absolute path (no \".\", \"..\" or empty components), got \"/var/log/../audit\"" },
+	/* upstreams */
+	{ "{'upstreams': []}", "config c.conf: upstreams: expected an object of servers such as {\"memory\": {\"command\": [...]}}, got []" },
+	{ "{'upstreams': {'My Server': {'command': ['x']}}}", "config c.conf: upstreams: \"My Server\"" UPSTREAM_NAME_MSG },
+	{ "{'upstreams': {'a.b': {'command': ['x']}}}", "config c.conf: upstreams: \"a.b\"" UPSTREAM_NAME_MSG },
+	{ "{'upstreams': {'': {'command': ['x']}}}", "config c.conf: upstreams: \"\"" UPSTREAM_NAME_MSG },
+	{ "{'upstreams': {'Memory': {'command': ['x']}}}", "config c.conf: upstreams: \"Memory\"" UPSTREAM_NAME_MSG },
+	{ "{'upstreams': {'memory': ['npx']}}", "config c.conf: upstreams.memory: expected an object, got [\"npx\"]" },
+	{ "{'upstreams': {'memory': {}}}", "config c.conf: upstreams.memory.command: missing (the server's argv, such as [\"npx\", \"-y\", \"@modelcontextprotocol/server-memory\"])" },
+	{ "{'upstreams': {'memory': {'command': []}}}", "config c.conf: upstreams.memory.command: " COMMAND_MSG "[]" },
+	{ "{'upstreams': {'memory': {'command': 'npx -y x'}}}", "config c.conf: upstreams.memory.command: " COMMAND_MSG "\"npx -y x\"" },
+	{ "{'upstreams': {'memory': {'command': ['npx', 1]}}}", "config c.conf: upstreams.memory.command[1]: expected a non-empty string, got 1" },
+	{ "{'upstreams': {'memory': {'command': ['npx', '']}}}", "config c.conf: upstreams.memory.command[1]: expected a non-empty string, got \"\"" },
+	{ "{'upstreams': {'memory': {'command': ['np\\u0000x']}}}", "config c.conf: upstreams.memory.command[0]: string contains a NUL byte" },
+	{ "{'upstreams': {'memory': {'command': ['x'], 'env': {'A=B': 'c'}}}}", "config c.conf: upstreams.memory.env: \"A=B\" is not a variable name (letters, digits and _, not starting with a digit)" },
+	{ "{'upstreams': {'memory': {'command': ['x'], 'env': {'A': 5}}}}", "config c.conf: upstreams.memory.env.A: expected a string, got 5" },
+	{ "{'upstreams': {'memory': {'command': ['x'], 'env': ['A=B']}}}", "config c.conf: upstreams.memory.env: expected an object of strings such as {\"LANG\": \"C.UTF-8\"}, got [\"A=B\"]" },
+	{ "{'upstreams': {'memory': {'command': ['x'], 'timeout': 0}}}", "config c.conf: upstreams.memory.timeout: expected a duration from 100ms to 1h, got 0" },
+	{ "{'upstreams': {'memory': {'command': ['x'], 'timeout': '2h'}}}", "config c.conf: upstreams.memory.timeout: expected a duration from 100ms to 1h, got \"2h\"" },
+	{ "{'upstreams': {'memory': {'command': ['x'], 'timeout': 'later'}}}", "config c.conf: upstreams.memory.timeout: expected a duration such as 30s, 500ms or 2m, got \"later\"" },
+	{ "{'upstreams': {'ok': {'command': ['x']}, 'bad': {'command': []}}}", "config c.conf: upstreams.bad.command: " COMMAND_MSG "[]" },
+	/* http */
+	{ "{'http': '127.0.0.1:8765'}", "config c.conf: http: expected an object, got \"127.0.0.1:8765\"" },
+	{ "{'http': {'listen': 8765}}", "config c.conf: http.listen: " LISTEN_MSG "8765" },
+	{ "{'http': {'listen': '8765'}}", "config c.conf: http.listen: " LISTEN_MSG "\"8765\"" },
+	{ "{'http': {'listen': ':8765'}}", "config c.conf: http.listen: " LISTEN_MSG "\":8765\"" },
+	{ "{'http': {'listen': '127.0.0.1:'}}", "config c.conf: http.listen: " LISTEN_MSG "\"127.0.0.1:\"" },
+	{ "{'http': {'listen': '127.0.0.1:0'}}", "config c.conf: http.listen: " LISTEN_MSG "\"127.0.0.1:0\"" },
+	{ "{'http': {'listen': '127.0.0.1:65536'}}", "config c.conf: http.listen: " LISTEN_MSG "\"127.0.0.1:65536\"" },
+	{ "{'http': {'listen': '127.0.0.1:80x'}}", "config c.conf: http.listen: " LISTEN_MSG "\"127.0.0.1:80x\"" },
+	{ "{'http': {'listen': '::1:8765'}}", "config c.conf: http.listen: " LISTEN_MSG "\"::1:8765\"" },
+	{ "{'http': {'listen': '[::1]8765'}}", "config c.conf: http.listen: " LISTEN_MSG "\"[::1]8765\"" },
+	{ "{'http': {'listen': '[nope]:8765'}}", "config c.conf: http.listen: " LISTEN_MSG "\"[nope]:8765\"" },
+	{ "{'http': {'listen': 'local host:8765'}}", "config c.conf: http.listen: " LISTEN_MSG "\"local host:8765\"" },
+	{ "{'http': {'token_file': 'token'}}", "config c.conf: http.token_file: expected an absolute path, got \"token\"" },
+	{ "{'http': {'token_file': 5}}", "config c.conf: http.token_file: expected an absolute path, got 5" },
+	{ "{'http': {'allowed_origins': 'https://a.example'}}", "config c.conf: http.allowed_origins: expected an array of origins such as [\"https://example.com\"], got \"https://a.example\"" },
+	{ "{'http': {'allowed_origins': ['a.example']}}", "config c.conf: http.allowed_origins[0]: " ORIGIN_MSG "\"a.example\"" },
+	{ "{'http': {'allowed_origins': ['https://a.example/']}}", "config c.conf: http.allowed_origins[0]: " ORIGIN_MSG "\"https://a.example/\"" },
+	{ "{'http': {'allowed_origins': ['https://a.example/app']}}", "config c.conf: http.allowed_origins[0]: " ORIGIN_MSG "\"https://a.example/app\"" },
+	{ "{'http': {'allowed_origins': ['*']}}", "config c.conf: http.allowed_origins[0]: " ORIGIN_MSG "\"*\"" },
+	{ "{'http': {'allowed_origins': ['https://']}}", "config c.conf: http.allowed_origins[0]: " ORIGIN_MSG "\"https://\"" },
+	{ "{'http': {'allowed_origins': ['https://a.example:']}}", "config c.conf: http.allowed_origins[0]: " ORIGIN_MSG "\"https://a.example:\"" },
+	{ "{'http': {'allowed_origins': ['ftp://a.example']}}", "config c.conf: http.allowed_origins[0]: " ORIGIN_MSG "\"ftp://a.example\"" },
+	{ "{'http': {'allowed_origins': [1]}}", "config c.conf: http.allowed_origins[0]: expected a non-empty string, got 1" },
+	/* host_uid_base */
+	{ "{'host_uid_base': 0}", "config c.conf: host_uid_base: expected an integer from 1000 to 4294901759, got 0" },
+	{ "{'host_uid_base': 999}", "config c.conf: host_uid_base: expected an integer from 1000 to 4294901759, got 999" },
+	{ "{'host_uid_base': 4294901760}", "config c.conf: host_uid_base: expected an integer from 1000 to 4294901759, got 4294901760" },
+	{ "{'host_uid_base': '100000'}", "config c.conf: host_uid_base: expected an integer from 1000 to 4294901759, got \"100000\"" },
+	/* warm */
+	{ "{'warm': true}", "config c.conf: warm: expected an object, got true" },
+	{ "{'warm': {'enabled': 'yes'}}", "config c.conf: warm.enabled: expected true or false, got \"yes\"" },
+	{ "{'warm': {'pool_size': 0}}", "config c.conf: warm.pool_size: expected an integer from 1 to 64, got 0" },
+	{ "{'warm': {'pool_size': 65}}", "config c.conf: warm.pool_size: expected an integer from 1 to 64, got 65" },
+};
+
+START_TEST(test_bad)
+{
+	cleanup_free char *json = jq(bad[_i].json);
+	struct pycell_conf c;
+	struct pc_err err = { 0 };
+	int rc = conf_parse(json, "c.conf", &c, &err);
+	if (rc == 0)
+		conf_free(&c);
+	ck_assert_msg(rc == -1, "accepted: %s", json);
+	ck_assert_msg(strcmp(err.msg, bad[_i].msg) == 0, "%s\n  got:      %s\n  expected: %s", json, err.msg,
+		      bad[_i].msg);
+	ck_assert_str_eq(err.step, "config");
+}
+END_TEST
+
+START_TEST(test_defaults)
+{
+	struct pycell_conf c;
+	struct pc_err err = { 0 };
+	ck_assert_msg(conf_parse("{}", "c.conf", &c, &err) == 0, "%s", err.msg);
+	ck_assert_str_eq(c.policy, "default");
+	ck_assert_uint_eq(c.max_concurrent_runs, 4);
+	ck_assert_ptr_null(c.audit_log);
+	ck_assert_uint_eq(c.n_upstreams, 0);
+	ck_assert_str_eq(c.http_listen, "127.0.0.1:8765");
+	ck_assert_str_eq(c.http_host, "127.0.0.1");
+	ck_assert_uint_eq(c.http_port, 8765);
+	ck_assert_str_eq(c.http_token_file, PYCELL_SYSCONFDIR "/token");
+	ck_assert_uint_eq(c.n_http_allowed_origins, 0);
+	ck_assert_uint_eq(c.host_uid_base, 100000);
+	ck_assert(!c.warm_enabled);
+	ck_assert_uint_eq(c.warm_pool_size, 2);
+	ck_assert_ptr_null(c.path);
+	conf_free(&c);
+}
+END_TEST
+
+static const char full[] =
+	"{'policy': '/etc/pycell/policy.d/team.json', 'max_concurrent_runs': 16,"
+	" 'audit_log': '/var/log/pycell/audit.jsonl',"
+	" 'upstreams': {"
+	"   'memory': {'command': ['npx', '-y', '@modelcontextprotocol/server-memory'],"
+	"              'env': {'MEMORY_FILE_PATH': '/var/lib/pycell/memory.json'}},"
+	"   'fs_2': {'command': ['/usr/bin/mcp-fs', '/srv'], 'timeout': '5s'}},"
+	" 'http': {'listen': '[::1]:9000', 'token_file': null,"
+	"          'allowed_origins': ['https://a.example', 'http://localhost:3000', 'http://[::1]:8080']},"
+	" 'host_uid_base': 200000, 'warm': {'enabled': true, 'pool_size': 64}}";
+
+START_TEST(test_full)
+{
+	struct pycell_conf c;
+	struct pc_err err = { 0 };
+	cleanup_free char *json = jq(full);
+	const struct upstream_conf *u;
+	ck_assert_msg(conf_parse(json, "c.conf", &c, &err) == 0, "%s", err.msg);
+	ck_assert_str_eq(c.policy, "/etc/pycell/policy.d/team.json");
+	ck_assert_uint_eq(c.max_concurrent_runs, 16);
+	ck_assert_str_eq(c.audit_log, "/var/log/pycell/audit.jsonl");
+	ck_assert_uint_eq(c.n_upstreams, 2);
+	u = conf_upstream(&c, "memory");
+	ck_assert_ptr_nonnull(u);
+	ck_assert_uint_eq(u->argc, 3);
+	ck_assert_str_eq(u->argv[0], "npx");
+	ck_assert_str_eq(u->argv[2], "@modelcontextprotocol/server-memory");
+	ck_assert_ptr_null(u->argv[3]);
+	ck_assert_uint_eq(u->n_env, 1);
+	ck_assert_str_eq(u->env[0], "MEMORY_FILE_PATH=/var/lib/pycell/memory.json");
+	ck_assert_uint_eq(u->timeout_ms, 30000);
+	u = conf_upstream(&c, "fs_2");
+	ck_assert_ptr_nonnull(u);
+	ck_assert_uint_eq(u->timeout_ms, 5000);
+	ck_assert_uint_eq(u->n_env, 0);
+	ck_assert_ptr_null(conf_upstream(&c, "fs"));
+	ck_assert_str_eq(c.http_listen, "[::1]:9000");
+	ck_assert_str_eq(c.http_host, "::1");
+	ck_assert_uint_eq(c.http_port, 9000);
+	ck_assert_ptr_null(c.http_token_file);
+	ck_assert_uint_eq(c.n_http_allowed_origins, 3);
+	ck_assert_str_eq(c.http_allowed_origins[2], "http://[::1]:8080");
+	ck_assert_uint_eq(c.host_uid_base, 200000);
+	ck_assert(c.warm_enabled);
+	ck_assert_uint_eq(c.warm_pool_size, 64);
+	conf_free(&c);
+}
+END_TEST
+
+START_TEST(test_listen_forms)
+{
+	static const struct { const char *listen, *host; unsigned port; } ok[] = {
+		{ "0.0.0.0:80", "0.0.0.0", 80 },
+		{ "localhost:65535", "localhost", 65535 },
+		{ "[::]:1", "::", 1 },
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(ok); i++) {
+		struct pycell_conf c;
+		struct pc_err err = { 0 };
+		cleanup_free char *json = xasprintf("{\"http\": {\"listen\": \"%s\"}}", ok[i].listen);
+		ck_assert_msg(conf_parse(json, "c.conf", &c, &err) == 0, "%s", err.msg);
+		ck_assert_str_eq(c.http_host, ok[i].host);
+		ck_assert_uint_eq(c.http_port, ok[i].port);
+		conf_free(&c);
+	}
+}
+END_TEST
+
+START_TEST(test_load_files)
+{
+	struct pycell_conf c;
+	struct pc_err err = { 0 };
+	cleanup_free char *dir = unit_mkdtemp();
+	cleanup_free char *good = unit_write(dir, "pycell.conf", "{\"max_concurrent_runs\": 2}");
+	cleanup_free char *badf = unit_write(dir, "bad.conf", "{\n  \"warm\": {\"pool_size\": 100}\n}\n");
+	cleanup_free char *msg = NULL;
+
+	ck_assert_msg(conf_load(good, &c, &err) == 0, "%s", err.msg);
+	ck_assert_uint_eq(c.max_concurrent_runs, 2);
+	ck_assert_str_eq(c.path, good);
+	conf_free(&c);
+
+	ck_assert_int_eq(conf_load(badf, &c, &err), -1);
+	msg = xasprintf("config %s: warm.pool_size: expected an integer from 1 to 64, got 100", badf);
+	ck_assert_str_eq(err.msg, msg);
+
+	/* an explicit --config file must exist */
+	ck_assert_int_eq(conf_load("/nonexistent/pycell.conf", &c, &err), -1);
+	ck_assert_str_eq(err.msg, "config /nonexistent/pycell.conf: cannot read: No such file or directory");
+	ck_assert_int_eq(err.errnum, ENOENT);
+	unit_rmtree(dir);
+}
+END_TEST
+
+START_TEST(test_load_default_path)
+{
+	/* the default file may be missing; whatever is there must load */
+	struct pycell_conf c;
+	struct pc_err err = { 0 };
+	ck_assert_str_eq(CONF_DEFAULT_PATH, PYCELL_SYSCONFDIR "/pycell.conf");
+	if (access(CONF_DEFAULT_PATH, F_OK) == 0) {
+		ck_assert_msg(conf_load(NULL, &c, &err) == 0, "%s", err.msg);
+		ck_assert_str_eq(c.path, CONF_DEFAULT_PATH);
+	} else {
+		ck_assert_msg(conf_load(NULL, &c, &err) == 0, "%s", err.msg);
+		ck_assert_ptr_null(c.path);
+		ck_assert_uint_eq(c.max_concurrent_runs, 4);
+	}
+	conf_free(&c);
+}
+END_TEST
+
+Suite *conf_suite(void)
+{
+	Suite *s = suite_create("conf");
+	TCase *bad_tc = tcase_create("malformed"), *good = tcase_create("valid");
+	tcase_add_loop_test(bad_tc, test_bad, 0, (int)ARRAY_SIZE(bad));
+	tcase_add_test(good, test_defaults);
+	tcase_add_test(good, test_full);
+	tcase_add_test(good, test_listen_forms);
+	tcase_add_test(good, test_load_files);
+	tcase_add_test(good, test_load_default_path);
+	suite_add_tcase(s, bad_tc);
+	suite_add_tcase(s, good);
+	return s;
+}

@@ -1,0 +1,64 @@
+/* pycell: the unit test runner.  CK_VERBOSITY and CK_RUN_SUITE /
+ * CK_RUN_CASE from the environment select output and tests, as usual for
+ * Check. */
+#include "config.h"
+
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "unit.h"
+#include "util.h"
+
+const char *unit_srcdir(void)
+{
+	const char *d = getenv("PYCELL_SRCDIR");
+	return d && *d ? d : ".";
+}
+
+char *unit_mkdtemp(void)
+{
+	const char *tmp = getenv("TMPDIR");
+	char *dir = xasprintf("%s/pycell-unit.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	ck_assert_msg(mkdtemp(dir) != NULL, "mkdtemp %s", dir);
+	return dir;
+}
+
+static int rm_one(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+	return remove(path);
+}
+
+void unit_rmtree(const char *dir)
+{
+	nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+char *unit_write(const char *dir, const char *name, const char *text)
+{
+	char *path = xasprintf("%s/%s", dir, name);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	ck_assert_msg(fd >= 0, "create %s", path);
+	ck_assert_int_eq(write_all(fd, text, strlen(text)), 0);
+	close(fd);
+	return path;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(parse_suite());
+	int failed;
+	srunner_add_suite(sr, policy_suite());
+	srunner_add_suite(sr, conf_suite());
+	srunner_add_suite(sr, result_suite());
+	srunner_add_suite(sr, cli_suite());
+	srunner_add_suite(sr, seccomp_suite());
+	srunner_add_suite(sr, bridge_suite());
+	srunner_run_all(sr, CK_ENV);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -1,0 +1,189 @@
+/* pycell: unit tests for parse_size and parse_duration_ms (src/util.c). */
+#include "config.h"
+
+#include <stdint.h>
+#include <string.h>
+
+#include "unit.h"
+#include "util.h"
+
+static const char size_syntax[] = "expected a size such as 4096, 64K, 512M or 2G";
+static const char size_unit[] = "unknown unit (use K, M, G or T)";
+static const char size_trailing[] = "trailing characters after the size";
+static const char size_large[] = "size too large";
+
+static const char dur_syntax[] = "expected seconds such as 30, 2.5, 500ms or 2m";
+static const char dur_unit[] = "unknown unit (use ms, s, m or h)";
+static const char dur_large[] = "duration too large";
+
+static const struct { const char *in; uint64_t out; } good_sizes[] = {
+	{ "0", 0 },
+	{ "1", 1 },
+	{ "4096", 4096 },
+	{ "007", 7 },
+	{ "1k", 1024 },
+	{ "1K", 1024 },
+	{ "64K", 65536 },
+	{ "64KiB", 65536 },
+	{ "64KB", 65536 },
+	{ "64kb", 65536 },
+	{ "1m", 1048576 },
+	{ "512M", 536870912 },
+	{ "512Mi", 536870912 },
+	{ "2G", 2147483648ULL },
+	{ "1g", 1073741824 },
+	{ "1T", 1099511627776ULL },
+	{ "1.5G", 1610612736 },
+	{ "0.5K", 512 },
+	{ "1.25K", 1280 },
+	{ "1.5", 1 },                       /* fractions of a byte are dropped */
+	{ "16777215T", 18446742974197923840ULL },
+};
+
+static const struct { const char *in; const char *why; } bad_sizes[] = {
+	{ "", size_syntax },
+	{ "-1", size_syntax },
+	{ "+1", size_syntax },
+	{ " 1", size_syntax },
+	{ ".5", size_syntax },
+	{ "1.", size_syntax },
+	{ "1..2", size_syntax },
+	{ "M", size_syntax },
+	{ "lots", size_syntax },
+	{ "1 ", size_unit },
+	{ "1 K", size_unit },
+	{ "10B", size_unit },
+	{ "1iB", size_unit },
+	{ "1e3", size_unit },
+	{ "0x10", size_unit },
+	{ "1P", size_unit },
+	{ "1,5K", size_unit },
+	{ "1KK", size_trailing },
+	{ "1K ", size_trailing },
+	{ "1KiBx", size_trailing },
+	{ "1Mii", size_trailing },
+	{ "16777216T", size_large },
+	{ "17179869184G", size_large },
+	{ "18446744073709551615", size_large },
+	{ "99999999999999999999999", size_large },
+};
+
+START_TEST(test_size_good)
+{
+	uint64_t v = 12345;
+	const char *why = NULL;
+	ck_assert_msg(parse_size(good_sizes[_i].in, &v, &why) == 0, "\"%s\": %s", good_sizes[_i].in, why);
+	ck_assert_msg(v == good_sizes[_i].out, "\"%s\" gave %ju, expected %ju", good_sizes[_i].in,
+		      (uintmax_t)v, (uintmax_t)good_sizes[_i].out);
+}
+END_TEST
+
+START_TEST(test_size_bad)
+{
+	uint64_t v = 12345;
+	const char *why = NULL;
+	ck_assert_msg(parse_size(bad_sizes[_i].in, &v, &why) == -1, "\"%s\" was accepted as %ju",
+		      bad_sizes[_i].in, (uintmax_t)v);
+	ck_assert_msg(why && strcmp(why, bad_sizes[_i].why) == 0, "\"%s\": got why \"%s\", expected \"%s\"",
+		      bad_sizes[_i].in, why, bad_sizes[_i].why);
+	ck_assert_msg(v == 12345, "\"%s\": output written on failure", bad_sizes[_i].in);
+}
+END_TEST
+
+START_TEST(test_size_null)
+{
+	uint64_t v = 7;
+	const char *why = NULL;
+	ck_assert_int_eq(parse_size(NULL, &v, &why), -1);
+	ck_assert_str_eq(why, size_syntax);
+	ck_assert_uint_eq(v, 7);
+}
+END_TEST
+
+static const struct { const char *in; uint64_t out; } good_durations[] = {
+	{ "0", 0 },
+	{ "10", 10000 },
+	{ "2.5", 2500 },
+	{ "30s", 30000 },
+	{ "0.25s", 250 },
+	{ "250ms", 250 },
+	{ "1.5ms", 2 },          /* rounded to the nearest millisecond */
+	{ "0.0004", 0 },
+	{ "0.0005", 1 },
+	{ "1m", 60000 },
+	{ "1min", 60000 },
+	{ "2.5m", 150000 },
+	{ "1h", 3600000 },
+	{ "24h", 86400000 },
+	{ "1000000000000000ms", 1000000000000000ULL },
+};
+
+static const struct { const char *in; const char *why; } bad_durations[] = {
+	{ "", dur_syntax },
+	{ "-1", dur_syntax },
+	{ "+1", dur_syntax },
+	{ " 1", dur_syntax },
+	{ ".5", dur_syntax },
+	{ "1.", dur_syntax },
+	{ "ms", dur_syntax },
+	{ "soon", dur_syntax },
+	{ "1 s", dur_unit },
+	{ "1S", dur_unit },
+	{ "1MS", dur_unit },
+	{ "1sec", dur_unit },
+	{ "1d", dur_unit },
+	{ "1mss", dur_unit },
+	{ "1ms ", dur_unit },
+	{ "1.5.2", dur_unit },
+	{ "1e3", dur_unit },
+	{ "1000000000001s", dur_large },
+	{ "277777778h", dur_large },
+};
+
+START_TEST(test_duration_good)
+{
+	uint64_t v = 12345;
+	const char *why = NULL;
+	ck_assert_msg(parse_duration_ms(good_durations[_i].in, &v, &why) == 0, "\"%s\": %s",
+		      good_durations[_i].in, why);
+	ck_assert_msg(v == good_durations[_i].out, "\"%s\" gave %ju ms, expected %ju", good_durations[_i].in,
+		      (uintmax_t)v, (uintmax_t)good_durations[_i].out);
+}
+END_TEST
+
+START_TEST(test_duration_bad)
+{
+	uint64_t v = 12345;
+	const char *why = NULL;
+	ck_assert_msg(parse_duration_ms(bad_durations[_i].in, &v, &why) == -1, "\"%s\" was accepted as %ju",
+		      bad_durations[_i].in, (uintmax_t)v);
+	ck_assert_msg(why && strcmp(why, bad_durations[_i].why) == 0, "\"%s\": got why \"%s\", expected \"%s\"",
+		      bad_durations[_i].in, why, bad_durations[_i].why);
+	ck_assert_msg(v == 12345, "\"%s\": output written on failure", bad_durations[_i].in);
+}
+END_TEST
+
+START_TEST(test_duration_null)
+{
+	uint64_t v = 7;
+	const char *why = NULL;
+	ck_assert_int_eq(parse_duration_ms(NULL, &v, &why), -1);
+	ck_assert_str_eq(why, dur_syntax);
+	ck_assert_uint_eq(v, 7);
+}
+END_TEST
+
+Suite *parse_suite(void)
+{
+	Suite *s = suite_create("parse");
+	TCase *size = tcase_create("size"), *dur = tcase_create("duration");
+	tcase_add_loop_test(size, test_size_good, 0, (int)ARRAY_SIZE(good_sizes));
+	tcase_add_loop_test(size, test_size_bad, 0, (int)ARRAY_SIZE(bad_sizes));
+	tcase_add_test(size, test_size_null);
+	tcase_add_loop_test(dur, test_duration_good, 0, (int)ARRAY_SIZE(good_durations));
+	tcase_add_loop_test(dur, test_duration_bad, 0, (int)ARRAY_SIZE(bad_durations));
+	tcase_add_test(dur, test_duration_null);
+	suite_add_tcase(s, size);
+	suite_add_tcase(s, dur);
+	return s;
+}

@@ -1,0 +1,25 @@
+/* pycell: the C unit tests (Check).  One suite per file, each declared
+ * here and added to the runner in test_main.c. */
+#ifndef PYCELL_UNIT_H
+#define PYCELL_UNIT_H
+
+#include <check.h>
+
+Suite *parse_suite(void);    /* test_parse.c: parse_size, parse_duration_ms */
+Suite *policy_suite(void);   /* test_policy.c: policy files */
+Suite *conf_suite(void);     /* test_conf.c: pycell.conf */
+Suite *result_suite(void);   /* test_result.c */
+Suite *cli_suite(void);      /* test_cli.c */
+Suite *seccomp_suite(void);  /* test_seccomp.c: seccomp filter, capabilities */
+Suite *bridge_suite(void);   /* test_bridge.c: tool allowlist, SHA-256 */
+
+/* The source tree ($PYCELL_SRCDIR, set by `make check`; else "."), for
+ * tests that read shipped files such as policy/default.json. */
+const char *unit_srcdir(void);
+/* A fresh directory under $TMPDIR (or /tmp); removed by unit_rmtree. */
+char *unit_mkdtemp(void);
+void unit_rmtree(const char *dir);
+/* Write `text` to dir/name; returns the malloc'd path. */
+char *unit_write(const char *dir, const char *name, const char *text);
+
+#endif

@@ -1,0 +1,159 @@
+#!/bin/sh
+# pycell: `make check-vm` -- run the limit tests on cgroup v2 for real.
+#
+# Boots Debian's kernel under qemu (TCG: KVM is not assumed) as a microvm
+# whose root file system is this machine's root, shared read-only over
+# virtio-9p, so the VM sees the build tree and the host's python3.  In the
+# VM, cgroup2 is mounted with memory, pids and cpu enabled for children of
+# the root cgroup (what a systemd host with cgroup v2 gives a service), and
+# the limit tests run there: tests/unit/test_cgroup and the pytest files in
+# $PYCELL_VM_TESTS.  The VM's console is copied to stdout and to
+# $PYCELL_VM_LOG.
+#
+# The kernel comes from the Debian package linux-image-amd64 depends on,
+# fetched with `apt-get download` and unpacked with `dpkg-deb -x` (nothing
+# is installed) into $PYCELL_VM_CACHE, once.
+#
+# Environment:
+#   PYCELL_BUILDDIR    where pycell and tests/unit/test_cgroup were built
+#                      (default: the source tree)
+#   PYCELL_VM_CACHE    kernel cache (default ${XDG_CACHE_HOME:-~/.cache}/pycell-vm)
+#   PYCELL_VM_KERNEL_DEB  use this linux-image-*.deb instead of downloading
+#   PYCELL_VM_TESTS    pytest files, relative to tests/integration
+#                      (default: test_limits.py test_doctor.py)
+#   PYCELL_VM_PYTEST_ARGS  extra pytest arguments (e.g. -k memory -x)
+#   PYCELL_VM_TIMEOUT  seconds before the VM is killed (default 900)
+#   PYCELL_VM_MEM, PYCELL_VM_SMP  guest memory (default 2G) and cpus (2)
+#   PYCELL_VM_LOG      console log (default $PYCELL_BUILDDIR/tests/vm/check-vm.log)
+#   PYCELL_VM_APPEND   kernel arguments instead of "quiet loglevel=3" (debugging)
+#   PYCELL_VM_TSC_KHZ  the host's TSC rate (default: "cpu MHz" of /proc/cpuinfo)
+#
+# Exit: the tests' status (0 passed, 1 failed); 77 (skipped) when qemu or
+# busybox-static is missing; 99 when the VM did not report a result.
+set -eu
+
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/../.." && pwd)
+build=$(cd "${PYCELL_BUILDDIR:-$top}" && pwd)
+cache=${PYCELL_VM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pycell-vm}
+tests=${PYCELL_VM_TESTS:-test_limits.py test_doctor.py}
+timeout_s=${PYCELL_VM_TIMEOUT:-900}
+log=${PYCELL_VM_LOG:-$build/tests/vm/check-vm.log}
+
+say() { echo "check-vm: $*" >&2; }
+skip() { say "SKIP: $*"; exit 77; }
+hard() { say "ERROR: $*"; exit 99; }
+
+qemu=$(command -v qemu-system-x86_64 || true)
+[ -n "$qemu" ] || skip "qemu-system-x86_64 not found (apt-get install qemu-system-x86)"
+busybox=
+for b in /bin/busybox /usr/bin/busybox; do
+	if [ -x "$b" ] && file_is_static=$(ldd "$b" 2>&1 || true) && \
+	   echo "$file_is_static" | grep -q 'not a dynamic executable'; then
+		busybox=$b
+		break
+	fi
+done
+[ -n "$busybox" ] || skip "a static busybox is needed for the initramfs (apt-get install busybox-static)"
+[ "$(uname -m)" = x86_64 ] || skip "the VM harness boots an amd64 kernel; this is $(uname -m)"
+[ -x "$build/pycell" ] || hard "$build/pycell is not built (make)"
+
+# ------------------------------------------------------------ the kernel
+mkdir -p "$cache"
+deb=${PYCELL_VM_KERNEL_DEB:-}
+if [ -z "$deb" ]; then
+	pkg=$(apt-cache depends linux-image-amd64 2>/dev/null |
+	      sed -n 's/^ *Depends: \(linux-image-[0-9][^ ]*\)$/\1/p' | head -n 1)
+	[ -n "$pkg" ] || hard "cannot tell which kernel linux-image-amd64 depends on (apt-get update?)"
+	deb=$(ls "$cache/${pkg}_"*.deb 2>/dev/null | head -n 1 || true)
+	if [ -z "$deb" ]; then
+		say "downloading $pkg into $cache"
+		(cd "$cache" && apt-get download "$pkg") >&2 || hard "apt-get download $pkg failed"
+		deb=$(ls "$cache/${pkg}_"*.deb | head -n 1)
+	fi
+fi
+kroot=$cache/$(basename "$deb" .deb)
+if [ ! -d "$kroot/lib/modules" ]; then
+	rm -rf "$kroot.tmp"
+	dpkg-deb -x "$deb" "$kroot.tmp" || hard "dpkg-deb -x $deb failed"
+	mv "$kroot.tmp" "$kroot"
+fi
+kver=$(ls "$kroot/lib/modules" | head -n 1)
+vmlinuz=$kroot/boot/vmlinuz-$kver
+moddir=$kroot/lib/modules/$kver
+[ -f "$vmlinuz" ] || hard "no $vmlinuz in $deb"
+
+# ------------------------------------------------------------ the initramfs
+work=$(mktemp -d "${TMPDIR:-/tmp}/pycell-vm.XXXXXX")
+trap 'rm -rf "$work"' EXIT INT TERM
+stage=$work/initramfs
+mkdir -p "$stage/bin" "$stage/dev" "$stage/proc" "$stage/sys" "$stage/newroot" "$stage/modules"
+cp "$busybox" "$stage/bin/busybox"
+cp "$here/init.sh" "$stage/init"
+chmod 755 "$stage/init"
+mknod "$stage/dev/console" c 5 1 2>/dev/null || true
+
+# The modules for virtio-mmio and 9p, dependencies first (the package has no
+# modules.dep: depmod runs at install time, and nothing is installed here).
+module_file() {
+	f=$(find "$moddir" -name "$1.ko" -o -name "$1.ko.xz" | head -n 1)
+	[ -n "$f" ] || hard "module $1 not found in $moddir"
+	case $f in
+	*.xz) xz -dc "$f" >"$work/$1.ko" && echo "$work/$1.ko" ;;
+	*) echo "$f" ;;
+	esac
+}
+# (sh functions share variables: nothing set before the recursion is used after it)
+loaded=
+add_module() {
+	case " $loaded " in *" $1 "*) return 0 ;; esac
+	for d in $(grep -a -o 'depends=[^[:cntrl:]]*' "$(module_file "$1")" | head -n 1 |
+		   sed 's/^depends=//; s/,/ /g'); do
+		add_module "$d"
+	done
+	cp "$(module_file "$1")" "$stage/modules/$1.ko"
+	echo "$1" >>"$stage/modules/order"
+	loaded="$loaded $1"
+}
+for m in virtio_mmio 9pnet_virtio 9p; do add_module "$m"; done
+
+cat >"$stage/vm.conf" <<EOF
+TREE='$top'
+BUILD='$build'
+TESTS='$tests'
+PYTEST_ARGS='${PYCELL_VM_PYTEST_ARGS:-}'
+EOF
+(cd "$stage" && find . | "$busybox" cpio -o -H newc -R 0:0 2>/dev/null) | gzip -1 >"$work/initrd.gz"
+
+# ------------------------------------------------------------ boot
+# microvm has no HPET or ACPI PM timer, and under a loaded TCG host the
+# kernel's PIT calibration of the TSC fails and boot hangs.  TCG's guest
+# TSC runs at the host's rate, so tell the kernel that rate.
+tsc_khz=${PYCELL_VM_TSC_KHZ:-$(awk -F: '/^cpu MHz/ { printf "%d", $2 * 1000; exit }' /proc/cpuinfo 2>/dev/null)}
+[ -n "$tsc_khz" ] && [ "$tsc_khz" -gt 0 ] || tsc_khz=2000000
+mkdir -p "$(dirname "$log")"
+say "booting Linux $kver (qemu TCG, microvm, host / over virtio-9p read-only); log: $log"
+# POSIX sh has no pipefail: carry qemu's status out of the pipeline
+{
+timeout -k 10 "$timeout_s" "$qemu" \
+	-machine microvm,acpi=on,rtc=on,pit=on,pic=on -accel tcg,thread=multi -cpu max \
+	-smp "${PYCELL_VM_SMP:-2}" -m "${PYCELL_VM_MEM:-2G}" \
+	-no-user-config -nodefaults -display none -no-reboot \
+	-serial stdio -monitor none \
+	-kernel "$vmlinuz" -initrd "$work/initrd.gz" \
+	-append "console=ttyS0 panic=-1 reboot=t tsc_early_khz=$tsc_khz tsc=reliable ${PYCELL_VM_APPEND:-quiet loglevel=3}" \
+	-fsdev local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap \
+	-device virtio-9p-device,fsdev=hostroot,mount_tag=hostroot \
+	</dev/null 2>&1
+echo $? >"$work/qrc"
+} | tee "$log"
+qrc=$(cat "$work/qrc")
+
+rc=$(sed -n 's/^PYCELL-VM-EXIT \([0-9][0-9]*\).*/\1/p' "$log" | tail -n 1)
+if [ -z "$rc" ]; then
+	[ "$qrc" = 124 ] && hard "the VM did not finish within ${timeout_s}s"
+	hard "the VM ended without a result (qemu/timeout status $qrc)"
+fi
+say "$(grep '^PYCELL-VM-SUMMARY' "$log" | sed 's/^PYCELL-VM-SUMMARY //' | tr '\n' ';')"
+say "tests in the VM exited $rc"
+exit "$rc"

@@ -1,0 +1,62 @@
+#!/bin/sh
+# pycell check-vm: pid 1 of the VM, on the host's root (read-only 9p).
+# Writable tmpfs where tests write, cgroup2 with memory, pids and cpu
+# enabled for children of the root cgroup, then the limit tests.  Ends with
+# the line "PYCELL-VM-EXIT <status>" that check-vm.sh reads, and powers off.
+# Arguments: source tree, build tree, pytest files, extra pytest arguments.
+TREE=$1
+BUILD=$2
+TESTS=$3
+ARGS=$4
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+export HOME=/tmp TMPDIR=/tmp LANG=C.UTF-8 PYTHONDONTWRITEBYTECODE=1
+
+finish() {
+	echo "PYCELL-VM-EXIT $1"
+	sync
+	echo o >/proc/sysrq-trigger
+	sleep 5
+	exit "$1"
+}
+
+for d in /tmp /var/tmp /run; do
+	mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs "$d" || finish 99
+done
+mkdir -p /dev/shm && mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs /dev/shm
+mount -t cgroup2 cgroup2 /sys/fs/cgroup || finish 99
+# What a cgroup v2 host with delegation gives: the controllers enabled for
+# children of the root cgroup, where pytest and pycell run.
+echo "+memory +pids +cpu" >/sys/fs/cgroup/cgroup.subtree_control || finish 99
+hostname pycell-vm 2>/dev/null
+ip link set lo up 2>/dev/null
+
+echo "check-vm: Linux $(uname -r), cgroup2 controllers: $(cat /sys/fs/cgroup/cgroup.subtree_control)"
+grep -E " /proc | /sys | / " /proc/self/mountinfo; ls -la /proc/sysrq-trigger; id; cat /proc/self/status | grep -i cap; ls /proc/self/
+cd /tmp || finish 99
+PYCELL=$BUILD/pycell
+PYCELL_DATADIR=$TREE
+PYCELL_SRCDIR=$TREE
+export PYCELL PYCELL_DATADIR PYCELL_SRCDIR
+"$PYCELL" doctor
+
+rc=0
+if [ -x "$BUILD/tests/unit/test_cgroup" ]; then
+	CK_VERBOSITY=verbose "$BUILD/tests/unit/test_cgroup"
+	urc=$?
+	echo "PYCELL-VM-SUMMARY unit test_cgroup exit $urc"
+	[ $urc -eq 0 ] || [ $urc -eq 77 ] || rc=1
+else
+	echo "PYCELL-VM-SUMMARY unit test_cgroup not built (make tests/unit/test_cgroup)"
+fi
+
+files=
+for t in $TESTS; do
+	files="$files $TREE/tests/integration/$t"
+done
+# shellcheck disable=SC2086  # word splitting of the file list and args is wanted
+/usr/bin/python3 -m pytest -ra -p no:cacheprovider --rootdir="$TREE/tests/integration" \
+	-o cache_dir=/tmp/pytest-cache --basetemp=/tmp/pytest $files $ARGS
+prc=$?
+echo "PYCELL-VM-SUMMARY pytest exit $prc"
+[ $prc -eq 0 ] || rc=1
+finish $rc
