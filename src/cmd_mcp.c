@@ -11,6 +11,7 @@
 #include "bridge.h"
 #include "commands.h"
 #include "conf.h"
+#include "zygote.h"
 #include "jail.h"
 #include "jsonrpc.h"
 #include "log.h"
@@ -33,6 +34,8 @@ static const char mcp_usage[] =
 	"      --max-runs N         runs at once; more wait in a queue (default: the config's, 4)\n"
 	"      --max-message SIZE   largest message accepted, e.g. 4M (default 4M)\n"
 	"      --tools-page-size N  tools per tools/list page (default: all; to test clients)\n"
+	"      --warm / --cold      warm starts: clone each run's fresh jail from an initialised\n"
+	"                           interpreter (default: the config's \"warm\", off)\n"
 	"  -v, --verbose            log more to stderr (twice for debug)\n"
 	"  -h, --help               show this help\n"
 	"\n"
@@ -44,9 +47,10 @@ struct mcp_opts {
 	unsigned max_runs, page_size;
 	size_t max_message;
 	int verbose;
+	int warm;                /* 1 --warm, -1 --cold, 0 the config's */
 };
 
-enum { O_POLICY = 256, O_CONFIG, O_MAX_RUNS, O_MAX_MESSAGE, O_PAGE_SIZE };
+enum { O_POLICY = 256, O_CONFIG, O_MAX_RUNS, O_MAX_MESSAGE, O_PAGE_SIZE, O_WARM, O_COLD };
 
 static int parse_count(const char *opt, const char *arg, unsigned max, unsigned *out)
 {
@@ -70,6 +74,8 @@ static int parse_opts(int argc, char **argv, struct mcp_opts *o)
 		{ "max-runs", required_argument, NULL, O_MAX_RUNS },
 		{ "max-message", required_argument, NULL, O_MAX_MESSAGE },
 		{ "tools-page-size", required_argument, NULL, O_PAGE_SIZE },
+		{ "warm", no_argument, NULL, O_WARM },
+		{ "cold", no_argument, NULL, O_COLD },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -101,6 +107,8 @@ static int parse_opts(int argc, char **argv, struct mcp_opts *o)
 			}
 			o->max_message = (size_t)v;
 			break;
+		case O_WARM: o->warm = 1; break;
+		case O_COLD: o->warm = -1; break;
 		case 'v': o->verbose++; break;
 		case 'h': fputs(mcp_usage, stdout); return 1;
 		case '?':
@@ -209,6 +217,13 @@ int cmd_mcp(int argc, char **argv)
 		fprintf(stderr, "pycell mcp: %s\n", err.msg);
 		conf_free(&conf);
 		return EXIT_USAGE;
+	}
+	if (o.warm > 0 || (o.warm == 0 && conf.warm_enabled)) {
+		/* a zygote that cannot start leaves the server on cold starts */
+		if (run_env_warm(&env, &err) < 0)
+			log_warn("mcp: warm starts unavailable, runs start cold: %s", err.msg);
+		else
+			log_info("mcp: warm starts on (zygote pid %d)", (int)zygote_pid(env.zygote));
 	}
 	cfg.max_runs = o.max_runs ? o.max_runs : conf.max_concurrent_runs;
 	cfg.page_size = o.page_size;

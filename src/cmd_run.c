@@ -101,7 +101,6 @@ int cmd_run(int argc, char **argv)
 	struct run *r = NULL;
 	struct pycell_conf conf;
 	struct bridge *bridge = NULL;
-	struct zygote *zygote = NULL;
 	struct pc_err warm_err = { 0 };
 	cleanup_free char *code = NULL;
 	cleanup_free char *prog_name = NULL;
@@ -187,22 +186,20 @@ int cmd_run(int argc, char **argv)
 	req.ctx = &c;
 	c.stream = !o.json;
 
-	if (o.warm) {
-		if (zygote_start(&env.policy, env.runtime_dir, &zygote, &warm_err) == 0)
-			log_debug("%6llu us: zygote started", (unsigned long long)log_elapsed_us());
-		req.zygote = zygote;
+	if (o.warm && run_env_warm(&env, &warm_err) == 0) {
+		req.zygote = env.zygote;
+		log_debug("%6llu us: zygote started", (unsigned long long)log_elapsed_us());
 	}
 	l = loop_new();
 	if (!l || start_tools(l, &conf, &req, &bridge, &err) < 0 || run_start(l, &req, &r, &err) < 0) {
 		fprintf(stderr, "pycell run: %s: %s\n", err.step[0] ? err.step : "start", err.msg);
 		bridge_free(bridge);
 		loop_free(l);
-		zygote_free(zygote);
 		run_env_free(&env);
 		conf_free(&conf);
 		return EXIT_SETUP_FAILED;
 	}
-	if (o.warm && !zygote)
+	if (o.warm && !env.zygote)
 		result_add_warning(run_result_mut(r), "warm starts unavailable, started cold: %s",
 				   warm_err.msg);
 	log_debug("%6llu us: jail spawned", (unsigned long long)log_elapsed_us());
@@ -228,7 +225,6 @@ int cmd_run(int argc, char **argv)
 	run_free(r);
 	bridge_free(bridge);
 	loop_free(l);
-	zygote_free(zygote);
 	run_env_free(&env);
 	conf_free(&conf);
 	return status;

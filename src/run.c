@@ -90,8 +90,16 @@ int run_env_init(struct run_env *env, const char *policy_name, struct pc_err *er
 	return run_env_prepare(env, err);
 }
 
+int run_env_warm(struct run_env *env, struct pc_err *err)
+{
+	if (env->zygote)
+		return 0;
+	return zygote_start(&env->policy, env->runtime_dir, &env->zygote, err);
+}
+
 void run_env_free(struct run_env *env)
 {
+	zygote_free(env->zygote);
 	seccomp_filter_free(env->filter);
 	cgroup_env_free(env->cgroups);
 	policy_free(&env->policy);
@@ -105,6 +113,7 @@ void run_request_from_env(struct run_request *req, const struct run_env *env)
 	req->filter = env->filter;
 	req->cgroups = env->cgroups;
 	req->runtime_dir = env->runtime_dir;
+	req->zygote = env->zygote;
 }
 
 /* ------------------------------------------------------------ finishing */

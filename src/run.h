@@ -74,6 +74,7 @@ struct run_env {
 	struct seccomp_filter *filter;
 	struct cgroup_env *cgroups;
 	char *runtime_dir;
+	struct zygote *zygote;     /* warm starts, after run_env_warm() */
 };
 /* Load the policy (NULL = "default"), compile its filter, probe cgroups. */
 int run_env_init(struct run_env *env, const char *policy_name, struct pc_err *err);
@@ -82,6 +83,9 @@ int run_env_init(struct run_env *env, const char *policy_name, struct pc_err *er
 int run_env_load(struct run_env *env, const char *policy_name, struct pc_err *err);
 int run_env_prepare(struct run_env *env, struct pc_err *err);
 void run_env_free(struct run_env *env);
+/* Turn on warm starts for this env's policy (zygote.h).  On failure the
+ * env stays on cold starts and err says why. */
+int run_env_warm(struct run_env *env, struct pc_err *err);
 /* The environment a jailed program starts with: a fixed base plus the
  * policy's; a NULL-terminated, malloc'd vector of malloc'd strings. */
 char **run_jail_envp(const struct policy *p);

@@ -54,6 +54,7 @@ struct spawn_reply {
 };
 
 struct zygote {
+	uint64_t started_ms;  /* to restart a dead zygote at most once a second */
 	pid_t pid;
 	int ctl;              /* supervisor end of the control socket */
 	struct policy policy; /* the policy the zygote was started with */
@@ -162,19 +163,64 @@ static int libpython_name(const char *python, char *out, size_t len, struct pc_e
 
 /* ------------------------------------------------------------ supervisor side */
 
+static int zygote_exec(struct zygote *z, const struct policy *p, struct pc_err *err);
+
 int zygote_start(const struct policy *p, const char *runtime_dir, struct zygote **out,
 		 struct pc_err *err)
 {
+	struct zygote *z = xcalloc(1, sizeof(*z));
+	json_t *pj;
+	char *ps;
+
+	z->ctl = -1;
+	z->runtime_dir = xstrdup(runtime_dir);
+	/* our own copy, parsed the way the zygote parses it */
+	pj = policy_to_json(p);
+	ps = json_dumps(pj, JSON_COMPACT);
+	json_decref(pj);
+	if (!ps || policy_parse(ps, "zygote", &z->policy, err) < 0 || zygote_exec(z, p, err) < 0) {
+		free(ps);
+		zygote_free(z);
+		return -1;
+	}
+	free(ps);
+	*out = z;
+	return 0;
+}
+
+static int zygote_restart(struct zygote *z, struct pc_err *err)
+{
+	if (now_ms() - z->started_ms < 1000)
+		return pc_fail(err, EPIPE, "warm", "the zygote is gone (restarted less than a second ago)");
+	log_warn("warm starts: the zygote (pid %d) stopped; starting a new one", (int)z->pid);
+	if (z->ctl >= 0)
+		close(z->ctl);
+	kill(z->pid, SIGKILL);
+	waitpid(z->pid, NULL, 0);
+	z->ctl = -1;
+	z->pid = 0;
+	if (zygote_exec(z, &z->policy, err) < 0)
+		return -1;
+	z->dead = false;
+	return 0;
+}
+
+/* Start the zygote process for z's policy and wait until it is ready. */
+static int zygote_exec(struct zygote *z, const struct policy *p, struct pc_err *err)
+{
+	const char *runtime_dir = z->runtime_dir;
 	static const char *const pass_env[] = { "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS" };
 	char *envp[ARRAY_SIZE(pass_env) + 1] = { 0 };
 	char *argv[] = { "pycell", "__zygote", NULL };
 	char libname[64];
 	struct spawn_reply reply;
-	struct zygote *z;
 	json_t *cfg;
 	char *text;
 	int sv[2], n_env = 0;
 	pid_t pid;
+
+	z->started_ms = now_ms();
+	z->dead = true; /* until it answers */
 
 	for (size_t i = 0; i < p->n_python_flags; i++)
 		if (!flag_env(p->python_flags[i]))
@@ -209,10 +255,8 @@ int zygote_start(const struct policy *p, const char *runtime_dir, struct zygote 
 		free(envp[i]);
 	close(sv[1]);
 
-	z = xcalloc(1, sizeof(*z));
 	z->pid = pid;
 	z->ctl = sv[0];
-	z->runtime_dir = xstrdup(runtime_dir);
 	cfg = json_pack("{s:o,s:s,s:s,s:I}", "policy", policy_to_json(p), "runtime_dir", runtime_dir,
 			"libpython", libname, "host_id_base", (json_int_t)jail_host_id_base);
 	text = json_dumps(cfg, JSON_COMPACT);
@@ -232,29 +276,17 @@ int zygote_start(const struct policy *p, const char *runtime_dir, struct zygote 
 		*err = reply.err;
 		goto fail;
 	}
-	/* our own copy, parsed the way the zygote parsed it */
-	{
-		json_t *pj = policy_to_json(p);
-		char *ps = json_dumps(pj, JSON_COMPACT);
-		json_decref(pj);
-		if (!ps || policy_parse(ps, "zygote", &z->policy, err) < 0) {
-			free(ps);
-			goto fail;
-		}
-		free(ps);
-	}
+	z->dead = false;
 	log_debug("zygote %d ready (%s)", (int)pid, libname);
-	*out = z;
 	return 0;
 fail:
 	free(text);
-	zygote_free(z);
 	return -1;
 }
 
 bool zygote_serves(const struct zygote *z, const struct policy *p)
 {
-	return z && !z->dead && policy_equal(&z->policy, p);
+	return z && policy_equal(&z->policy, p);
 }
 
 pid_t zygote_pid(const struct zygote *z)
@@ -328,8 +360,8 @@ int zygote_spawn(struct zygote *z, const struct jail_spec *s, bool cell, struct 
 	int fds[2];
 	cleanup_close int memfd = -1;
 
-	if (z->dead)
-		return pc_fail(err, EPIPE, "warm", "the zygote is gone");
+	if (z->dead && zygote_restart(z, err) < 0)
+		return -1;
 	memfd = pack_files(s, cell, &req.files_len, err);
 	if (memfd < 0)
 		return -1;
@@ -409,6 +441,8 @@ static const char warm_prelude[] =
 	"    os.environ.update(cfg['env'])\n"
 	"    sys.argv[:] = cfg['argv']\n"
 	"    sys.path.insert(0, cfg['path0'])\n"
+	/* the zygote looked for /run/pycell/lib before any jail had it */
+	"    sys.path_importer_cache.clear()\n"
 	"    r = sys.modules.get('random')\n"
 	"    if r is not None:\n"
 	"        r.seed()\n"  /* the zygote's seed must not repeat in every run */

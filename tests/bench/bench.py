@@ -807,7 +807,8 @@ def render(res):
     if float(res["load_start"][0]) >= 0.5 or float(res["load_end"][0]) >= 0.5:
         add("- **The machine was not quiet (1-minute load average >= 0.5): "
             "the numbers are noisy.**")
-    add(f"- Command: `{res['command']}`")
+    add(f"- Command: `{res['command']}` (the same as `make bench BENCH_ARGS='...'`, "
+        "which sets PYCELL and PYCELL_DATADIR to the build and source trees)")
     add(f"- Iterations: {a['iterations']} per workload and runner after {a['warmup']} warm-up; "
         f"runners alternate round-robin every iteration (order rotated each time)")
     add(f"- CPU loop: f({res['cpu_n']}), calibrated to {res['cpu_calibrated_ms']:.1f} ms "

@@ -16,8 +16,12 @@ export const DATADIR = process.env.PYCELL_DATADIR || top;
 // PYCELL_TEST_POLICY: run every server with this policy instead of the default.
 const POLICY = process.env.PYCELL_TEST_POLICY ? ["--policy", process.env.PYCELL_TEST_POLICY] : [];
 
+// PYCELL_MCP_FLAGS: more server options for every test, e.g. "--warm"
+// (run-warm.sh reruns the suites against warm starts).
+const FLAGS = (process.env.PYCELL_MCP_FLAGS || "").split(/\s+/).filter(Boolean);
+
 export function serverArgs(extra = []) {
-  return ["mcp", ...POLICY, ...extra];
+  return ["mcp", ...POLICY, ...FLAGS, ...extra];
 }
 
 export function serverEnv() {
@@ -130,7 +134,17 @@ function stat(pid) {
   }
 }
 
-// Live processes below pid (any depth).
+// The warm-start zygote (`pycell mcp --warm`) lives as long as the server
+// and never runs code: it is not part of any run.  Its jails are.
+function isZygote(pid) {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, "latin1") === "pycell\0__zygote\0";
+  } catch {
+    return false;
+  }
+}
+
+// Live processes below pid (any depth), the zygote left out.
 export function descendants(pid) {
   const parent = new Map();
   for (const d of readdirSync("/proc")) {
@@ -144,7 +158,7 @@ export function descendants(pid) {
     const cur = frontier.pop();
     for (const [p, pp] of parent) {
       if (pp === cur) {
-        out.push(p);
+        if (!isZygote(p)) out.push(p);
         frontier.push(p);
       }
     }
