@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <linux/sched.h>
 #include <sched.h>
 #include <signal.h>
@@ -204,6 +205,10 @@ static __attribute__((noreturn)) void jail_child(const struct jail_spec *s, int 
 	if (place_fds(s, sync_fd, &err) < 0)
 		goto fail;
 	sync_fd = SYNC_FD;
+	/* the parent moved us into the run's cgroup meanwhile: nothing past
+	 * this point runs outside the limits */
+	if (read(sync_fd, &go, 1) != 1 || go != 'c')
+		_exit(127);
 	if (rlimits_apply(&p->limits, &err) < 0)
 		goto fail;
 	if (caps_drop_jail(p->jail_uid, p->jail_gid, &err) < 0)
@@ -321,15 +326,40 @@ int jail_clone(const struct jail_spec *s, struct jail *j, struct pc_err *err)
 	return 0;
 }
 
+/* Did the child exit (after a failed step it reports on the sync socket)?
+ * Its socket closes a moment before its pidfd says so: wait briefly. */
+static bool child_exited(const struct jail *j)
+{
+	struct pollfd p = { .fd = j->pidfd, .events = POLLIN };
+	return poll(&p, 1, 200) == 1;
+}
+
 int jail_release(const struct jail_spec *s, struct jail *j, struct pc_err *err)
 {
-	if (write_id_maps(j->pid, s->policy, err) < 0 ||
-	    (s->cgroup && !j->in_cgroup && cgroup_run_attach(s->cgroup, j->pid, err) < 0)) {
+	log_debug("%6llu us: jail %d: cloned", (unsigned long long)log_elapsed_us(), (int)j->pid);
+	if (write_id_maps(j->pid, s->policy, err) < 0) {
 		jail_abort(j);
 		return -1;
 	}
 	log_debug("%6llu us: jail %d: id maps written", (unsigned long long)log_elapsed_us(), (int)j->pid);
+	/* Let it build its root while we attach it: moving a task between
+	 * cgroups by pid waits for an RCU grace period (milliseconds); the
+	 * child waits for 'c' before its limits, privileges and exec. */
 	if (write(j->sync_fd, "g", 1) != 1) {
+		pc_syserr(err, "spawn", "release the jail child");
+		jail_abort(j);
+		return -1;
+	}
+	if (s->cgroup && !j->in_cgroup && cgroup_run_attach(s->cgroup, j->pid, err) < 0) {
+		/* a child that died building its root left its own error on the
+		 * sync socket: the run reports that one */
+		if (child_exited(j))
+			return 0;
+		jail_abort(j);
+		return -1;
+	}
+	log_debug("%6llu us: jail %d: in its cgroup", (unsigned long long)log_elapsed_us(), (int)j->pid);
+	if (write(j->sync_fd, "c", 1) != 1 && !child_exited(j)) {
 		pc_syserr(err, "spawn", "release the jail child");
 		jail_abort(j);
 		return -1;

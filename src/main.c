@@ -20,6 +20,7 @@ static const char usage[] =
 	"  run          run a program in a jail (pycell run --help)\n"
 	"  mcp          MCP server on stdin/stdout (pycell mcp --help)\n"
 	"  doctor       check what this host supports and how to fix what it lacks\n"
+	"  policy-test  prove a policy holds: run the escape probes (pycell policy-test --help)\n"
 	"\n"
 	"  -h, --help     show this help\n"
 	"  -V, --version  show the version\n"
@@ -32,6 +33,7 @@ int main(int argc, char **argv)
 		{ "run", cmd_run },
 		{ "mcp", cmd_mcp },
 		{ "doctor", cmd_doctor },
+		{ "policy-test", cmd_policy_test },
 		{ "__zygote", cmd_zygote }, /* internal: warm starts, see zygote.h */
 	};
 	struct pc_err err = { 0 };

@@ -78,6 +78,7 @@ int run_env_prepare(struct run_env *env, struct pc_err *err)
 	env->runtime_dir = xasprintf("%s/runtime", pycell_datadir());
 	if (!env->cgroups && cgroup_env_probe(&env->cgroups, &ignored) < 0)
 		env->cgroups = NULL;
+	log_debug("%6llu us: cgroups probed", (unsigned long long)log_elapsed_us());
 	seccomp_filter_free(env->filter);
 	env->filter = NULL;
 	return seccomp_filter_compile(&env->policy, &env->filter, err);
@@ -602,6 +603,7 @@ int run_start(struct loop *l, const struct run_request *q, struct run **out, str
 		setup_failed(r, &setup_err);
 		return 0;
 	}
+	log_debug("%6llu us: run cgroup created", (unsigned long long)log_elapsed_us());
 	if (!q->cgroups)
 		result_add_warning(&r->result, "no cgroup support: memory, pids and cpu limits rely on rlimits");
 

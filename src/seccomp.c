@@ -37,6 +37,8 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <sched.h>
@@ -50,6 +52,8 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 
+#include "audit.h"
+#include "log.h"
 #include "seccomp.h"
 
 struct seccomp_filter {
@@ -513,7 +517,7 @@ static int compile_program(const struct plan *pl, struct sock_filter **out, size
 	return rc < 0 ? -1 : 0;
 }
 
-int seccomp_filter_compile(const struct policy *p, struct seccomp_filter **out, struct pc_err *err)
+static int filter_build(const struct policy *p, struct seccomp_filter **out, struct pc_err *err)
 {
 	struct plan pl = { .loopback = p->network == NET_LOOPBACK };
 	cleanup_free struct sock_filter *jail = NULL;
@@ -596,4 +600,145 @@ size_t seccomp_filter_length(const struct seccomp_filter *f)
 void seccomp_filter_free(struct seccomp_filter *f)
 {
 	free(f);
+}
+
+/* ------------------------------------------------------------ the cache
+ *
+ * libseccomp takes milliseconds for a filter this size, paid by every
+ * `pycell run`.  The compiled program is kept per policy in a directory only
+ * this user can write (root: /var/cache/pycell, others: ~/.cache/pycell,
+ * PYCELL_CACHE_DIR to choose, "none" to turn off).  A file is used only if
+ * it is a regular file owned by us, not group- or other-writable, in such a
+ * directory, with the right header and size; anything else is recompiled.
+ * The key covers what the program is built from: this build of pycell, the
+ * libseccomp version, the syscall groups, the extra rules and the network. */
+
+#define CACHE_MAGIC "PYCSEC01"
+
+struct cache_header {
+	char magic[8];
+	uint32_t njail, nprog;
+};
+
+static bool dir_is_ours(const char *dir)
+{
+	struct stat st;
+	return lstat(dir, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() &&
+	       !(st.st_mode & (S_IWGRP | S_IWOTH));
+}
+
+static char *cache_dir(void)
+{
+	const char *env = getenv("PYCELL_CACHE_DIR"), *home = getenv("HOME");
+	const char *xdg = getenv("XDG_CACHE_HOME");
+	char *base, *dir;
+	if (env && strcmp(env, "none") == 0)
+		return NULL;
+	if (env && *env == '/')
+		base = xstrdup(env);
+	else if (geteuid() == 0)
+		base = xstrdup("/var/cache/pycell");
+	else if (xdg && *xdg == '/')
+		base = xasprintf("%s/pycell", xdg);
+	else if (home && *home == '/')
+		base = xasprintf("%s/.cache/pycell", home);
+	else
+		return NULL;
+	dir = xasprintf("%s/seccomp", base);
+	if ((mkdir(base, 0700) < 0 && errno != EEXIST) || (mkdir(dir, 0700) < 0 && errno != EEXIST) ||
+	    !dir_is_ours(base) || !dir_is_ours(dir)) {
+		free(base);
+		free(dir);
+		return NULL;
+	}
+	free(base);
+	return dir;
+}
+
+static void cache_key(const struct policy *p, char out[65])
+{
+	const struct scmp_version *v = seccomp_version();
+	json_t *k = json_pack("{s:s,s:s,s:[i,i,i],s:b,s:[],s:[]}", "pycell", PACKAGE_VERSION,
+			      "build", __DATE__ " " __TIME__, "libseccomp", v ? (int)v->major : 0,
+			      v ? (int)v->minor : 0, v ? (int)v->micro : 0, "loopback",
+			      p->network == NET_LOOPBACK, "groups", "rules");
+	json_t *g = json_object_get(k, "groups"), *r = json_object_get(k, "rules");
+	char *text;
+	for (size_t i = 0; i < p->n_seccomp_groups; i++)
+		json_array_append_new(g, json_string(p->seccomp_groups[i]));
+	for (size_t i = 0; i < p->n_seccomp_rules; i++)
+		json_array_append_new(r, json_pack("[s,i,b]", p->seccomp_rules[i].syscall,
+						   p->seccomp_rules[i].action_errno, p->seccomp_rules[i].kill));
+	text = json_dumps(k, JSON_COMPACT | JSON_SORT_KEYS);
+	sha256_hex(text, strlen(text), out);
+	free(text);
+	json_decref(k);
+}
+
+static struct seccomp_filter *cache_read(const char *path)
+{
+	struct cache_header h;
+	struct seccomp_filter *f;
+	struct stat st;
+	size_t n;
+	cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+	    (st.st_mode & (S_IWGRP | S_IWOTH)) || read(fd, &h, sizeof(h)) != (ssize_t)sizeof(h) ||
+	    memcmp(h.magic, CACHE_MAGIC, sizeof(h.magic)) != 0 || h.njail == 0 || h.njail > BPF_MAXINSNS ||
+	    h.nprog > BPF_MAXINSNS)
+		return NULL;
+	n = (size_t)h.njail + h.nprog;
+	if ((uint64_t)st.st_size != sizeof(h) + n * sizeof(struct sock_filter))
+		return NULL;
+	f = xmalloc(sizeof(*f) + n * sizeof(struct sock_filter));
+	if (read(fd, f->insns, n * sizeof(struct sock_filter)) != (ssize_t)(n * sizeof(struct sock_filter))) {
+		free(f);
+		return NULL;
+	}
+	f->jail = (struct sock_fprog){ .len = (unsigned short)h.njail, .filter = f->insns };
+	f->program = (struct sock_fprog){ .len = (unsigned short)h.nprog,
+					  .filter = h.nprog ? f->insns + h.njail : NULL };
+	return f;
+}
+
+static void cache_write(const char *dir, const char *path, const struct seccomp_filter *f)
+{
+	struct cache_header h = { .njail = f->jail.len, .nprog = f->program.len };
+	char *tmp = xasprintf("%s/.tmp.%d", dir, (int)getpid());
+	size_t n = (size_t)h.njail + h.nprog;
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	memcpy(h.magic, CACHE_MAGIC, sizeof(h.magic));
+	if (fd >= 0) {
+		bool ok = write_all(fd, &h, sizeof(h)) == 0 &&
+			  write_all(fd, f->insns, n * sizeof(struct sock_filter)) == 0;
+		close(fd);
+		/* rename is atomic: a reader sees the old file or the whole new one */
+		if (!ok || rename(tmp, path) < 0)
+			unlink(tmp);
+	}
+	free(tmp);
+}
+
+int seccomp_filter_compile(const struct policy *p, struct seccomp_filter **out, struct pc_err *err)
+{
+	char key[65], *path = NULL;
+	cleanup_free char *dir = cache_dir();
+	if (dir) {
+		cache_key(p, key);
+		path = xasprintf("%s/%s", dir, key);
+		*out = cache_read(path);
+		if (*out) {
+			log_debug("seccomp: program from the cache %s", path);
+			free(path);
+			return 0;
+		}
+	}
+	if (filter_build(p, out, err) < 0) {
+		free(path);
+		return -1;
+	}
+	if (path)
+		cache_write(dir, path, *out);
+	free(path);
+	return 0;
 }

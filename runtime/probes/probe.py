@@ -281,12 +281,15 @@ def proc_init():
             data = open(f"/proc/1/{what}", "rb").read()
         except OSError:
             continue
-        if data.strip(b"\0"):
-            raise Escaped(f"/proc/1/{what} readable: {data[:60]!r}")
+        # init is a clone of the supervisor: its argv and environment
+        # (the host's) must be gone, only a name may remain
+        for secret in [C.get("token", "")] + C.get("supervisor_argv", []):
+            if secret and secret.encode() in data:
+                raise Escaped(f"/proc/1/{what} shows the supervisor's {secret!r}: {data[:60]!r}")
     try:
         open("/proc/1/mem", "r+b")
     except OSError as e:
-        return f"/proc/1 cmdline/environ blank, mem refused ({ename(e.errno)})"
+        return f"/proc/1 cmdline/environ hold nothing of the host, mem refused ({ename(e.errno)})"
     raise Escaped("/proc/1/mem opened for writing")
 
 
@@ -322,12 +325,10 @@ def net_abstract():
 
 @probe("network", "interfaces")
 def net_ifaces():
-    names = sorted(os.listdir("/sys/class/net")) if os.path.isdir("/sys/class/net") else None
-    if names is None:
-        try:
-            names = sorted(n for _, n in socket.if_nameindex())
-        except OSError as e:
-            return f"interfaces cannot be listed ({ename(e.errno)})"
+    try:  # the jail's own net namespace, as procfs sees it (netlink may be filtered)
+        names = sorted(ln.split(":")[0].strip() for ln in open("/proc/net/dev").readlines()[2:])
+    except OSError as e:
+        return f"interfaces cannot be listed ({ename(e.errno)})"
     if set(names) - {"lo"}:
         raise Escaped("interfaces beyond lo: " + ", ".join(names))
     return f"interfaces: {names or 'none'}"

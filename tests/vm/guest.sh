@@ -55,7 +55,7 @@ for t in $TESTS; do
 	files="$files $TREE/tests/integration/$t"
 done
 # shellcheck disable=SC2086  # word splitting of the file list and args is wanted
-/usr/bin/python3 -m pytest -ra -p no:cacheprovider --rootdir="$TREE/tests/integration" \
+/usr/bin/python3 -m pytest -ra -p no:cacheprovider --durations=8 --rootdir="$TREE/tests/integration" \
 	-o cache_dir=/tmp/pytest-cache --basetemp=/tmp/pytest $files $ARGS
 prc=$?
 echo "PYCELL-VM-SUMMARY pytest exit $prc"
