@@ -602,6 +602,13 @@ void seccomp_filter_free(struct seccomp_filter *f)
 	free(f);
 }
 
+bool seccomp_filter_equal(const struct seccomp_filter *a, const struct seccomp_filter *b)
+{
+	return a->jail.len == b->jail.len && a->program.len == b->program.len &&
+	       memcmp(a->insns, b->insns,
+		      ((size_t)a->jail.len + a->program.len) * sizeof(struct sock_filter)) == 0;
+}
+
 /* ------------------------------------------------------------ the cache
  *
  * libseccomp takes milliseconds for a filter this size, paid by every

@@ -2,6 +2,8 @@
 #ifndef PYCELL_SECCOMP_H
 #define PYCELL_SECCOMP_H
 
+#include <stdbool.h>
+
 #include "policy.h"
 #include "util.h"
 
@@ -19,6 +21,8 @@ int seccomp_filter_install_program(const struct seccomp_filter *f, struct pc_err
 /* Instructions in the jail's filter (for logs and tests). */
 size_t seccomp_filter_length(const struct seccomp_filter *f);
 void seccomp_filter_free(struct seccomp_filter *f);
+/* Same programs, instruction for instruction (tests). */
+bool seccomp_filter_equal(const struct seccomp_filter *a, const struct seccomp_filter *b);
 /* Names of the syscall groups a policy may list (NULL-terminated). */
 extern const char *const seccomp_group_names[];
 /* The groups used when a policy lists none (NULL-terminated). */

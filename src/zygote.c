@@ -454,6 +454,11 @@ static const char warm_prelude[] =
 static __attribute__((noreturn)) void zygote_run_inline(const struct jail_spec *s)
 {
 	int status = 0;
+	/* What exec would have done: a cold run's python is dumpable, so its
+	 * /proc/self belongs to it (comm, setproctitle).  Its memory is a copy
+	 * of the zygote's, which holds no secrets; init stays non-dumpable. */
+	if (prctl(PR_SET_DUMPABLE, 1) < 0)
+		_exit(125);
 	py.AfterForkChild();
 	if (py.RunSimpleStringFlags(warm_prelude, NULL) != 0)
 		_exit(125);
@@ -473,7 +478,11 @@ static __attribute__((noreturn)) void zygote_run_inline(const struct jail_spec *
 	}
 	if (py.FinalizeEx() < 0)
 		status = 120;
-	exit(status);
+	/* Python has run its atexit handlers and flushed its streams; skip
+	 * the C library's (a leak checker's among them: the interpreter
+	 * never frees everything) */
+	fflush(NULL);
+	_exit(status);
 }
 
 static int load_python(const char *libname, const struct policy *p, struct pc_err *err)

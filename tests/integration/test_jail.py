@@ -802,3 +802,18 @@ def test_no_process_left_behind(what, opts, code):
                   "setup_failed": EXIT_SETUP_FAILED}[what], err
     assert time.monotonic() - t0 < 5
     check_no_leftovers(before, f"a run ending in {what}")
+
+
+def test_proc_self_belongs_to_the_program():
+    """/proc/self is the program's own (comm writable, owned by the jail
+    uid), cold or warm: a warm python never execs, so pycell makes it
+    dumpable as exec would; init's stays root's."""
+    got = probe("""
+        import os, json
+        with open("/proc/self/comm", "w") as f:
+            f.write("renamed")
+        print(json.dumps({"comm": open("/proc/self/comm").read().strip(),
+                          "self_uid": os.stat("/proc/self/comm").st_uid,
+                          "init_uid": os.stat("/proc/1/comm").st_uid}))
+    """)
+    assert got == {"comm": "renamed", "self_uid": 1000, "init_uid": 65534}

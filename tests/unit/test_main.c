@@ -49,13 +49,17 @@ char *unit_write(const char *dir, const char *name, const char *text)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(parse_suite());
+	SRunner *sr;
 	int failed;
+	/* every filter test compiles afresh; the cache has its own suite */
+	setenv("PYCELL_CACHE_DIR", "none", 1);
+	sr = srunner_create(parse_suite());
 	srunner_add_suite(sr, policy_suite());
 	srunner_add_suite(sr, conf_suite());
 	srunner_add_suite(sr, result_suite());
 	srunner_add_suite(sr, cli_suite());
 	srunner_add_suite(sr, seccomp_suite());
+	srunner_add_suite(sr, seccomp_cache_suite());
 	srunner_add_suite(sr, bridge_suite());
 	srunner_run_all(sr, CK_ENV);
 	failed = srunner_ntests_failed(sr);

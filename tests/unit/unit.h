@@ -10,7 +10,8 @@ Suite *policy_suite(void);   /* test_policy.c: policy files */
 Suite *conf_suite(void);     /* test_conf.c: pycell.conf */
 Suite *result_suite(void);   /* test_result.c */
 Suite *cli_suite(void);      /* test_cli.c */
-Suite *seccomp_suite(void);  /* test_seccomp.c: seccomp filter, capabilities */
+Suite *seccomp_suite(void);
+Suite *seccomp_cache_suite(void); /* test_seccomp_cache.c: the compiled-program cache */  /* test_seccomp.c: seccomp filter, capabilities */
 Suite *bridge_suite(void);   /* test_bridge.c: tool allowlist, SHA-256 */
 
 /* The source tree ($PYCELL_SRCDIR, set by `make check`; else "."), for
