@@ -711,6 +711,8 @@ static int run_setup_v2(struct cgroup_run *c, const struct limits *lim, struct p
 	c->v2_fd = open(c->v2, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (c->v2_fd < 0)
 		return pc_syserr(err, "cgroup", "open %s", c->v2);
+	/* memory.oom.group stays 0: the OOM killer takes the biggest task
+	 * (python), and the jail's init lives on to report how it ended. */
 	if ((e->v2_ctrls & CTRL_BIT(CG_MEMORY)) && lim->memory_bytes) {
 		if (cg_set_u64(c->v2, "memory.max", lim->memory_bytes, err) < 0)
 			return -1;
