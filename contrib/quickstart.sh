@@ -37,10 +37,8 @@ demo)
 	deps; build
 	echo '$ pycell run -c '\''print("hello from the jail")'\'''
 	PYCELL_DATADIR="$PWD" ./pycell run -c 'import os; print("hello from the jail: pid", os.getpid(), "uid", os.getuid())'
-	if [ -x tests/mcp/roundtrip.sh ]; then
-		echo '$ pycell mcp  (initialize, tools/call run_python)'
-		tests/mcp/roundtrip.sh
-	fi
+	echo '$ pycell mcp    (an MCP round trip: initialize, tools/list, tools/call run_python)'
+	PYCELL_DATADIR="$PWD" python3 contrib/mcp-roundtrip.py ./pycell
 	;;
 test)
 	deps; build
