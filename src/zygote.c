@@ -450,9 +450,6 @@ static const char warm_prelude[] =
 	"    sys.path.insert(0, cfg['path0'])\n"
 	/* the zygote looked for /run/pycell/lib before any jail had it */
 	"    sys.path_importer_cache.clear()\n"
-	"    r = sys.modules.get('random')\n"
-	"    if r is not None:\n"
-	"        r.seed()\n"  /* the zygote's seed must not repeat in every run */
 	"_pycell_warm()\n"
 	"del _pycell_warm\n";
 
@@ -466,6 +463,8 @@ static __attribute__((noreturn)) void zygote_run_inline(const struct jail_spec *
 	 * of the zygote's, which holds no secrets; init stays non-dumpable. */
 	if (prctl(PR_SET_DUMPABLE, 1) < 0)
 		_exit(125);
+	/* also runs the interpreter's at-fork hooks: random reseeds there, so
+	 * runs from one zygote do not share its state (test_warm.py) */
 	py.AfterForkChild();
 	if (py.RunSimpleStringFlags(warm_prelude, NULL) != 0)
 		_exit(125);
@@ -531,7 +530,8 @@ static int load_python(const char *libname, const struct policy *p, struct pc_er
 	py.InitializeEx(1);
 	/* Modules every program pays for anyway, and those cells use: loaded
 	 * once here, without binding names in __main__. */
-	if (py.RunSimpleStringFlags("__import__('json')\n__import__('encodings.idna')\n", NULL) != 0)
+	if (py.RunSimpleStringFlags("__import__('json')\n__import__('encodings.idna')\n__import__('random')\n",
+				    NULL) != 0)
 		return pc_fail(err, EINVAL, "warm", "preloading modules failed");
 	return 0;
 }

@@ -65,11 +65,11 @@ if [ -z "$deb" ]; then
 	pkg=$(apt-cache depends linux-image-amd64 2>/dev/null |
 	      sed -n 's/^ *Depends: \(linux-image-[0-9][^ ]*\)$/\1/p' | head -n 1)
 	[ -n "$pkg" ] || hard "cannot tell which kernel linux-image-amd64 depends on (apt-get update?)"
-	deb=$(ls "$cache/${pkg}_"*.deb 2>/dev/null | head -n 1 || true)
+	deb=$(find "$cache" -maxdepth 1 -name "${pkg}_*.deb" | head -n 1)
 	if [ -z "$deb" ]; then
 		say "downloading $pkg into $cache"
 		(cd "$cache" && apt-get download "$pkg") >&2 || hard "apt-get download $pkg failed"
-		deb=$(ls "$cache/${pkg}_"*.deb | head -n 1)
+		deb=$(find "$cache" -maxdepth 1 -name "${pkg}_*.deb" | head -n 1)
 	fi
 fi
 kroot=$cache/$(basename "$deb" .deb)
@@ -78,7 +78,7 @@ if [ ! -d "$kroot/lib/modules" ]; then
 	dpkg-deb -x "$deb" "$kroot.tmp" || hard "dpkg-deb -x $deb failed"
 	mv "$kroot.tmp" "$kroot"
 fi
-kver=$(ls "$kroot/lib/modules" | head -n 1)
+kver=$(basename "$(find "$kroot/lib/modules" -mindepth 1 -maxdepth 1 -type d | head -n 1)")
 vmlinuz=$kroot/boot/vmlinuz-$kver
 moddir=$kroot/lib/modules/$kver
 [ -f "$vmlinuz" ] || hard "no $vmlinuz in $deb"

@@ -42,8 +42,14 @@ export PYCELL PYCELL_DATADIR PYCELL_SRCDIR
 
 rc=0
 if [ -x "$BUILD/tests/unit/test_cgroup" ]; then
-	CK_VERBOSITY=verbose "$BUILD/tests/unit/test_cgroup"
+	CK_VERBOSITY=verbose "$BUILD/tests/unit/test_cgroup" >/tmp/unit.log 2>&1
 	urc=$?
+	cat /tmp/unit.log
+	# in the words CI counts: "N passed, N failed"
+	sed -n 's/^[0-9]*%: Checks: \([0-9]*\), Failures: \([0-9]*\), Errors: \([0-9]*\).*/\1 \2 \3/p' /tmp/unit.log |
+		while read -r n f e; do
+			echo "PYCELL-VM-SUMMARY unit test_cgroup: $((n - f - e)) passed, $((f + e)) failed"
+		done
 	echo "PYCELL-VM-SUMMARY unit test_cgroup exit $urc"
 	[ $urc -eq 0 ] || [ $urc -eq 77 ] || rc=1
 else
@@ -55,7 +61,7 @@ for t in $TESTS; do
 	files="$files $TREE/tests/integration/$t"
 done
 # shellcheck disable=SC2086  # word splitting of the file list and args is wanted
-/usr/bin/python3 -m pytest -ra -p no:cacheprovider --durations=8 --rootdir="$TREE/tests/integration" \
+/usr/bin/python3 -m pytest -ra -p no:cacheprovider --color=no --durations=8 --rootdir="$TREE/tests/integration" \
 	-o cache_dir=/tmp/pytest-cache --basetemp=/tmp/pytest $files $ARGS
 prc=$?
 echo "PYCELL-VM-SUMMARY pytest exit $prc"

@@ -1,4 +1,5 @@
 #!/bin/busybox sh
+# shellcheck shell=dash
 # pycell check-vm: /init of the initramfs.  Loads the virtio-mmio and 9p
 # modules, mounts the host's root (read-only, tag "hostroot") with fresh
 # proc, sys, dev and tmpfs mounts on top, and switches to it to run
@@ -21,6 +22,7 @@ fail() {
 while read -r m; do
 	insmod "/modules/$m.ko" || fail "insmod $m"
 done </modules/order
+# shellcheck source=/dev/null  # written by check-vm.sh
 . /vm.conf
 
 # virtio-mmio devices are found through ACPI as the module loads; give the

@@ -1,0 +1,121 @@
+"""Warm starts (src/zygote.h): what SECURITY.md says a warm jail inherits.
+
+Every warm jail is a copy of the zygote's memory, so the zygote itself must
+hold nothing of the supervisor: not its environment, not its configuration
+(upstream commands and their secrets).  Checked from the host by scanning
+the zygote's environment and every readable byte of its memory for canaries
+that only the supervisor was given.  And runs cloned from one zygote must
+not share the `random` module's state, which the zygote has loaded."""
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+from conftest import PYCELL, REPO, descendants, pycell_env, require_root  # noqa: F401
+
+FAKE = REPO / "tests" / "integration" / "tools" / "fake_mcp_server.py"
+
+
+class Mcp:
+    def __init__(self, args, env):
+        self.proc = subprocess.Popen([PYCELL, "mcp", *args], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        self.next = 1
+        self.call("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                                 "clientInfo": {"name": "test_warm", "version": "1"}})
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def send(self, msg):
+        self.proc.stdin.write(json.dumps(msg).encode() + b"\n")
+        self.proc.stdin.flush()
+
+    def call(self, method, params):
+        i = self.next
+        self.next += 1
+        self.send({"jsonrpc": "2.0", "id": i, "method": method, "params": params})
+        while True:
+            line = self.proc.stdout.readline()
+            assert line, f"server ended: {self.proc.stderr.read()[-2000:]!r}"
+            msg = json.loads(line)
+            if msg.get("id") == i:
+                assert "error" not in msg, msg
+                return msg["result"]
+
+    def run(self, code):
+        res = self.call("tools/call", {"name": "run_python", "arguments": {"code": code}})
+        sc = res["structuredContent"]
+        assert sc["status"] == "ok", sc
+        assert not any("warm" in w for w in sc["warnings"]), sc["warnings"]
+        return sc
+
+    def close(self):
+        self.proc.stdin.close()
+        self.proc.wait(timeout=20)
+
+
+def zygote_of(pid):
+    for p in descendants(pid):
+        try:
+            with open(f"/proc/{p}/cmdline", "rb") as f:
+                if f.read() == b"pycell\0__zygote\0":
+                    return p
+        except OSError:
+            pass
+    raise AssertionError(f"no zygote below {pid}")
+
+
+def memory_holds(pid, needles):
+    """Which needles occur in the readable memory of pid."""
+    found = set()
+    with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb", 0) as mem:
+        for line in maps:
+            addr, perms = line.split()[:2]
+            if "r" not in perms or line.rstrip().endswith(("[vvar]", "[vsyscall]")):
+                continue
+            lo, hi = (int(x, 16) for x in addr.split("-"))
+            try:
+                mem.seek(lo)
+                chunk = mem.read(hi - lo)
+            except OSError:
+                continue
+            found |= {n for n in needles if n in chunk}
+    return found
+
+
+def test_zygote_holds_nothing_of_the_supervisor(tmp_path, require_root):
+    env_secret = "env-canary-" + uuid.uuid4().hex
+    conf_secret = "conf-canary-" + uuid.uuid4().hex
+    conf = tmp_path / "pycell.conf"
+    conf.write_text(json.dumps({"upstreams": {"fake": {
+        "command": ["/usr/bin/python3", str(FAKE)], "env": {"FAKE_TOKEN": conf_secret}}}}))
+    env = pycell_env({"PYCELL_TEST_SECRET": env_secret})
+    s = Mcp(["--warm", "--config", str(conf)], env)
+    try:
+        sc = s.run("import os\nos.getpid()")
+        assert sc["return_value"] == 2
+        z = zygote_of(s.proc.pid)
+        needles = {env_secret.encode(), conf_secret.encode(), str(conf).encode()}
+        with open(f"/proc/{z}/environ", "rb") as f:
+            zenv = f.read()
+        assert not any(n in zenv for n in needles), zenv
+        # the scan itself must be able to see a secret: the supervisor has them
+        assert memory_holds(s.proc.pid, needles) >= {env_secret.encode(), conf_secret.encode()}
+        assert memory_holds(z, needles) == set()
+    finally:
+        s.close()
+
+
+def test_random_differs_between_warm_runs():
+    s = Mcp(["--warm"], pycell_env())
+    try:
+        code = "import random, sys\n[random.getrandbits(62), 'random' in sys.modules]"
+        a, b = (s.run(code)["return_value"] for _ in range(2))
+        assert a[1] is True and b[1] is True
+        assert a[0] != b[0], "two warm runs drew the same random numbers"
+    finally:
+        s.close()
