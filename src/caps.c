@@ -9,6 +9,9 @@
  */
 #include "config.h"
 
+#include <fcntl.h>
+#include <stdio.h>
+
 #include <cap-ng.h>
 #include <grp.h>
 #include <linux/capability.h>
@@ -41,7 +44,21 @@ static const struct {
 			 "Ubuntu's AppArmor userns restriction)" },
 	{ CAP_KILL, "signal jail processes, which run as other (mapped) uids" },
 	{ CAP_NET_BIND_SERVICE, "`pycell serve` on a port below 1024" },
+	/* kept only as root of a non-initial user namespace, see below */
+	{ CAP_SETFCAP, "map our own id 0 into the jail when pycell is root of another user "
+		       "namespace (unshare -r, rootless containers): the kernel asks for it" },
 };
+
+/* Root of the initial user namespace maps the jail to a range of unused ids
+ * and never maps its own id 0, so it needs no CAP_SETFCAP. */
+static bool in_initial_userns(void)
+{
+	char buf[64] = "";
+	unsigned a, b, n;
+	cleanup_close int fd = open("/proc/self/uid_map", O_RDONLY | O_CLOEXEC);
+	return fd >= 0 && read(fd, buf, sizeof(buf) - 1) > 0 &&
+	       sscanf(buf, "%u %u %u", &a, &b, &n) == 3 && a == 0 && b == 0 && n == 4294967295U;
+}
 
 /* ------------------------------------------------------------ the jail */
 
@@ -121,6 +138,17 @@ int caps_drop_jail(uid_t uid, gid_t gid, struct pc_err *err)
 
 /* ------------------------------------------------------------ the supervisor */
 
+/* Started in a user namespace whose setgroups is "deny" (unshare -r, a
+ * rootless container): the groups cannot be dropped, and what the jails
+ * would carry is what we carry anyway. */
+static bool setgroups_denied(void)
+{
+	char buf[8] = "";
+	cleanup_close int fd = open("/proc/self/setgroups", O_RDONLY | O_CLOEXEC);
+	return errno == EPERM && fd >= 0 && read(fd, buf, sizeof(buf) - 1) > 0 &&
+	       strncmp(buf, "deny", 4) == 0;
+}
+
 int caps_harden_supervisor(struct pc_err *err)
 {
 	bool had[ARRAY_SIZE(supervisor_caps)];
@@ -139,13 +167,15 @@ int caps_harden_supervisor(struct pc_err *err)
 		return 0;  /* unprivileged: nothing to drop */
 
 	for (size_t i = 0; i < ARRAY_SIZE(supervisor_caps); i++)
-		had[i] = capng_have_capability(CAPNG_PERMITTED, supervisor_caps[i].cap) == 1;
+		had[i] = capng_have_capability(CAPNG_PERMITTED, supervisor_caps[i].cap) == 1 &&
+			 (supervisor_caps[i].cap != CAP_SETFCAP || !in_initial_userns());
 	bounding = capng_have_capability(CAPNG_EFFECTIVE, CAP_SETPCAP) == 1;
 
 	/* Jails cannot drop supplementary groups themselves (setgroups is
 	 * denied in their user namespace) and would carry ours, e.g. host gid
 	 * 0, as an unmapped group that still opens group-readable files. */
-	if (capng_have_capability(CAPNG_EFFECTIVE, CAP_SETGID) == 1 && setgroups(0, NULL) < 0)
+	if (capng_have_capability(CAPNG_EFFECTIVE, CAP_SETGID) == 1 && setgroups(0, NULL) < 0 &&
+	    !setgroups_denied())
 		return pc_syserr(err, "caps", "setgroups (drop supplementary groups)");
 	/* Root's children (the upstream MCP servers) gain no capabilities at
 	 * exec; the jail starts from fresh secure bits in its user namespace. */

@@ -243,9 +243,27 @@ fail:
 
 /* ------------------------------------------------------------ the parent */
 
+/* Can we give the jail a range of host ids?  Only as root of the initial
+ * user namespace: root inside another one (unshare -r, a rootless
+ * container) owns just the ids mapped to it, so it maps its own id only,
+ * like any other user. */
+static bool maps_id_range(void)
+{
+	static int cached = -1;
+	if (cached < 0) {
+		char buf[64] = "";
+		unsigned a, b, n;
+		cleanup_close int fd = open("/proc/self/uid_map", O_RDONLY | O_CLOEXEC);
+		cached = geteuid() == 0 && fd >= 0 && read(fd, buf, sizeof(buf) - 1) > 0 &&
+			 sscanf(buf, "%u %u %u", &a, &b, &n) == 3 && a == 0 && b == 0 && n == 4294967295U;
+	}
+	return cached;
+}
+
 static int write_id_maps(pid_t pid, const struct policy *p, struct pc_err *err)
 {
 	char path[64], map[96];
+	bool range = maps_id_range();
 	uid_t uid = geteuid();
 	gid_t gid = getegid();
 
@@ -255,14 +273,14 @@ static int write_id_maps(pid_t pid, const struct policy *p, struct pc_err *err)
 	/* As root, the jail gets a range of otherwise unused host ids so code
 	 * that switches to another uid inside still works; its root is
 	 * jail_host_id_base, never host root.  Otherwise only our own id. */
-	if (uid == 0)
+	if (range)
 		snprintf(map, sizeof(map), "0 %u %u\n", (unsigned)jail_host_id_base, JAIL_ID_RANGE);
 	else
 		snprintf(map, sizeof(map), "%u %u 1\n", (unsigned)p->jail_uid, (unsigned)uid);
 	snprintf(path, sizeof(path), "/proc/%d/uid_map", (int)pid);
 	if (write_file(path, map) < 0)
 		return pc_syserr(err, "idmap", "write %s (\"%.*s\")", path, (int)strlen(map) - 1, map);
-	if (uid == 0)
+	if (range)
 		snprintf(map, sizeof(map), "0 %u %u\n", (unsigned)jail_host_id_base, JAIL_ID_RANGE);
 	else
 		snprintf(map, sizeof(map), "%u %u 1\n", (unsigned)p->jail_gid, (unsigned)gid);
@@ -289,7 +307,7 @@ int jail_clone(const struct jail_spec *s, struct jail *j, struct pc_err *err)
 			 CLONE_NEWUTS | CLONE_PIDFD,
 		.exit_signal = SIGCHLD,
 	};
-	bool as_root = geteuid() == 0;
+	bool as_root = maps_id_range();
 	int sv[2], pidfd = -1;
 	int cgfd = s->cgroup ? cgroup_run_clone_fd(s->cgroup) : -1;
 	long pid;

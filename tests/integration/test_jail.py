@@ -17,7 +17,7 @@ import pytest
 from conftest import (DATADIR, EXIT_SETUP_FAILED, EXIT_TIMEOUT, HOST_ID_BASE, HOST_IS_ROOT,
                       JAIL_GID, JAIL_UID, PYCELL, check_no_leftovers, children_of,
                       jail_procs, kill_tree, parse_result, proc_stat, pycell_run, run_json,
-                      start_pycell, wait_for_jail_python)
+                      start_pycell, wait_for_jail_python, RUN_FLAGS, pycell_env)
 
 MiB = 1 << 20
 
@@ -820,3 +820,13 @@ def test_proc_self_belongs_to_the_program():
                           "init_uid": os.stat("/proc/1/comm").st_uid}))
     """)
     assert got == {"comm": "renamed", "self_uid": 1000, "init_uid": 65534}
+
+
+def test_runs_as_root_of_a_nested_user_namespace():
+    """pycell started by root of a user namespace that is not the initial
+    one (unshare -r, a rootless container) owns only its own id: the jail
+    maps that one id, as for any unprivileged user."""
+    code = "import os; print(os.getuid(), open('/proc/self/uid_map').read().split())"
+    out = subprocess.run(["unshare", "-r", PYCELL, "run", *RUN_FLAGS, "-c", code],
+                         env=pycell_env(), capture_output=True, timeout=30)
+    assert (out.returncode, out.stdout) == (0, b"1000 ['1000', '0', '1']\n"), out.stderr

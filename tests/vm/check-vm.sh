@@ -73,25 +73,8 @@ if [ -z "$deb" ]; then
 	fi
 fi
 kroot=$cache/$(basename "$deb" .deb)
-if [ ! -d "$kroot/lib/modules" ]; then
-	rm -rf "$kroot.tmp"
-	dpkg-deb -x "$deb" "$kroot.tmp" || hard "dpkg-deb -x $deb failed"
-	mv "$kroot.tmp" "$kroot"
-fi
-kver=$(basename "$(find "$kroot/lib/modules" -mindepth 1 -maxdepth 1 -type d | head -n 1)")
-vmlinuz=$kroot/boot/vmlinuz-$kver
-moddir=$kroot/lib/modules/$kver
-[ -f "$vmlinuz" ] || hard "no $vmlinuz in $deb"
-
-# ------------------------------------------------------------ the initramfs
 work=$(mktemp -d "${TMPDIR:-/tmp}/pycell-vm.XXXXXX")
 trap 'rm -rf "$work"' EXIT INT TERM
-stage=$work/initramfs
-mkdir -p "$stage/bin" "$stage/dev" "$stage/proc" "$stage/sys" "$stage/newroot" "$stage/modules"
-cp "$busybox" "$stage/bin/busybox"
-cp "$here/init.sh" "$stage/init"
-chmod 755 "$stage/init"
-mknod "$stage/dev/console" c 5 1 2>/dev/null || true
 
 # The modules for virtio-mmio and 9p, dependencies first (the package has no
 # modules.dep: depmod runs at install time, and nothing is installed here).
@@ -107,15 +90,40 @@ module_file() {
 loaded=
 add_module() {
 	case " $loaded " in *" $1 "*) return 0 ;; esac
-	for d in $(grep -a -o 'depends=[^[:cntrl:]]*' "$(module_file "$1")" | head -n 1 |
-		   sed 's/^depends=//; s/,/ /g'); do
+	f=$(module_file "$1")
+	for d in $(grep -a -o 'depends=[^[:cntrl:]]*' "$f" | head -n 1 | sed 's/^depends=//; s/,/ /g'); do
 		add_module "$d"
 	done
-	cp "$(module_file "$1")" "$stage/modules/$1.ko"
-	echo "$1" >>"$stage/modules/order"
+	f=$(module_file "$1")
+	cp "$f" "$kroot.tmp/modules/$1.ko"
+	echo "$1" >>"$kroot.tmp/modules/order"
 	loaded="$loaded $1"
 }
-for m in virtio_mmio 9pnet_virtio 9p; do add_module "$m"; done
+
+# Unpacked once; of the package's modules (most of its size) only those
+# the initramfs needs are kept.
+if [ ! -f "$kroot/modules/order" ]; then
+	rm -rf "$kroot" "$kroot.tmp"
+	dpkg-deb -x "$deb" "$kroot.tmp" || hard "dpkg-deb -x $deb failed"
+	moddir=$(find "$kroot.tmp/lib/modules" -mindepth 1 -maxdepth 1 -type d | head -n 1)
+	[ -n "$moddir" ] || hard "no kernel modules in $deb"
+	mkdir "$kroot.tmp/modules"
+	for m in virtio_mmio 9pnet_virtio 9p; do add_module "$m"; done
+	rm -rf "$kroot.tmp/lib" "$kroot.tmp/usr"
+	mv "$kroot.tmp" "$kroot"
+fi
+vmlinuz=$(find "$kroot/boot" -name 'vmlinuz-*' | head -n 1)
+[ -n "$vmlinuz" ] || hard "no kernel image in $deb"
+kver=${vmlinuz##*/vmlinuz-}
+
+# ------------------------------------------------------------ the initramfs
+stage=$work/initramfs
+mkdir -p "$stage/bin" "$stage/dev" "$stage/proc" "$stage/sys" "$stage/newroot" "$stage/modules"
+cp "$busybox" "$stage/bin/busybox"
+cp "$here/init.sh" "$stage/init"
+chmod 755 "$stage/init"
+cp "$kroot/modules/"* "$stage/modules/"
+mknod "$stage/dev/console" c 5 1 2>/dev/null || true
 
 cat >"$stage/vm.conf" <<EOF
 TREE='$top'

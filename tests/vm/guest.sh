@@ -21,8 +21,27 @@ finish() {
 	exit "$1"
 }
 
+# A source or build tree below one of the directories the tmpfs mounts
+# cover (a CI clone in /tmp, say) is kept visible: bind it aside first and
+# back on top after.
+stash=0
+for p in "$TREE" "$BUILD"; do
+	case $p in
+	/tmp/* | /var/tmp/* | /run/*)
+		mkdir -p "/dev/.pycell-stash$stash" && mount --bind "$p" "/dev/.pycell-stash$stash" || finish 99
+		stash=$((stash + 1)) ;;
+	esac
+done
 for d in /tmp /var/tmp /run; do
 	mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs "$d" || finish 99
+done
+i=0
+for p in "$TREE" "$BUILD"; do
+	case $p in
+	/tmp/* | /var/tmp/* | /run/*)
+		mkdir -p "$p" && mount --bind "/dev/.pycell-stash$i" "$p" || finish 99
+		i=$((i + 1)) ;;
+	esac
 done
 mkdir -p /dev/shm && mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs /dev/shm
 mount -t cgroup2 cgroup2 /sys/fs/cgroup || finish 99
