@@ -44,21 +44,10 @@ static const struct {
 			 "Ubuntu's AppArmor userns restriction)" },
 	{ CAP_KILL, "signal jail processes, which run as other (mapped) uids" },
 	{ CAP_NET_BIND_SERVICE, "`pycell serve` on a port below 1024" },
-	/* kept only as root of a non-initial user namespace, see below */
+	/* kept only as root of a non-initial user namespace (harden, below) */
 	{ CAP_SETFCAP, "map our own id 0 into the jail when pycell is root of another user "
 		       "namespace (unshare -r, rootless containers): the kernel asks for it" },
 };
-
-/* Root of the initial user namespace maps the jail to a range of unused ids
- * and never maps its own id 0, so it needs no CAP_SETFCAP. */
-static bool in_initial_userns(void)
-{
-	char buf[64] = "";
-	unsigned a, b, n;
-	cleanup_close int fd = open("/proc/self/uid_map", O_RDONLY | O_CLOEXEC);
-	return fd >= 0 && read(fd, buf, sizeof(buf) - 1) > 0 &&
-	       sscanf(buf, "%u %u %u", &a, &b, &n) == 3 && a == 0 && b == 0 && n == 4294967295U;
-}
 
 /* ------------------------------------------------------------ the jail */
 
@@ -168,6 +157,8 @@ int caps_harden_supervisor(struct pc_err *err)
 
 	for (size_t i = 0; i < ARRAY_SIZE(supervisor_caps); i++)
 		had[i] = capng_have_capability(CAPNG_PERMITTED, supervisor_caps[i].cap) == 1 &&
+			 /* as root of the initial namespace the jail never maps our
+			  * id 0, so SETFCAP is not needed there */
 			 (supervisor_caps[i].cap != CAP_SETFCAP || !in_initial_userns());
 	bounding = capng_have_capability(CAPNG_EFFECTIVE, CAP_SETPCAP) == 1;
 

@@ -53,13 +53,10 @@ static const struct option run_options[] = {
 
 static int parse_count(const char *opt, const char *s, uint32_t max, uint32_t *out, struct pc_err *err)
 {
-	char *end;
 	unsigned long v;
 	if (*s < '0' || *s > '9')
 		return pc_fail(err, EINVAL, "usage", "%s: expected a whole number, got \"%s\"", opt, s);
-	errno = 0;
-	v = strtoul(s, &end, 10);
-	if (*end || errno || v == 0 || v > max)
+	if (parse_uint(s, 1, max, &v) < 0)
 		return pc_fail(err, EINVAL, "usage", "%s: expected a whole number from 1 to %u, got \"%s\"",
 			       opt, max, s);
 	*out = (uint32_t)v;

@@ -54,11 +54,8 @@ enum { O_POLICY = 256, O_CONFIG, O_MAX_RUNS, O_MAX_MESSAGE, O_PAGE_SIZE, O_WARM,
 
 static int parse_count(const char *opt, const char *arg, unsigned max, unsigned *out)
 {
-	char *end;
-	unsigned long long v;
-	errno = 0;
-	v = strtoull(arg, &end, 10);
-	if (errno || end == arg || *end || v < 1 || v > max) {
+	unsigned long v;
+	if (parse_uint(arg, 1, max, &v) < 0) {
 		fprintf(stderr, "pycell mcp: %s: expected a number from 1 to %u, got '%s'\n", opt, max, arg);
 		return -1;
 	}

@@ -249,44 +249,33 @@ fail:
  * like any other user. */
 static bool maps_id_range(void)
 {
-	static int cached = -1;
-	if (cached < 0) {
-		char buf[64] = "";
-		unsigned a, b, n;
-		cleanup_close int fd = open("/proc/self/uid_map", O_RDONLY | O_CLOEXEC);
-		cached = geteuid() == 0 && fd >= 0 && read(fd, buf, sizeof(buf) - 1) > 0 &&
-			 sscanf(buf, "%u %u %u", &a, &b, &n) == 3 && a == 0 && b == 0 && n == 4294967295U;
-	}
-	return cached;
+	return geteuid() == 0 && in_initial_userns();
 }
 
 static int write_id_maps(pid_t pid, const struct policy *p, struct pc_err *err)
 {
-	char path[64], map[96];
+	const struct { const char *file; unsigned inside, own; } maps[] = {
+		{ "uid_map", (unsigned)p->jail_uid, (unsigned)geteuid() },
+		{ "gid_map", (unsigned)p->jail_gid, (unsigned)getegid() },
+	};
 	bool range = maps_id_range();
-	uid_t uid = geteuid();
-	gid_t gid = getegid();
+	char path[64], map[96];
 
 	snprintf(path, sizeof(path), "/proc/%d/setgroups", (int)pid);
 	if (write_file(path, "deny") < 0 && errno != ENOENT)
 		return pc_syserr(err, "idmap", "write %s", path);
-	/* As root, the jail gets a range of otherwise unused host ids so code
-	 * that switches to another uid inside still works; its root is
-	 * jail_host_id_base, never host root.  Otherwise only our own id. */
-	if (range)
-		snprintf(map, sizeof(map), "0 %u %u\n", (unsigned)jail_host_id_base, JAIL_ID_RANGE);
-	else
-		snprintf(map, sizeof(map), "%u %u 1\n", (unsigned)p->jail_uid, (unsigned)uid);
-	snprintf(path, sizeof(path), "/proc/%d/uid_map", (int)pid);
-	if (write_file(path, map) < 0)
-		return pc_syserr(err, "idmap", "write %s (\"%.*s\")", path, (int)strlen(map) - 1, map);
-	if (range)
-		snprintf(map, sizeof(map), "0 %u %u\n", (unsigned)jail_host_id_base, JAIL_ID_RANGE);
-	else
-		snprintf(map, sizeof(map), "%u %u 1\n", (unsigned)p->jail_gid, (unsigned)gid);
-	snprintf(path, sizeof(path), "/proc/%d/gid_map", (int)pid);
-	if (write_file(path, map) < 0)
-		return pc_syserr(err, "idmap", "write %s (\"%.*s\")", path, (int)strlen(map) - 1, map);
+	for (size_t i = 0; i < ARRAY_SIZE(maps); i++) {
+		/* As root, the jail gets a range of otherwise unused host ids so
+		 * code that switches to another id inside still works; its root is
+		 * jail_host_id_base, never host root.  Otherwise only our own id. */
+		if (range)
+			snprintf(map, sizeof(map), "0 %u %u\n", (unsigned)jail_host_id_base, JAIL_ID_RANGE);
+		else
+			snprintf(map, sizeof(map), "%u %u 1\n", maps[i].inside, maps[i].own);
+		snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, maps[i].file);
+		if (write_file(path, map) < 0)
+			return pc_syserr(err, "idmap", "write %s (\"%.*s\")", path, (int)strlen(map) - 1, map);
+	}
 	return 0;
 }
 

@@ -88,6 +88,20 @@ static int write_text(const char *path, const char *data, size_t len, mode_t mod
 	return 0;
 }
 
+/* If the host's src is a symbolic link, make the same link at dst: 1 when
+ * it was one, 0 when not (errno tells: EINVAL not a link, ENOENT none). */
+static int copy_link(const char *src, const char *dst, struct pc_err *err)
+{
+	char target[PATH_MAX];
+	ssize_t n = readlink(src, target, sizeof(target) - 1);
+	if (n < 0)
+		return 0;
+	target[n] = '\0';
+	if (symlink(target, dst) < 0)
+		return pc_syserr(err, "rootfs", "symlink %s", dst + strlen(NEW));
+	return 1;
+}
+
 /* Copy a small host file (under /oldroot) into the new /etc; a missing
  * source is skipped: not every host has every one of these. */
 static int copy_host_file(const char *name, struct pc_err *err)
@@ -95,19 +109,13 @@ static int copy_host_file(const char *name, struct pc_err *err)
 	char src[PATH_MAX], dst[PATH_MAX];
 	cleanup_free char *data = NULL;
 	size_t len;
-	char target[PATH_MAX];
-	ssize_t n;
+	int link;
 	snprintf(src, sizeof(src), OLD "/etc/%s", name);
 	snprintf(dst, sizeof(dst), NEW "/etc/%s", name);
 	/* a link (localtime -> /usr/share/zoneinfo/...) points into the jail's
 	 * own /usr: keep it a link, it would not resolve from here */
-	n = readlink(src, target, sizeof(target) - 1);
-	if (n >= 0) {
-		target[n] = '\0';
-		if (symlink(target, dst) < 0)
-			return pc_syserr(err, "rootfs", "symlink /etc/%s", name);
-		return 0;
-	}
+	if ((link = copy_link(src, dst, err)) != 0)
+		return link < 0 ? -1 : 0;
 	if (read_file(src, 4 << 20, &data, &len) < 0) {
 		if (errno == ENOENT)
 			return 0;
@@ -158,17 +166,12 @@ static int bind_path(const char *src, const char *dst, bool optional, bool writa
  * copy the link, or bind the directory where the host has a real one. */
 static int usr_alias(const char *name, struct pc_err *err)
 {
-	char src[PATH_MAX], dst[PATH_MAX], target[PATH_MAX];
-	ssize_t n;
+	char src[PATH_MAX], dst[PATH_MAX];
+	int link;
 	snprintf(src, sizeof(src), OLD "/%s", name);
 	snprintf(dst, sizeof(dst), NEW "/%s", name);
-	n = readlink(src, target, sizeof(target) - 1);
-	if (n >= 0) {
-		target[n] = '\0';
-		if (symlink(target, dst) < 0)
-			return pc_syserr(err, "rootfs", "symlink /%s", name);
-		return 0;
-	}
+	if ((link = copy_link(src, dst, err)) != 0)
+		return link < 0 ? -1 : 0;
 	if (errno == ENOENT)
 		return 0;
 	if (errno != EINVAL)

@@ -284,3 +284,30 @@ const char *pycell_datadir(void)
 	const char *d = getenv("PYCELL_DATADIR");
 	return d && *d ? d : PYCELL_DATADIR;
 }
+
+bool in_initial_userns(void)
+{
+	static int cached = -1;
+	if (cached < 0) {
+		char buf[64] = "";
+		unsigned a, b, n;
+		cleanup_close int fd = open("/proc/self/uid_map", O_RDONLY | O_CLOEXEC);
+		cached = fd >= 0 && read(fd, buf, sizeof(buf) - 1) > 0 &&
+			 sscanf(buf, "%u %u %u", &a, &b, &n) == 3 && a == 0 && b == 0 && n == 4294967295U;
+	}
+	return cached;
+}
+
+int parse_uint(const char *s, unsigned long min, unsigned long max, unsigned long *out)
+{
+	char *end;
+	unsigned long v;
+	if (*s < '0' || *s > '9')
+		return -1;
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (*end || errno || v < min || v > max)
+		return -1;
+	*out = v;
+	return 0;
+}

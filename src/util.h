@@ -80,6 +80,10 @@ int write_file(const char *path, const char *s);
 int set_nonblock(int fd, bool on);
 int set_cloexec(int fd, bool on);
 uint64_t now_ms(void);  /* CLOCK_MONOTONIC */
+/* Is this process in the initial user namespace (uid_map "0 0 4294967295")? */
+bool in_initial_userns(void);
+/* A whole decimal number from min to max, nothing else around it. */
+int parse_uint(const char *s, unsigned long min, unsigned long max, unsigned long *out);
 /* Where runtime/ and policy/ live: $PYCELL_DATADIR, else the install dir. */
 const char *pycell_datadir(void);
 
