@@ -14,7 +14,7 @@ static const char *const top_keys[] = { "policy", "max_concurrent_runs", "audit_
 					"http", "host_uid_base", "warm", NULL };
 static const char *const upstream_keys[] = { "command", "env", "timeout", NULL };
 static const char *const http_keys[] = { "listen", "token_file", "allowed_origins", NULL };
-static const char *const warm_keys[] = { "enabled", "pool_size", NULL };
+static const char *const warm_keys[] = { "enabled", NULL };
 
 #define JAIL_ID_COUNT 65536
 
@@ -28,7 +28,6 @@ void conf_init_default(struct pycell_conf *c)
 	c->http_port = 8765;
 	c->http_token_file = xstrdup(PYCELL_SYSCONFDIR "/token");
 	c->host_uid_base = 100000;
-	c->warm_pool_size = 2;
 }
 
 static void upstream_free(struct upstream_conf *u)
@@ -253,16 +252,10 @@ static int apply_http(const struct jc *c, const json_t *o, struct pycell_conf *c
 static int apply_warm(const struct jc *c, const json_t *o, struct pycell_conf *conf)
 {
 	const json_t *v;
-	uint64_t n;
 	if (jc_object(c, "warm", o, warm_keys) < 0)
 		return -1;
 	if ((v = json_object_get(o, "enabled")) && jc_bool(c, "warm.enabled", v, &conf->warm_enabled) < 0)
 		return -1;
-	if ((v = json_object_get(o, "pool_size"))) {
-		if (jc_uint(c, "warm.pool_size", v, 1, 64, false, &n) < 0)
-			return -1;
-		conf->warm_pool_size = (uint32_t)n;
-	}
 	return 0;
 }
 

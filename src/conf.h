@@ -39,8 +39,7 @@ struct pycell_conf {
 	size_t n_http_allowed_origins;
 
 	uint32_t host_uid_base;     /* as root: jail ids 0..65535 map to base.. */
-	bool warm_enabled;          /* keep pre-built jails ready */
-	uint32_t warm_pool_size;
+	bool warm_enabled;          /* warm starts from a zygote (zygote.h) */
 };
 
 void conf_init_default(struct pycell_conf *c);

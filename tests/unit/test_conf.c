@@ -33,7 +33,8 @@ static const struct { const char *json; const char *msg; } bad[] = {
 	{ "{'polciy': 'strict'}", "config c.conf: polciy: unknown key (expected one of policy, max_concurrent_runs, audit_log, upstreams, http, host_uid_base, warm)" },
 	{ "{'upstreams': {'memory': {'command': ['x'], 'args': []}}}", "config c.conf: upstreams.memory.args: unknown key (expected one of command, env, timeout)" },
 	{ "{'http': {'port': 8765}}", "config c.conf: http.port: unknown key (expected one of listen, token_file, allowed_origins)" },
-	{ "{'warm': {'size': 2}}", "config c.conf: warm.size: unknown key (expected one of enabled, pool_size)" },
+	{ "{'warm': {'size': 2}}", "config c.conf: warm.size: unknown key (expected one of enabled)" },
+	{ "{'warm': {'pool_size': 2}}", "config c.conf: warm.pool_size: unknown key (expected one of enabled)" },
 	/* policy */
 	{ "{'policy': 5}", "config c.conf: policy: expected a policy name ([a-z0-9_-]+) or a path (containing / or ending in .json), got 5" },
 	{ "{'policy': ''}", "config c.conf: policy: expected a policy name ([a-z0-9_-]+) or a path (containing / or ending in .json), got \"\"" },
@@ -100,8 +101,6 @@ static const struct { const char *json; const char *msg; } bad[] = {
 	/* warm */
 	{ "{'warm': true}", "config c.conf: warm: expected an object, got true" },
 	{ "{'warm': {'enabled': 'yes'}}", "config c.conf: warm.enabled: expected true or false, got \"yes\"" },
-	{ "{'warm': {'pool_size': 0}}", "config c.conf: warm.pool_size: expected an integer from 1 to 64, got 0" },
-	{ "{'warm': {'pool_size': 65}}", "config c.conf: warm.pool_size: expected an integer from 1 to 64, got 65" },
 };
 
 START_TEST(test_bad)
@@ -135,7 +134,6 @@ START_TEST(test_defaults)
 	ck_assert_uint_eq(c.n_http_allowed_origins, 0);
 	ck_assert_uint_eq(c.host_uid_base, 100000);
 	ck_assert(!c.warm_enabled);
-	ck_assert_uint_eq(c.warm_pool_size, 2);
 	ck_assert_ptr_null(c.path);
 	conf_free(&c);
 }
@@ -150,7 +148,7 @@ static const char full[] =
 	"   'fs_2': {'command': ['/usr/bin/mcp-fs', '/srv'], 'timeout': '5s'}},"
 	" 'http': {'listen': '[::1]:9000', 'token_file': null,"
 	"          'allowed_origins': ['https://a.example', 'http://localhost:3000', 'http://[::1]:8080']},"
-	" 'host_uid_base': 200000, 'warm': {'enabled': true, 'pool_size': 64}}";
+	" 'host_uid_base': 200000, 'warm': {'enabled': true}}";
 
 START_TEST(test_full)
 {
@@ -185,7 +183,6 @@ START_TEST(test_full)
 	ck_assert_str_eq(c.http_allowed_origins[2], "http://[::1]:8080");
 	ck_assert_uint_eq(c.host_uid_base, 200000);
 	ck_assert(c.warm_enabled);
-	ck_assert_uint_eq(c.warm_pool_size, 64);
 	conf_free(&c);
 }
 END_TEST
@@ -215,7 +212,7 @@ START_TEST(test_load_files)
 	struct pc_err err = { 0 };
 	cleanup_free char *dir = unit_mkdtemp();
 	cleanup_free char *good = unit_write(dir, "pycell.conf", "{\"max_concurrent_runs\": 2}");
-	cleanup_free char *badf = unit_write(dir, "bad.conf", "{\n  \"warm\": {\"pool_size\": 100}\n}\n");
+	cleanup_free char *badf = unit_write(dir, "bad.conf", "{\n  \"max_concurrent_runs\": 0\n}\n");
 	cleanup_free char *msg = NULL;
 
 	ck_assert_msg(conf_load(good, &c, &err) == 0, "%s", err.msg);
@@ -224,7 +221,7 @@ START_TEST(test_load_files)
 	conf_free(&c);
 
 	ck_assert_int_eq(conf_load(badf, &c, &err), -1);
-	msg = xasprintf("config %s: warm.pool_size: expected an integer from 1 to 64, got 100", badf);
+	msg = xasprintf("config %s: max_concurrent_runs: expected an integer from 1 to 1024, got 0", badf);
 	ck_assert_str_eq(err.msg, msg);
 
 	/* an explicit --config file must exist */
