@@ -150,13 +150,9 @@ static __attribute__((noreturn)) void jail_child(const struct jail_spec *s, int 
 {
 	const struct policy *p = s->policy;
 	struct pc_err err = { 0 };
+	sigset_t none;
 	char go;
 	pid_t pid;
-
-	/* 1. wait until the parent has written our id maps (and moved us into
-	 * the run's cgroup), then take the jail's root id when we have a range:
-	 * host root itself is not mapped, so until then we are "nobody" */
-	sigset_t none;
 
 	/* A clean signal state: the supervisor may block signals it reads
 	 * with a signalfd, and the zygote ignores SIGCHLD; init needs both. */
@@ -171,6 +167,9 @@ static __attribute__((noreturn)) void jail_child(const struct jail_spec *s, int 
 	 * maps.  Become dumpable and say so (exec resets it anyway). */
 	if (!as_root && (prctl(PR_SET_DUMPABLE, 1) < 0 || write(sync_fd, "r", 1) != 1))
 		_exit(127);
+	/* 1. wait until the parent has written our id maps, then take the
+	 * jail's root id when we have a range: host root itself is not
+	 * mapped, so until then we are "nobody" */
 	if (read(sync_fd, &go, 1) != 1)
 		_exit(127);
 	/* maps written: not dumpable again, so python (same uid) cannot read
