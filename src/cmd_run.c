@@ -169,8 +169,10 @@ int cmd_run(int argc, char **argv)
 		conf_free(&conf);
 		return EXIT_SETUP_FAILED;
 	}
-	log_debug("%6llu us: seccomp compiled, cgroups probed", (unsigned long long)log_elapsed_us());
+	log_debug("%6llu us: seccomp program ready", (unsigned long long)log_elapsed_us());
 
+	if (o.warm && run_env_warm(&env, &warm_err) == 0)
+		log_debug("%6llu us: zygote started", (unsigned long long)log_elapsed_us());
 	run_request_from_env(&req, &env);
 	req.mode = RUN_MODE_SCRIPT;
 	req.code = code;
@@ -186,10 +188,6 @@ int cmd_run(int argc, char **argv)
 	req.ctx = &c;
 	c.stream = !o.json;
 
-	if (o.warm && run_env_warm(&env, &warm_err) == 0) {
-		req.zygote = env.zygote;
-		log_debug("%6llu us: zygote started", (unsigned long long)log_elapsed_us());
-	}
 	l = loop_new();
 	if (!l || start_tools(l, &conf, &req, &bridge, &err) < 0 || run_start(l, &req, &r, &err) < 0) {
 		fprintf(stderr, "pycell run: %s: %s\n", err.step[0] ? err.step : "start", err.msg);

@@ -517,6 +517,10 @@ static int compile_program(const struct plan *pl, struct sock_filter **out, size
 	return rc < 0 ? -1 : 0;
 }
 
+/* Reads only the policy's seccomp groups and rules and its network mode:
+ * cache_key() hashes exactly those, so anything else read here must be
+ * added there, or a cached program would serve a policy it was not built
+ * for. */
 static int filter_build(const struct policy *p, struct seccomp_filter **out, struct pc_err *err)
 {
 	struct plan pl = { .loopback = p->network == NET_LOOPBACK };

@@ -163,7 +163,7 @@ static int libpython_name(const char *python, char *out, size_t len, struct pc_e
 
 /* ------------------------------------------------------------ supervisor side */
 
-static int zygote_exec(struct zygote *z, const struct policy *p, struct pc_err *err);
+static int zygote_exec(struct zygote *z, struct pc_err *err);
 
 int zygote_start(const struct policy *p, const char *runtime_dir, struct zygote **out,
 		 struct pc_err *err)
@@ -178,7 +178,7 @@ int zygote_start(const struct policy *p, const char *runtime_dir, struct zygote 
 	pj = policy_to_json(p);
 	ps = json_dumps(pj, JSON_COMPACT);
 	json_decref(pj);
-	if (!ps || policy_parse(ps, "zygote", &z->policy, err) < 0 || zygote_exec(z, p, err) < 0) {
+	if (!ps || policy_parse(ps, "zygote", &z->policy, err) < 0 || zygote_exec(z, err) < 0) {
 		free(ps);
 		zygote_free(z);
 		return -1;
@@ -199,15 +199,13 @@ static int zygote_restart(struct zygote *z, struct pc_err *err)
 	waitpid(z->pid, NULL, 0);
 	z->ctl = -1;
 	z->pid = 0;
-	if (zygote_exec(z, &z->policy, err) < 0)
-		return -1;
-	z->dead = false;
-	return 0;
+	return zygote_exec(z, err);
 }
 
 /* Start the zygote process for z's policy and wait until it is ready. */
-static int zygote_exec(struct zygote *z, const struct policy *p, struct pc_err *err)
+static int zygote_exec(struct zygote *z, struct pc_err *err)
 {
+	const struct policy *p = &z->policy;
 	const char *runtime_dir = z->runtime_dir;
 	static const char *const pass_env[] = { "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS" };
 	char *envp[ARRAY_SIZE(pass_env) + 1] = { 0 };
