@@ -39,6 +39,7 @@
 #define CPUACCT_BIT (1u << CG_NCTRL)      /* v1 only, for cpu time */
 #define ALL_CTRLS (CTRL_BIT(CG_MEMORY) | CTRL_BIT(CG_PIDS) | CTRL_BIT(CG_CPU))
 #define N_V1 (CG_NCTRL + 1)
+_Static_assert(CGROUP_MAX_PROCS >= N_V1 + 1, "a procs fd per v1 hierarchy and v2");
 #define STALE_AGE_S 60
 
 static const char *const ctrl_names[N_V1] = { "memory", "pids", "cpu", "cpuacct" };
@@ -81,6 +82,10 @@ struct cgroup_run {
 	char *v2;
 	int v2_fd;
 	char *v1[N_V1];          /* parallel to env->v1 */
+	/* cgroup.procs of every dir clone3 does not enter (the v1 ones, and
+	 * v2 when there are v1 ones): the jail child writes "0" to them */
+	int procs[CGROUP_MAX_PROCS];
+	int n_procs;
 };
 
 /* ------------------------------------------------------------ file helpers */
@@ -786,6 +791,29 @@ static void report_limits(const struct cgroup_env *e, const struct limits *lim, 
 		result_add_limit(r, "open_files", lim->open_files, ENF_RLIMIT);
 }
 
+/* Opened here, by the supervisor: the kernel checks the opener's
+ * credentials when the jail child, in its own user namespace by then,
+ * writes to them.  procs[0] is v2's when there is a v2 dir. */
+static int open_procs(struct cgroup_run *c, struct pc_err *err)
+{
+	char *dirs[CGROUP_MAX_PROCS];
+	int n = 0;
+
+	if (c->v2)
+		dirs[n++] = c->v2;
+	for (int i = 0; i < c->env->n_v1; i++)
+		if (c->v1[i])
+			dirs[n++] = c->v1[i];
+	for (int i = 0; i < n; i++) {
+		cleanup_free char *p = path_join(dirs[i], "cgroup.procs");
+		int fd = open(p, O_WRONLY | O_CLOEXEC);
+		if (fd < 0)
+			return pc_syserr(err, "cgroup", "open %s", p);
+		c->procs[c->n_procs++] = fd;
+	}
+	return 0;
+}
+
 int cgroup_run_create(struct cgroup_env *e, const struct limits *lim, struct cgroup_run **out,
 		      struct run_result *r, struct pc_err *err)
 {
@@ -801,6 +829,8 @@ int cgroup_run_create(struct cgroup_env *e, const struct limits *lim, struct cgr
 		for (int i = 0; i < e->n_v1; i++)
 			if (run_setup_v1(c, i, lim, err) < 0)
 				goto fail;
+		if (open_procs(c, err) < 0)
+			goto fail;
 	}
 	report_limits(e, lim, r);
 	*out = c;
@@ -820,17 +850,19 @@ int cgroup_run_clone_fd(const struct cgroup_run *c)
 	return c->v2_fd;
 }
 
-int cgroup_run_attach(struct cgroup_run *c, pid_t pid, struct pc_err *err)
+int cgroup_run_procs_fds(const struct cgroup_run *c, bool cloned_v2, int fds[CGROUP_MAX_PROCS])
 {
-	char buf[24];
-	if (!c || !c->env)
-		return 0;
-	snprintf(buf, sizeof(buf), "%d", (int)pid);
-	if (c->v2 && cg_set(c->v2, "cgroup.procs", buf, err) < 0)
-		return -1;
-	for (int i = 0; i < c->env->n_v1; i++)
-		if (c->v1[i] && cg_set(c->v1[i], "cgroup.procs", buf, err) < 0)
-			return -1;
+	int n = 0;
+	for (int i = c && cloned_v2 && c->v2 ? 1 : 0; c && i < c->n_procs; i++)
+		fds[n++] = c->procs[i];
+	return n;
+}
+
+int cgroup_enter(const int *fds, int n, struct pc_err *err)
+{
+	for (int i = 0; i < n; i++)
+		if (pwrite(fds[i], "0", 1, 0) != 1)
+			return pc_syserr(err, "cgroup", "enter the run's cgroup (write 0 to cgroup.procs)");
 	return 0;
 }
 
@@ -971,6 +1003,8 @@ void cgroup_run_destroy(struct cgroup_run *c)
 		return;
 	if (c->v2_fd >= 0)
 		close(c->v2_fd);
+	for (int i = 0; i < c->n_procs; i++)
+		close(c->procs[i]);
 	remove_dir(c->env, c->v2, true);
 	for (int i = 0; i < N_V1; i++)
 		remove_dir(c->env, c->v1[i], false);

@@ -32,9 +32,14 @@ int cgroup_run_create(struct cgroup_env *e, const struct limits *lim, struct cgr
 /* cgroup v2 directory fd for clone3 CLONE_INTO_CGROUP, or -1 when the run
  * also has v1 cgroups (clone3 cannot enter those): then use attach. */
 int cgroup_run_clone_fd(const struct cgroup_run *c);
-/* Move pid into all the run's cgroups (v1 and v2; writing v2 again after
- * CLONE_INTO_CGROUP is harmless).  Call it before the child runs code. */
-int cgroup_run_attach(struct cgroup_run *c, pid_t pid, struct pc_err *err);
+/* Copy to fds the cgroup.procs files (open for writing, owned by c) of
+ * the run's dirs, but for v2 when the child was cloned into it: the jail
+ * child moves itself into them with cgroup_enter() before it runs
+ * anything, so the supervisor never waits for a migration (a v1 one waits
+ * for an RCU grace period).  Returns how many. */
+#define CGROUP_MAX_PROCS 5
+int cgroup_run_procs_fds(const struct cgroup_run *c, bool cloned_v2, int fds[CGROUP_MAX_PROCS]);
+int cgroup_enter(const int *fds, int n, struct pc_err *err);
 int cgroup_run_stats(struct cgroup_run *c, struct cgroup_stats *out);
 /* Kill everything in the run's cgroup(s). */
 void cgroup_run_kill(struct cgroup_run *c);

@@ -41,6 +41,9 @@
 #define BOMB_PIDS 32
 #define BOMB_TMP (16ULL << 20)
 #define BOMB_TIMEOUT_MS 2000
+/* The least time a category's run gets: a slow or busy machine must not
+ * turn a probe into an error (the time limit itself is a bomb's test). */
+#define CATEGORY_TIMEOUT_MS 30000
 /* A run may end this long after its time limit before it counts as unbounded. */
 #define BOUND_SLACK_MS 5000
 
@@ -329,20 +332,32 @@ static struct run *pt_run(struct pt *t, const char *arg, const char *canaries, u
 	return r;
 }
 
+/* The last n bytes or so of a stream, from a UTF-8 character boundary. */
 static const char *tail(const struct output_buf *b, size_t n)
 {
-	return b->len > n ? b->data + b->len - n : (b->data ? b->data : "");
+	const char *t;
+	if (!b->data)
+		return "";
+	t = b->len > n ? b->data + b->len - n : b->data;
+	while ((*t & 0xc0) == 0x80)
+		t++;
+	return t;
 }
 
 static void run_category(struct pt *t, const char *cat, const char *canaries)
 {
+	uint64_t *timeout = &t->env.policy.limits.timeout_ms, saved = *timeout;
 	struct pc_err err = { 0 };
-	struct run *r = pt_run(t, cat, canaries, 0, strcmp(cat, "bridge") == 0, &err);
+	struct run *r;
 	const struct run_result *res;
 	size_t first = t->suite.n;
 	char *line, *save = NULL;
 	cleanup_free char *out = NULL;
 
+	if (*timeout < CATEGORY_TIMEOUT_MS)
+		*timeout = CATEGORY_TIMEOUT_MS;
+	r = pt_run(t, cat, canaries, 0, strcmp(cat, "bridge") == 0, &err);
+	*timeout = saved;
 	if (!r) {
 		probe_set(suite_add(&t->suite, cat, "run"), V_ERROR, "could not start: %s", err.msg);
 		return;
@@ -493,25 +508,33 @@ static void print_tap(const struct suite *s, const char *policy)
 	printf("# %zu passed, %zu failed\n", pass, s->n - pass);
 }
 
-static void print_json(const struct suite *s, const char *policy)
+/* Every string here may hold bytes that are not UTF-8 (a reason may
+ * quote the jail's stderr; a policy is named by its file): json_text. */
+static int print_json(const struct suite *s, const char *policy)
 {
 	json_t *arr = json_array(), *doc;
 	size_t pass = 0;
 	char *txt;
 	for (size_t i = 0; i < s->n; i++) {
 		const struct probe_out *p = &s->p[i];
+		const char *why = p->reason ? p->reason : "";
 		pass += p->v == V_CONTAINED;
-		json_array_append_new(arr, json_pack("{s:s, s:s, s:s, s:s}", "category", p->category,
-						     "name", p->name, "status", verdict_name(p->v),
-						     "reason", p->reason ? p->reason : ""));
+		if (json_array_append_new(arr, json_pack("{s:s, s:s, s:s, s:o}", "category", p->category,
+							 "name", p->name, "status", verdict_name(p->v),
+							 "reason", json_text(why, strlen(why)))) < 0)
+			break;
 	}
-	doc = json_pack("{s:s, s:o, s:I, s:I}", "policy", policy, "probes", arr,
+	doc = json_pack("{s:o, s:o, s:I, s:I}", "policy", json_text(policy, strlen(policy)), "probes", arr,
 			"passed", (json_int_t)pass, "failed", (json_int_t)(s->n - pass));
-	txt = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-	if (txt)
-		puts(txt);
-	free(txt);
+	txt = doc && json_array_size(arr) == s->n ? json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
 	json_decref(doc);
+	if (!txt) {
+		fprintf(stderr, "pycell policy-test: cannot encode the results as JSON\n");
+		return -1;
+	}
+	puts(txt);
+	free(txt);
+	return 0;
 }
 
 /* ------------------------------------------------------------ command */
@@ -653,7 +676,7 @@ int cmd_policy_test(int argc, char **argv)
 			  "no connection reached the host canary listeners");
 
 	if (strcmp(format, "json") == 0)
-		print_json(&t.suite, t.env.policy.name);
+		failed += print_json(&t.suite, t.env.policy.name) < 0;
 	else
 		print_tap(&t.suite, t.env.policy.name);
 	fflush(stdout);

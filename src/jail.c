@@ -30,10 +30,6 @@
 uid_t jail_host_id_base = 100000;
 #define JAIL_ID_RANGE 65536
 
-/* Where the jail's fds wait while the child moves them into 0..3. */
-#define HIGH_FD 100
-#define SYNC_FD (HIGH_FD + 4)
-
 static void send_msg(int fd, const struct jail_msg *m)
 {
 	(void)!send(fd, m, sizeof(*m), MSG_NOSIGNAL);
@@ -126,23 +122,25 @@ static __attribute__((noreturn)) void jail_init(int sync_fd)
 
 /* ------------------------------------------------------------ the child */
 
-/* Park the fds the jail keeps above the low range, then place them at
- * 0..3 and close everything else: stdin, stdout, stderr, tool socket. */
+/* Place stdin, stdout, stderr and the tool socket at 0..3 and close
+ * everything else but a copy of the sync socket above 3 (returned).
+ * Copies come first: a source may sit at 0..3, where another one goes. */
 static int place_fds(const struct jail_spec *s, int sync_fd, struct pc_err *err)
 {
-	int src[4] = { s->stdio[0], s->stdio[1], s->stdio[2], s->tool_fd };
-	if (dup3(sync_fd, SYNC_FD, O_CLOEXEC) < 0)
-		return pc_syserr(err, "fds", "dup sync fd");
+	const int src[4] = { s->stdio[0], s->stdio[1], s->stdio[2], s->tool_fd };
+	int tmp[4], sfd = fcntl(sync_fd, F_DUPFD_CLOEXEC, 4);
+	if (sfd < 0)
+		return pc_syserr(err, "fds", "copy the sync fd");
 	for (int i = 0; i < 4; i++)
-		if (dup3(src[i], HIGH_FD + i, 0) < 0)
-			return pc_syserr(err, "fds", "dup fd %d", i);
+		if ((tmp[i] = fcntl(src[i], F_DUPFD_CLOEXEC, 4)) < 0)
+			return pc_syserr(err, "fds", "copy fd %d", i);
 	for (int i = 0; i < 4; i++)
-		if (dup2(HIGH_FD + i, i) < 0)
+		if (dup2(tmp[i], i) < 0)
 			return pc_syserr(err, "fds", "place fd %d", i);
-	if (syscall(SYS_close_range, 4, SYNC_FD - 1, 0) < 0 ||
-	    syscall(SYS_close_range, SYNC_FD + 1, ~0U, 0) < 0)
+	if ((sfd > 4 && syscall(SYS_close_range, 4, sfd - 1, 0) < 0) ||
+	    syscall(SYS_close_range, sfd + 1, ~0U, 0) < 0)
 		return pc_syserr(err, "fds", "close_range");
-	return 0;
+	return sfd;
 }
 
 /* The child setup sequence of DESIGN.md, top to bottom. */
@@ -153,6 +151,7 @@ static __attribute__((noreturn)) void jail_child(const struct jail_spec *s, int 
 	sigset_t none;
 	char go;
 	pid_t pid;
+	int fd;
 
 	/* A clean signal state: the supervisor may block signals it reads
 	 * with a signalfd, and the zygote ignores SIGCHLD; init needs both. */
@@ -181,6 +180,13 @@ static __attribute__((noreturn)) void jail_child(const struct jail_spec *s, int 
 		goto fail;
 	}
 	log_debug("%6llu us: jail: released by the parent", (unsigned long long)log_elapsed_us());
+	/* into the run's cgroups before anything else, then a cgroup
+	 * namespace rooted there: the jail sees "/" as its cgroup */
+	if (cgroup_enter(s->cgroup.procs, s->cgroup.n_procs, &err) < 0)
+		goto fail;
+	for (int i = 0; i < s->cgroup.n_procs; i++)
+		close(s->cgroup.procs[i]);
+	log_debug("%6llu us: jail: in its cgroups", (unsigned long long)log_elapsed_us());
 	if (unshare(CLONE_NEWCGROUP) < 0) {
 		pc_syserr(&err, "unshare", "cgroup namespace");
 		goto fail;
@@ -201,13 +207,9 @@ static __attribute__((noreturn)) void jail_child(const struct jail_spec *s, int 
 		pc_syserr(&err, "setsid", "setsid");
 		goto fail;
 	}
-	if (place_fds(s, sync_fd, &err) < 0)
+	if ((fd = place_fds(s, sync_fd, &err)) < 0)
 		goto fail;
-	sync_fd = SYNC_FD;
-	/* the parent moved us into the run's cgroup meanwhile: nothing past
-	 * this point runs outside the limits */
-	if (read(sync_fd, &go, 1) != 1 || go != 'c')
-		_exit(127);
+	sync_fd = fd;
 	if (rlimits_apply(&p->limits, &err) < 0)
 		goto fail;
 	if (caps_drop_jail(p->jail_uid, p->jail_gid, &err) < 0)
@@ -297,16 +299,15 @@ int jail_clone(const struct jail_spec *s, struct jail *j, struct pc_err *err)
 	};
 	bool as_root = maps_id_range();
 	int sv[2], pidfd = -1;
-	int cgfd = s->cgroup ? cgroup_run_clone_fd(s->cgroup) : -1;
 	long pid;
 	char ready;
 
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
 		return pc_syserr(err, "spawn", "socketpair");
 	args.pidfd = (uint64_t)(uintptr_t)&pidfd;
-	if (cgfd >= 0) {
+	if (s->cgroup.into) {
 		args.flags |= CLONE_INTO_CGROUP;
-		args.cgroup = (uint64_t)cgfd;
+		args.cgroup = (uint64_t)s->cgroup.dir_fd;
 	}
 	pid = syscall(SYS_clone3, &args, sizeof(args));
 	if (pid < 0) {
@@ -323,21 +324,12 @@ int jail_clone(const struct jail_spec *s, struct jail *j, struct pc_err *err)
 	j->pid = (pid_t)pid;
 	j->pidfd = pidfd;
 	j->sync_fd = sv[0];
-	j->in_cgroup = cgfd >= 0;
 	if (!as_root && read(j->sync_fd, &ready, 1) != 1) {
 		pc_syserr(err, "spawn", "wait for the jail child");
 		jail_abort(j);
 		return -1;
 	}
 	return 0;
-}
-
-/* Did the child exit (after a failed step it reports on the sync socket)?
- * Its socket closes a moment before its pidfd says so: wait briefly. */
-static bool child_exited(const struct jail *j)
-{
-	struct pollfd p = { .fd = j->pidfd, .events = POLLIN };
-	return poll(&p, 1, 200) == 1;
 }
 
 int jail_release(const struct jail_spec *s, struct jail *j, struct pc_err *err)
@@ -348,24 +340,9 @@ int jail_release(const struct jail_spec *s, struct jail *j, struct pc_err *err)
 		return -1;
 	}
 	log_debug("%6llu us: jail %d: id maps written", (unsigned long long)log_elapsed_us(), (int)j->pid);
-	/* Let it build its root while we attach it: moving a task between
-	 * cgroups by pid waits for an RCU grace period (milliseconds); the
-	 * child waits for 'c' before its limits, privileges and exec. */
+	/* From here the child goes on alone: into its cgroups, root, limits,
+	 * privileges, exec; a step that fails comes back on the sync socket. */
 	if (write(j->sync_fd, "g", 1) != 1) {
-		pc_syserr(err, "spawn", "release the jail child");
-		jail_abort(j);
-		return -1;
-	}
-	if (s->cgroup && !j->in_cgroup && cgroup_run_attach(s->cgroup, j->pid, err) < 0) {
-		/* a child that died building its root left its own error on the
-		 * sync socket: the run reports that one */
-		if (child_exited(j))
-			return 0;
-		jail_abort(j);
-		return -1;
-	}
-	log_debug("%6llu us: jail %d: in its cgroup", (unsigned long long)log_elapsed_us(), (int)j->pid);
-	if (write(j->sync_fd, "c", 1) != 1 && !child_exited(j)) {
 		pc_syserr(err, "spawn", "release the jail child");
 		jail_abort(j);
 		return -1;

@@ -7,11 +7,11 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "cgroup.h"
 #include "policy.h"
 #include "util.h"
 
 struct seccomp_filter;
-struct cgroup_run;
 
 struct jail_file {
 	const char *name;   /* a plain file name: "main.py" */
@@ -23,7 +23,15 @@ struct jail_file {
 struct jail_spec {
 	const struct policy *policy;
 	const struct seccomp_filter *filter;  /* NULL: no filter (tests only) */
-	struct cgroup_run *cgroup;            /* NULL: no cgroup */
+	/* The run's cgroups (the caller owns the fds): clone3 puts the child
+	 * into dir_fd when `into` (a cgroup2 dir); the child moves itself
+	 * into each procs file (cgroup_enter) before anything else. */
+	struct {
+		bool into;
+		int dir_fd;
+		int procs[CGROUP_MAX_PROCS];
+		int n_procs;
+	} cgroup;
 	char *const *argv;                    /* python's argv, argv[0] = interpreter */
 	char *const *envp;
 	struct jail_file files[JAIL_MAX_FILES]; /* written read-only to /run/pycell/ */
@@ -41,7 +49,6 @@ struct jail {
 	pid_t pid;      /* host pid of the jail's init */
 	int pidfd;      /* pidfd of init (readable when it exits) */
 	int sync_fd;    /* seqpacket: struct jail_msg from the child */
-	bool in_cgroup; /* cloned straight into the run's cgroup (v2) */
 };
 
 enum jail_msg_type { JAIL_MSG_ERROR = 1, JAIL_MSG_STARTED, JAIL_MSG_EXIT };
@@ -62,9 +69,10 @@ struct jail_msg {
 int jail_spawn(const struct jail_spec *spec, struct jail *j, struct pc_err *err);
 /* The two halves, for the zygote: clone into new namespaces (the child
  * then waits); and, possibly in another process that received the pidfd
- * and sync fd, write its id maps, move it into the run's cgroup and let it
- * go.  The zygote needs no privilege: the maps are written by the
- * supervisor.  On failure both kill the child and close j's fds. */
+ * and sync fd, write its id maps and let it go.  The zygote needs no
+ * privilege: the maps are written by the supervisor, and the cgroup.procs
+ * files the child writes were opened by it.  On failure both kill the
+ * child and close j's fds. */
 int jail_clone(const struct jail_spec *spec, struct jail *j, struct pc_err *err);
 int jail_release(const struct jail_spec *spec, struct jail *j, struct pc_err *err);
 /* Record where main()'s argv and environ strings are, so a jail's init

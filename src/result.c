@@ -100,9 +100,7 @@ static size_t utf8_seq(const unsigned char *p, size_t left)
 	return n;
 }
 
-/* jansson requires UTF-8 and no NUL inside json_string; replace invalid
- * bytes with U+FFFD and keep NULs (json_stringn allows them). */
-static json_t *json_text(const char *s, size_t len)
+json_t *json_text(const char *s, size_t len)
 {
 	const unsigned char *p = (const unsigned char *)s;
 	size_t i = 0, bad = 0;

@@ -62,6 +62,9 @@ void result_add_warning(struct run_result *r, const char *fmt, ...) __attribute_
 /* The result object of DESIGN.md.  Output bytes that are not valid UTF-8
  * are replaced with U+FFFD so the JSON is always valid. */
 json_t *result_to_json(const struct run_result *r);
+/* A JSON string of any bytes: jansson requires UTF-8, so invalid bytes
+ * become U+FFFD (NULs are kept: json_stringn allows them). */
+json_t *json_text(const char *s, size_t len);
 /* CLI exit status: the program's, 128+signal, or the documented codes. */
 int result_exit_status(const struct run_result *r);
 

@@ -225,6 +225,7 @@ static void on_output(struct loop_watch *w, uint32_t events, void *data)
 				if (a > s->cap + 1)
 					a = s->cap + 1;
 				s->buf->data = xrealloc(s->buf->data, a);
+				s->buf->data[s->buf->len] = '\0'; /* a read may bring nothing */
 				s->alloc = a;
 			}
 			dst = s->buf->data + s->buf->len;
@@ -628,7 +629,6 @@ int run_start(struct loop *l, const struct run_request *q, struct run **out, str
 	r->envp = run_jail_envp(p);
 	spec.policy = p;
 	spec.filter = q->filter;
-	spec.cgroup = r->cgroup;
 	spec.argv = r->argv;
 	spec.envp = r->envp;
 	spec.files[spec.n_files++] = (struct jail_file){
@@ -642,6 +642,9 @@ int run_start(struct loop *l, const struct run_request *q, struct run **out, str
 	spec.stdio[1] = o[1];
 	spec.stdio[2] = e[1];
 	spec.tool_fd = tool[1];
+	spec.cgroup.dir_fd = cgroup_run_clone_fd(r->cgroup);
+	spec.cgroup.into = spec.cgroup.dir_fd >= 0;
+	spec.cgroup.n_procs = cgroup_run_procs_fds(r->cgroup, spec.cgroup.into, spec.cgroup.procs);
 	if (q->zygote && zygote_serves(q->zygote, p)) {
 		struct pc_err warm_err = { 0 };
 		if (zygote_spawn(q->zygote, &spec, q->mode == RUN_MODE_CELL, &r->jail, &warm_err) == 0 &&

@@ -41,10 +41,17 @@
 
 enum { Z_SPAWN = 1 };
 
+/* The fds of a request: stdin, stdout, stderr, tool socket, the memfd
+ * with the files, then the run's cgroup2 dir when cgroup_into, then
+ * n_cgroup_procs cgroup.procs files. */
+enum { REQ_FD_MEMFD = 4, REQ_FIXED_FDS = 5, REQ_MAX_FDS = REQ_FIXED_FDS + 1 + CGROUP_MAX_PROCS };
+
 struct spawn_req {
 	uint32_t type;
 	uint32_t cell;        /* run _cell instead of the script */
 	uint64_t files_len;   /* bytes in the memfd */
+	uint32_t cgroup_into;
+	uint32_t n_cgroup_procs;
 };
 
 struct spawn_reply {
@@ -66,7 +73,7 @@ struct zygote {
 
 static int send_with_fds(int sock, const void *buf, size_t len, const int *fds, int n)
 {
-	char ctl[CMSG_SPACE(sizeof(int) * 8)];
+	char ctl[CMSG_SPACE(sizeof(int) * REQ_MAX_FDS)];
 	struct iovec iov = { (void *)buf, len };
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
 	if (n) {
@@ -83,16 +90,19 @@ static int send_with_fds(int sock, const void *buf, size_t len, const int *fds, 
 	return sendmsg(sock, &mh, MSG_NOSIGNAL) == (ssize_t)len ? 0 : -1;
 }
 
-/* Receive one packet and exactly `want` fds (fewer is an error; all
- * received fds are closed on error). */
-static ssize_t recv_with_fds(int sock, void *buf, size_t len, int *fds, int want)
+/* Receive one packet and up to `max` fds (*got says how many).  More
+ * than max, or a truncated packet, is an error; on error every received
+ * fd is closed. */
+static ssize_t recv_with_fds(int sock, void *buf, size_t len, int *fds, int max, int *got)
 {
-	char ctl[CMSG_SPACE(sizeof(int) * 8)];
+	char ctl[CMSG_SPACE(sizeof(int) * REQ_MAX_FDS)];
 	struct iovec iov = { buf, len };
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
 			     .msg_controllen = sizeof(ctl) };
-	int got = 0;
+	bool extra = false;
 	ssize_t n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+
+	*got = 0;
 	if (n <= 0)
 		return n;
 	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
@@ -100,16 +110,19 @@ static ssize_t recv_with_fds(int sock, void *buf, size_t len, int *fds, int want
 			int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
 			int *p = (int *)CMSG_DATA(c);
 			for (int i = 0; i < k; i++) {
-				if (got < want)
-					fds[got++] = p[i];
-				else
+				if (*got < max) {
+					fds[(*got)++] = p[i];
+				} else {
 					close(p[i]);
+					extra = true;
+				}
 			}
 		}
 	}
-	if (got != want || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
-		for (int i = 0; i < got; i++)
+	if (extra || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
+		for (int i = 0; i < *got; i++)
 			close(fds[i]);
+		*got = 0;
 		errno = EPROTO;
 		return -1;
 	}
@@ -371,8 +384,15 @@ int zygote_spawn(struct zygote *z, const struct jail_spec *s, bool cell, struct 
 	if (memfd < 0)
 		return -1;
 	{
-		int out[5] = { s->stdio[0], s->stdio[1], s->stdio[2], s->tool_fd, memfd };
-		if (send_with_fds(z->ctl, &req, sizeof(req), out, 5) < 0)
+		int out[REQ_MAX_FDS] = { s->stdio[0], s->stdio[1], s->stdio[2], s->tool_fd, memfd };
+		int n = REQ_FIXED_FDS;
+		if (s->cgroup.into)
+			out[n++] = s->cgroup.dir_fd;
+		for (int i = 0; i < s->cgroup.n_procs; i++)
+			out[n++] = s->cgroup.procs[i];
+		req.cgroup_into = s->cgroup.into;
+		req.n_cgroup_procs = (uint32_t)s->cgroup.n_procs;
+		if (send_with_fds(z->ctl, &req, sizeof(req), out, n) < 0)
 			goto dead;
 	}
 	if (wait_readable(z->ctl, ZYGOTE_REPLY_MS) < 0)
@@ -399,7 +419,6 @@ int zygote_spawn(struct zygote *z, const struct jail_spec *s, bool cell, struct 
 	j->pid = reply.pid;
 	j->pidfd = fds[0];
 	j->sync_fd = fds[1];
-	j->in_cgroup = false;
 	return 0;
 dead:
 	pc_syserr(err, "warm", "the zygote stopped answering");
@@ -543,21 +562,20 @@ static int zygote_serve_one(int ctl, struct jail_spec *tmpl)
 	struct spawn_reply reply = { 0 };
 	struct jail_spec s = *tmpl;
 	struct jail j = { 0 };
-	int fds[5];
+	int fds[REQ_MAX_FDS], nfds, cg;
 	char *buf = MAP_FAILED;
-	ssize_t n = recv_with_fds(ctl, &req, sizeof(req), fds, 5);
+	ssize_t n = recv_with_fds(ctl, &req, sizeof(req), fds, REQ_MAX_FDS, &nfds);
 
 	if (n == 0)
 		return -1; /* the supervisor is gone */
-	if (n != (ssize_t)sizeof(req) || req.type != Z_SPAWN) {
-		if (n > 0)
-			for (int i = 0; i < 5; i++)
-				close(fds[i]);
+	if (n != (ssize_t)sizeof(req) || req.type != Z_SPAWN || req.cgroup_into > 1 ||
+	    req.n_cgroup_procs > CGROUP_MAX_PROCS ||
+	    nfds != REQ_FIXED_FDS + (int)req.cgroup_into + (int)req.n_cgroup_procs) {
 		pc_fail(&reply.err, EPROTO, "warm", "bad request to the zygote");
-		goto reply;
+		goto close_fds;
 	}
 	if (req.files_len)
-		buf = mmap(NULL, req.files_len, PROT_READ, MAP_PRIVATE, fds[4], 0);
+		buf = mmap(NULL, req.files_len, PROT_READ, MAP_PRIVATE, fds[REQ_FD_MEMFD], 0);
 	if (buf == MAP_FAILED) {
 		pc_syserr(&reply.err, "warm", "map the program");
 		goto close_fds;
@@ -582,6 +600,12 @@ static int zygote_serve_one(int ctl, struct jail_spec *tmpl)
 	s.stdio[1] = fds[1];
 	s.stdio[2] = fds[2];
 	s.tool_fd = fds[3];
+	cg = REQ_FIXED_FDS;
+	s.cgroup.into = req.cgroup_into;
+	s.cgroup.dir_fd = req.cgroup_into ? fds[cg++] : -1;
+	s.cgroup.n_procs = (int)req.n_cgroup_procs;
+	for (int i = 0; i < s.cgroup.n_procs; i++)
+		s.cgroup.procs[i] = fds[cg++];
 	zygote_cell = req.cell;
 	if (jail_clone(&s, &j, &reply.err) == 0) {
 		int out[2] = { j.pidfd, j.sync_fd };
@@ -591,15 +615,14 @@ static int zygote_serve_one(int ctl, struct jail_spec *tmpl)
 		close(j.pidfd);
 		close(j.sync_fd);
 		munmap(buf, req.files_len);
-		for (int i = 0; i < 5; i++)
+		for (int i = 0; i < nfds; i++)
 			close(fds[i]);
 		return 0;
 	}
 	munmap(buf, req.files_len);
 close_fds:
-	for (int i = 0; i < 5; i++)
+	for (int i = 0; i < nfds; i++)
 		close(fds[i]);
-reply:
 	send(ctl, &reply, sizeof(reply), MSG_NOSIGNAL);
 	return 0;
 }

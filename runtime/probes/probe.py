@@ -274,6 +274,17 @@ def proc_sys():
     return "no /proc/sys file opens for writing"
 
 
+@probe("procfs", "cgroup-paths")
+def proc_cgroup():
+    # a cgroup namespace rooted at the run's own cgroups: no host cgroup
+    # names (nor the supervisor's pid in the run's) show
+    lines = open("/proc/self/cgroup").read().splitlines()
+    shown = [ln for ln in lines if ln.split(":", 2)[2] != "/"]
+    if shown:
+        raise Escaped(f"/proc/self/cgroup shows host cgroup paths: {shown[:3]}")
+    return f"/proc/self/cgroup: {len(lines)} hierarchies, each at /"
+
+
 @probe("procfs", "init-hidden")
 def proc_init():
     for what in ("cmdline", "environ"):

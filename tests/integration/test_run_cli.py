@@ -67,10 +67,11 @@ def test_timeout_exit_status():
     elapsed = time.monotonic() - t0
     assert rc == EXIT_TIMEOUT
     assert out == b"started\n"
-    assert 0.5 <= elapsed < 1.0
+    # the program would run forever: the bounds leave room for a slow machine
+    assert 0.5 <= elapsed < 3.0
     res = run_json("import time; time.sleep(100)", "--timeout", "0.3")
     assert (res["status"], res.rc) == ("timeout", EXIT_TIMEOUT)
-    assert 300 <= res["duration_ms"] < 800
+    assert 300 <= res["duration_ms"] < 2000
 
 
 def test_missing_interpreter_is_setup_failed():

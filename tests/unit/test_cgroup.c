@@ -98,11 +98,16 @@ static struct cgroup_run *make_run(const struct limits *lim, struct run_result *
 	return run;
 }
 
+/* What a jail child does with cgroup_enter(), done for pid through the
+ * same cgroup.procs fds. */
 static void attach(struct cgroup_run *run, pid_t pid)
 {
-	struct pc_err err;
-	if (cgroup_run_attach(run, pid, &err) < 0)
-		ck_abort_msg("cgroup_run_attach: %s", err.msg);
+	int fds[CGROUP_MAX_PROCS], n = cgroup_run_procs_fds(run, false, fds);
+	char buf[24];
+	int len = snprintf(buf, sizeof(buf), "%d", (int)pid);
+	for (int i = 0; i < n; i++)
+		ck_assert_msg(pwrite(fds[i], buf, (size_t)len, 0) == len, "cgroup.procs fd %d: %s", i,
+			      strerror(errno));
 }
 
 /* The dir of pid's cgroup below `parent` (the name is its last component). */
