@@ -39,7 +39,7 @@
 #define CPUACCT_BIT (1u << CG_NCTRL)      /* v1 only, for cpu time */
 #define ALL_CTRLS (CTRL_BIT(CG_MEMORY) | CTRL_BIT(CG_PIDS) | CTRL_BIT(CG_CPU))
 #define N_V1 (CG_NCTRL + 1)
-_Static_assert(CGROUP_MAX_PROCS >= N_V1 + 1, "a procs fd per v1 hierarchy and v2");
+_Static_assert(CGROUP_MAX_TASKS >= N_V1, "a tasks fd per v1 hierarchy");
 #define STALE_AGE_S 60
 
 static const char *const ctrl_names[N_V1] = { "memory", "pids", "cpu", "cpuacct" };
@@ -84,8 +84,8 @@ struct cgroup_run {
 	char *v1[N_V1];          /* parallel to env->v1 */
 	/* cgroup.procs of every dir clone3 does not enter (the v1 ones, and
 	 * v2 when there are v1 ones): the jail child writes "0" to them */
-	int procs[CGROUP_MAX_PROCS];
-	int n_procs;
+	int tasks[CGROUP_MAX_TASKS];
+	int n_tasks;
 };
 
 /* ------------------------------------------------------------ file helpers */
@@ -791,25 +791,24 @@ static void report_limits(const struct cgroup_env *e, const struct limits *lim, 
 		result_add_limit(r, "open_files", lim->open_files, ENF_RLIMIT);
 }
 
-/* Opened here, by the supervisor: the kernel checks the opener's
- * credentials when the jail child, in its own user namespace by then,
- * writes to them.  procs[0] is v2's when there is a v2 dir. */
-static int open_procs(struct cgroup_run *c, struct pc_err *err)
+/* The v1 "tasks" files, opened here by the supervisor: the kernel checks
+ * the opener's credentials when the jail child, in its own user namespace
+ * by then, writes "0" to them.  "tasks", not "cgroup.procs": a thread
+ * moving itself skips the global threadgroup lock, whose every write waits
+ * for an RCU grace period (milliseconds); the child has one thread, and it
+ * owns its mm, which is what memory is charged by.  A v2 dir is entered by
+ * clone3 (CLONE_INTO_CGROUP). */
+static int open_tasks(struct cgroup_run *c, struct pc_err *err)
 {
-	char *dirs[CGROUP_MAX_PROCS];
-	int n = 0;
-
-	if (c->v2)
-		dirs[n++] = c->v2;
-	for (int i = 0; i < c->env->n_v1; i++)
-		if (c->v1[i])
-			dirs[n++] = c->v1[i];
-	for (int i = 0; i < n; i++) {
-		cleanup_free char *p = path_join(dirs[i], "cgroup.procs");
-		int fd = open(p, O_WRONLY | O_CLOEXEC);
-		if (fd < 0)
+	for (int i = 0; i < c->env->n_v1; i++) {
+		cleanup_free char *p = NULL;
+		int fd;
+		if (!c->v1[i])
+			continue;
+		p = path_join(c->v1[i], "tasks");
+		if ((fd = open(p, O_WRONLY | O_CLOEXEC)) < 0)
 			return pc_syserr(err, "cgroup", "open %s", p);
-		c->procs[c->n_procs++] = fd;
+		c->tasks[c->n_tasks++] = fd;
 	}
 	return 0;
 }
@@ -829,7 +828,7 @@ int cgroup_run_create(struct cgroup_env *e, const struct limits *lim, struct cgr
 		for (int i = 0; i < e->n_v1; i++)
 			if (run_setup_v1(c, i, lim, err) < 0)
 				goto fail;
-		if (open_procs(c, err) < 0)
+		if (open_tasks(c, err) < 0)
 			goto fail;
 	}
 	report_limits(e, lim, r);
@@ -842,27 +841,21 @@ fail:
 
 int cgroup_run_clone_fd(const struct cgroup_run *c)
 {
-	if (!c || !c->env)
-		return -1;
-	for (int i = 0; i < c->env->n_v1; i++)
-		if (c->v1[i])
-			return -1;
-	return c->v2_fd;
+	return c && c->env ? c->v2_fd : -1;
 }
 
-int cgroup_run_procs_fds(const struct cgroup_run *c, bool cloned_v2, int fds[CGROUP_MAX_PROCS])
+int cgroup_run_tasks_fds(const struct cgroup_run *c, int fds[CGROUP_MAX_TASKS])
 {
-	int n = 0;
-	for (int i = c && cloned_v2 && c->v2 ? 1 : 0; c && i < c->n_procs; i++)
-		fds[n++] = c->procs[i];
-	return n;
+	for (int i = 0; c && i < c->n_tasks; i++)
+		fds[i] = c->tasks[i];
+	return c ? c->n_tasks : 0;
 }
 
 int cgroup_enter(const int *fds, int n, struct pc_err *err)
 {
 	for (int i = 0; i < n; i++)
 		if (pwrite(fds[i], "0", 1, 0) != 1)
-			return pc_syserr(err, "cgroup", "enter the run's cgroup (write 0 to cgroup.procs)");
+			return pc_syserr(err, "cgroup", "enter the run's cgroup (write 0 to its tasks file)");
 	return 0;
 }
 
@@ -1003,8 +996,8 @@ void cgroup_run_destroy(struct cgroup_run *c)
 		return;
 	if (c->v2_fd >= 0)
 		close(c->v2_fd);
-	for (int i = 0; i < c->n_procs; i++)
-		close(c->procs[i]);
+	for (int i = 0; i < c->n_tasks; i++)
+		close(c->tasks[i]);
 	remove_dir(c->env, c->v2, true);
 	for (int i = 0; i < N_V1; i++)
 		remove_dir(c->env, c->v1[i], false);

@@ -29,16 +29,14 @@ const char *cgroup_env_mode(const struct cgroup_env *e);  /* "cgroup2" "cgroup1"
  * and warnings for those nothing enforces, are added to r. */
 int cgroup_run_create(struct cgroup_env *e, const struct limits *lim, struct cgroup_run **out,
 		      struct run_result *r, struct pc_err *err);
-/* cgroup v2 directory fd for clone3 CLONE_INTO_CGROUP, or -1 when the run
- * also has v1 cgroups (clone3 cannot enter those): then use attach. */
+/* The run's cgroup v2 directory, for clone3 CLONE_INTO_CGROUP, or -1. */
 int cgroup_run_clone_fd(const struct cgroup_run *c);
-/* Copy to fds the cgroup.procs files (open for writing, owned by c) of
- * the run's dirs, but for v2 when the child was cloned into it: the jail
- * child moves itself into them with cgroup_enter() before it runs
- * anything, so the supervisor never waits for a migration (a v1 one waits
- * for an RCU grace period).  Returns how many. */
-#define CGROUP_MAX_PROCS 5
-int cgroup_run_procs_fds(const struct cgroup_run *c, bool cloned_v2, int fds[CGROUP_MAX_PROCS]);
+/* Copy to fds the run's v1 "tasks" files (open for writing, owned by c);
+ * returns how many.  The jail child moves itself into them with
+ * cgroup_enter() before it runs anything, so the supervisor never waits
+ * for a migration. */
+#define CGROUP_MAX_TASKS 4
+int cgroup_run_tasks_fds(const struct cgroup_run *c, int fds[CGROUP_MAX_TASKS]);
 int cgroup_enter(const int *fds, int n, struct pc_err *err);
 int cgroup_run_stats(struct cgroup_run *c, struct cgroup_stats *out);
 /* Kill everything in the run's cgroup(s). */

@@ -182,10 +182,10 @@ static __attribute__((noreturn)) void jail_child(const struct jail_spec *s, int 
 	log_debug("%6llu us: jail: released by the parent", (unsigned long long)log_elapsed_us());
 	/* into the run's cgroups before anything else, then a cgroup
 	 * namespace rooted there: the jail sees "/" as its cgroup */
-	if (cgroup_enter(s->cgroup.procs, s->cgroup.n_procs, &err) < 0)
+	if (cgroup_enter(s->cgroup.tasks, s->cgroup.n_tasks, &err) < 0)
 		goto fail;
-	for (int i = 0; i < s->cgroup.n_procs; i++)
-		close(s->cgroup.procs[i]);
+	for (int i = 0; i < s->cgroup.n_tasks; i++)
+		close(s->cgroup.tasks[i]);
 	log_debug("%6llu us: jail: in its cgroups", (unsigned long long)log_elapsed_us());
 	if (unshare(CLONE_NEWCGROUP) < 0) {
 		pc_syserr(&err, "unshare", "cgroup namespace");

@@ -25,12 +25,12 @@ struct jail_spec {
 	const struct seccomp_filter *filter;  /* NULL: no filter (tests only) */
 	/* The run's cgroups (the caller owns the fds): clone3 puts the child
 	 * into dir_fd when `into` (a cgroup2 dir); the child moves itself
-	 * into each procs file (cgroup_enter) before anything else. */
+	 * into each v1 tasks file (cgroup_enter) before anything else. */
 	struct {
 		bool into;
 		int dir_fd;
-		int procs[CGROUP_MAX_PROCS];
-		int n_procs;
+		int tasks[CGROUP_MAX_TASKS];
+		int n_tasks;
 	} cgroup;
 	char *const *argv;                    /* python's argv, argv[0] = interpreter */
 	char *const *envp;
@@ -70,7 +70,7 @@ int jail_spawn(const struct jail_spec *spec, struct jail *j, struct pc_err *err)
 /* The two halves, for the zygote: clone into new namespaces (the child
  * then waits); and, possibly in another process that received the pidfd
  * and sync fd, write its id maps and let it go.  The zygote needs no
- * privilege: the maps are written by the supervisor, and the cgroup.procs
+ * privilege: the maps are written by the supervisor, and the cgroup
  * files the child writes were opened by it.  On failure both kill the
  * child and close j's fds. */
 int jail_clone(const struct jail_spec *spec, struct jail *j, struct pc_err *err);

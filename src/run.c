@@ -644,7 +644,7 @@ int run_start(struct loop *l, const struct run_request *q, struct run **out, str
 	spec.tool_fd = tool[1];
 	spec.cgroup.dir_fd = cgroup_run_clone_fd(r->cgroup);
 	spec.cgroup.into = spec.cgroup.dir_fd >= 0;
-	spec.cgroup.n_procs = cgroup_run_procs_fds(r->cgroup, spec.cgroup.into, spec.cgroup.procs);
+	spec.cgroup.n_tasks = cgroup_run_tasks_fds(r->cgroup, spec.cgroup.tasks);
 	if (q->zygote && zygote_serves(q->zygote, p)) {
 		struct pc_err warm_err = { 0 };
 		if (zygote_spawn(q->zygote, &spec, q->mode == RUN_MODE_CELL, &r->jail, &warm_err) == 0 &&

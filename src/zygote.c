@@ -43,15 +43,15 @@ enum { Z_SPAWN = 1 };
 
 /* The fds of a request: stdin, stdout, stderr, tool socket, the memfd
  * with the files, then the run's cgroup2 dir when cgroup_into, then
- * n_cgroup_procs cgroup.procs files. */
-enum { REQ_FD_MEMFD = 4, REQ_FIXED_FDS = 5, REQ_MAX_FDS = REQ_FIXED_FDS + 1 + CGROUP_MAX_PROCS };
+ * n_cgroup_tasks cgroup v1 tasks files. */
+enum { REQ_FD_MEMFD = 4, REQ_FIXED_FDS = 5, REQ_MAX_FDS = REQ_FIXED_FDS + 1 + CGROUP_MAX_TASKS };
 
 struct spawn_req {
 	uint32_t type;
 	uint32_t cell;        /* run _cell instead of the script */
 	uint64_t files_len;   /* bytes in the memfd */
 	uint32_t cgroup_into;
-	uint32_t n_cgroup_procs;
+	uint32_t n_cgroup_tasks;
 };
 
 struct spawn_reply {
@@ -388,10 +388,10 @@ int zygote_spawn(struct zygote *z, const struct jail_spec *s, bool cell, struct 
 		int n = REQ_FIXED_FDS;
 		if (s->cgroup.into)
 			out[n++] = s->cgroup.dir_fd;
-		for (int i = 0; i < s->cgroup.n_procs; i++)
-			out[n++] = s->cgroup.procs[i];
+		for (int i = 0; i < s->cgroup.n_tasks; i++)
+			out[n++] = s->cgroup.tasks[i];
 		req.cgroup_into = s->cgroup.into;
-		req.n_cgroup_procs = (uint32_t)s->cgroup.n_procs;
+		req.n_cgroup_tasks = (uint32_t)s->cgroup.n_tasks;
 		if (send_with_fds(z->ctl, &req, sizeof(req), out, n) < 0)
 			goto dead;
 	}
@@ -569,8 +569,8 @@ static int zygote_serve_one(int ctl, struct jail_spec *tmpl)
 	if (n == 0)
 		return -1; /* the supervisor is gone */
 	if (n != (ssize_t)sizeof(req) || req.type != Z_SPAWN || req.cgroup_into > 1 ||
-	    req.n_cgroup_procs > CGROUP_MAX_PROCS ||
-	    nfds != REQ_FIXED_FDS + (int)req.cgroup_into + (int)req.n_cgroup_procs) {
+	    req.n_cgroup_tasks > CGROUP_MAX_TASKS ||
+	    nfds != REQ_FIXED_FDS + (int)req.cgroup_into + (int)req.n_cgroup_tasks) {
 		pc_fail(&reply.err, EPROTO, "warm", "bad request to the zygote");
 		goto close_fds;
 	}
@@ -603,9 +603,9 @@ static int zygote_serve_one(int ctl, struct jail_spec *tmpl)
 	cg = REQ_FIXED_FDS;
 	s.cgroup.into = req.cgroup_into;
 	s.cgroup.dir_fd = req.cgroup_into ? fds[cg++] : -1;
-	s.cgroup.n_procs = (int)req.n_cgroup_procs;
-	for (int i = 0; i < s.cgroup.n_procs; i++)
-		s.cgroup.procs[i] = fds[cg++];
+	s.cgroup.n_tasks = (int)req.n_cgroup_tasks;
+	for (int i = 0; i < s.cgroup.n_tasks; i++)
+		s.cgroup.tasks[i] = fds[cg++];
 	zygote_cell = req.cell;
 	if (jail_clone(&s, &j, &reply.err) == 0) {
 		int out[2] = { j.pidfd, j.sync_fd };

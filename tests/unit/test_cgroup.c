@@ -98,16 +98,20 @@ static struct cgroup_run *make_run(const struct limits *lim, struct run_result *
 	return run;
 }
 
-/* What a jail child does with cgroup_enter(), done for pid through the
- * same cgroup.procs fds. */
+/* What clone3 (into the v2 dir) and the jail child (cgroup_enter() on the
+ * v1 tasks fds) do, done for pid from here. */
 static void attach(struct cgroup_run *run, pid_t pid)
 {
-	int fds[CGROUP_MAX_PROCS], n = cgroup_run_procs_fds(run, false, fds);
+	int fds[CGROUP_MAX_TASKS], n = cgroup_run_tasks_fds(run, fds), dir = cgroup_run_clone_fd(run);
 	char buf[24];
 	int len = snprintf(buf, sizeof(buf), "%d", (int)pid);
+	if (dir >= 0) {
+		int fd = openat(dir, "cgroup.procs", O_WRONLY | O_CLOEXEC);
+		ck_assert_msg(fd >= 0 && write(fd, buf, (size_t)len) == len, "v2 cgroup.procs: %s", strerror(errno));
+		close(fd);
+	}
 	for (int i = 0; i < n; i++)
-		ck_assert_msg(pwrite(fds[i], buf, (size_t)len, 0) == len, "cgroup.procs fd %d: %s", i,
-			      strerror(errno));
+		ck_assert_msg(pwrite(fds[i], buf, (size_t)len, 0) == len, "tasks fd %d: %s", i, strerror(errno));
 }
 
 /* The dir of pid's cgroup below `parent` (the name is its last component). */
