@@ -126,8 +126,19 @@ def run_dirs_of(pids):
 
 # ------------------------------------------------------------------- memory
 
-def test_memory_bomb_ends_as_memory_limit():
-    res = run_json(MEMORY_BOMB, "--memory", "64M", timeout=60)
+# warm jails come from the zygote: it clones them into the v2 dir, and they
+# enter their v1 cgroups themselves, as cold ones do
+START = [pytest.param((), id="cold"), pytest.param(("--warm",), id="warm")]
+
+
+def started_as_asked(res, start):
+    assert [w for w in res["warnings"] if "warm start failed" in w] == [], start
+
+
+@pytest.mark.parametrize("start", START)
+def test_memory_bomb_ends_as_memory_limit(start):
+    res = run_json(MEMORY_BOMB, *start, "--memory", "64M", timeout=60)
+    started_as_asked(res, start)
     by = need_cgroup(res, "memory_bytes")
     assert limit(res, "memory_bytes")["value"] == 64 * MiB
     assert res["status"] == "memory_limit", res
@@ -160,8 +171,10 @@ def test_memory_below_the_limit_is_ok_and_measured():
 
 # --------------------------------------------------------------------- pids
 
-def test_fork_bomb_is_capped_at_the_pids_limit():
-    res = run_json(FORK_COUNT, "--pids", "20", timeout=60)
+@pytest.mark.parametrize("start", START)
+def test_fork_bomb_is_capped_at_the_pids_limit(start):
+    res = run_json(FORK_COUNT, *start, "--pids", "20", timeout=60)
+    started_as_asked(res, start)
     need_cgroup(res, "pids")
     assert limit(res, "pids")["value"] == 20
     # 20 tasks: the jail's init, python and 18 children
@@ -266,14 +279,15 @@ def bpf_device_progs(cgroup_dir):
         os.close(fd)
 
 
-def test_device_filter_is_attached_to_the_run():
+@pytest.mark.parametrize("start", START)
+def test_device_filter_is_attached_to_the_run(start):
     if os.geteuid() != 0:
         pytest.skip("querying cgroup BPF programs needs root")
     cg = doctor()["cgroups"]
     if not cg["device_filter"]:
         pytest.skip(f"no cgroup device filter on this host: {doctor()['checks']}")
     before = set(children_of(os.getpid()))
-    proc = start_pycell(["run", "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE,
+    proc = start_pycell(["run", *start, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE,
                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 10
