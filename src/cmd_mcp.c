@@ -223,6 +223,7 @@ int cmd_mcp(int argc, char **argv)
 			log_info("mcp: warm starts on (zygote pid %d)", (int)zygote_pid(env.zygote));
 	}
 	cfg.max_runs = o.max_runs ? o.max_runs : conf.max_concurrent_runs;
+	cfg.ready = conf.warm_ready;
 	cfg.page_size = o.page_size;
 
 	/* Termination signals end the session like EOF does, so runs are

@@ -14,7 +14,7 @@ static const char *const top_keys[] = { "policy", "max_concurrent_runs", "audit_
 					"http", "host_uid_base", "warm", NULL };
 static const char *const upstream_keys[] = { "command", "env", "timeout", NULL };
 static const char *const http_keys[] = { "listen", "token_file", "allowed_origins", NULL };
-static const char *const warm_keys[] = { "enabled", NULL };
+static const char *const warm_keys[] = { "enabled", "ready", NULL };
 
 #define JAIL_ID_COUNT 65536
 
@@ -23,6 +23,7 @@ void conf_init_default(struct pycell_conf *c)
 	memset(c, 0, sizeof(*c));
 	c->policy = xstrdup("default");
 	c->max_concurrent_runs = 4;
+	c->warm_ready = 1;
 	c->http_listen = xstrdup("127.0.0.1:8765");
 	c->http_host = xstrdup("127.0.0.1");
 	c->http_port = 8765;
@@ -254,8 +255,14 @@ static int apply_warm(const struct jc *c, const json_t *o, struct pycell_conf *c
 	const json_t *v;
 	if (jc_object(c, "warm", o, warm_keys) < 0)
 		return -1;
+	uint64_t n;
 	if ((v = json_object_get(o, "enabled")) && jc_bool(c, "warm.enabled", v, &conf->warm_enabled) < 0)
 		return -1;
+	if ((v = json_object_get(o, "ready"))) {
+		if (jc_uint(c, "warm.ready", v, 0, WARM_READY_MAX, false, &n) < 0)
+			return -1;
+		conf->warm_ready = (uint32_t)n;
+	}
 	return 0;
 }
 

@@ -40,6 +40,7 @@ struct pycell_conf {
 
 	uint32_t host_uid_base;     /* as root: jail ids 0..65535 map to base.. */
 	bool warm_enabled;          /* warm starts from a zygote (zygote.h) */
+	uint32_t warm_ready;        /* jails made ahead for pycell mcp (1; 0 = none) */
 };
 
 void conf_init_default(struct pycell_conf *c);
@@ -51,5 +52,7 @@ int conf_parse(const char *json, const char *origin, struct pycell_conf *out, st
 void conf_free(struct pycell_conf *c);
 /* The upstream called `name`, or NULL. */
 const struct upstream_conf *conf_upstream(const struct pycell_conf *c, const char *name);
+
+#define WARM_READY_MAX 16
 
 #endif

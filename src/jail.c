@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -143,12 +144,102 @@ static int place_fds(const struct jail_spec *s, int sync_fd, struct pc_err *err)
 	return sfd;
 }
 
+/* Parked jails (a warm pool): the program comes after the root. */
+
+struct program_msg {
+	int32_t type;   /* JAIL_MSG_PROGRAM */
+	int32_t cell;
+	uint64_t len;   /* bytes in the memfd that comes with it */
+};
+
+int jail_unpack_files(struct jail_spec *s, const char *buf, uint64_t len)
+{
+	uint64_t off = 0;
+	s->n_files = 0;
+	while (off < len) {
+		struct jail_file *f;
+		uint64_t n;
+		size_t name_len = strnlen(buf + off, len - off);
+		if (s->n_files == JAIL_MAX_FILES || off + name_len + 1 + sizeof(n) > len)
+			return -1;
+		f = &s->files[s->n_files++];
+		f->name = buf + off;
+		off += name_len + 1;
+		memcpy(&n, buf + off, sizeof(n));
+		off += sizeof(n);
+		if (n > len - off)
+			return -1;
+		f->data = buf + off;
+		f->len = n;
+		off += n;
+	}
+	return 0;
+}
+
+int jail_deliver(const struct jail *j, int memfd, uint64_t len, bool cell, struct pc_err *err)
+{
+	struct program_msg m = { .type = JAIL_MSG_PROGRAM, .cell = cell, .len = len };
+	char ctl[CMSG_SPACE(sizeof(int))] = { 0 };
+	struct iovec iov = { &m, sizeof(m) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl) };
+	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &memfd, sizeof(int));
+	if (sendmsg(j->sync_fd, &mh, MSG_NOSIGNAL) != (ssize_t)sizeof(m))
+		return pc_syserr(err, "warm", "hand the program to a ready jail");
+	return 0;
+}
+
+/* In a parked jail's child: wait for the program, then write it into
+ * /run/pycell.  *out is the spec the rest of the sequence uses.  The
+ * mapping of the files stays for python. */
+static int receive_program(int sync_fd, const struct jail_spec *tmpl, struct jail_spec *out,
+			   struct pc_err *err)
+{
+	struct program_msg m;
+	char ctl[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = { &m, sizeof(m) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl) };
+	struct cmsghdr *c;
+	const char *buf = "";
+	int fd = -1;
+	ssize_t n;
+
+	do
+		n = recvmsg(sync_fd, &mh, MSG_CMSG_CLOEXEC);
+	while (n < 0 && errno == EINTR);
+	if (n == 0)
+		_exit(0); /* the supervisor let the ready jail go unused */
+	c = CMSG_FIRSTHDR(&mh);
+	if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int)))
+		memcpy(&fd, CMSG_DATA(c), sizeof(int));
+	if (n != (ssize_t)sizeof(m) || m.type != JAIL_MSG_PROGRAM || m.len > JAIL_PARK_FILES_MAX || fd < 0) {
+		if (fd >= 0)
+			close(fd);
+		return pc_fail(err, EPROTO, "warm", "bad program message for a ready jail");
+	}
+	if (m.len && (buf = mmap(NULL, m.len, PROT_READ, MAP_PRIVATE, fd, 0)) == MAP_FAILED) {
+		close(fd);
+		return pc_syserr(err, "warm", "map the program");
+	}
+	close(fd);
+	*out = *tmpl;
+	out->park = false;
+	out->cell = m.cell != 0;
+	if (jail_unpack_files(out, buf, m.len) < 0)
+		return pc_fail(err, EPROTO, "warm", "malformed program files for a ready jail");
+	return rootfs_add_program(out, err);
+}
+
 /* The child setup sequence of DESIGN.md, top to bottom. */
 static __attribute__((noreturn)) void jail_child(const struct jail_spec *s, int sync_fd, bool as_root)
 {
 	const struct policy *p = s->policy;
 	struct pc_err err = { 0 };
 	sigset_t none;
+	struct jail_spec prog;
 	char go;
 	pid_t pid;
 	int fd;
@@ -159,6 +250,8 @@ static __attribute__((noreturn)) void jail_child(const struct jail_spec *s, int 
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	signal(SIGCHLD, SIG_DFL);
 	blank_cmdline();
+	/* ps tells a ready jail (made ahead, no program yet) from a running one */
+	prctl(PR_SET_NAME, s->park ? "pycell-ready" : "pycell-init");
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
 		_exit(127);
 	/* The supervisor is not dumpable and we inherited that, which makes
@@ -210,6 +303,14 @@ static __attribute__((noreturn)) void jail_child(const struct jail_spec *s, int 
 	if ((fd = place_fds(s, sync_fd, &err)) < 0)
 		goto fail;
 	sync_fd = fd;
+	/* a parked jail waits here, all but its program, limits and
+	 * privileges in place */
+	if (s->park) {
+		if (receive_program(sync_fd, s, &prog, &err) < 0)
+			goto fail;
+		prctl(PR_SET_NAME, "pycell-init");
+		s = &prog;
+	}
 	if (rlimits_apply(&p->limits, &err) < 0)
 		goto fail;
 	if (caps_drop_jail(p->jail_uid, p->jail_gid, &err) < 0)

@@ -39,6 +39,11 @@ struct jail_spec {
 	const char *runtime_dir;              /* bound read-only at /run/pycell/lib */
 	int stdio[3];                         /* child ends: stdin, stdout, stderr */
 	int tool_fd;                          /* child end, becomes fd 3 */
+	/* A jail made ahead of its request (a warm pool): files stays empty
+	 * and the child, its root built, waits on the sync socket for them
+	 * (jail_deliver) before its limits, privileges and python. */
+	bool park;
+	bool cell;                            /* run_inline: the program is a cell */
 	/* NULL: pid 2 execs argv.  Else pid 2 calls this instead of execve,
 	 * with the jail complete (the zygote runs the program in its already
 	 * initialised interpreter); it must not return. */
@@ -51,7 +56,7 @@ struct jail {
 	int sync_fd;    /* seqpacket: struct jail_msg from the child */
 };
 
-enum jail_msg_type { JAIL_MSG_ERROR = 1, JAIL_MSG_STARTED, JAIL_MSG_EXIT };
+enum jail_msg_type { JAIL_MSG_ERROR = 1, JAIL_MSG_STARTED, JAIL_MSG_EXIT, JAIL_MSG_PROGRAM };
 
 /* Messages from the jail to the supervisor, one per packet. */
 struct jail_msg {
@@ -62,6 +67,19 @@ struct jail_msg {
 	int64_t started_ns;       /* JAIL_MSG_STARTED: CLOCK_MONOTONIC at exec */
 	struct pc_err err;        /* JAIL_MSG_ERROR */
 };
+
+/* The most program bytes (all files) a parked jail takes. */
+#define JAIL_PARK_FILES_MAX (16u << 20)
+
+/* Files in one buffer (a memfd): for each, its name, a NUL, its length (8
+ * bytes, native order) and its bytes.  Unpack points s->files into buf;
+ * -1 when it is malformed or holds more than JAIL_MAX_FILES. */
+int jail_unpack_files(struct jail_spec *s, const char *buf, uint64_t len);
+
+/* Give a parked jail its program: memfd holds len bytes of files (the
+ * format above); cell as for jail_spec.  The child writes them into
+ * /run/pycell and goes on. */
+int jail_deliver(const struct jail *j, int memfd, uint64_t len, bool cell, struct pc_err *err);
 
 /* Spawn the jail: jail_clone then jail_release.  On success the child is
  * building its root; errors from there on arrive as JAIL_MSG_ERROR on

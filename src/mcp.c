@@ -8,6 +8,7 @@
 #include <sys/eventfd.h>
 #include <sys/timerfd.h>
 
+#include "jail.h"
 #include "json_check.h"
 #include "jsonrpc.h"
 #include "log.h"
@@ -101,6 +102,10 @@ struct mcp_server {
 	char *python_impl, *python_version;
 	struct mcp_call *version_call;
 	json_t *tools;
+	/* warm starts: jails made ahead (run_park), each for one run_python */
+	struct run **ready;
+	unsigned n_ready;
+	uint64_t ready_failed_ms;     /* when making one last failed */
 };
 
 struct mcp_session {
@@ -675,6 +680,45 @@ static void finish_version(struct mcp_call *c)
 
 /* ------------------------------------------------------------ scheduling */
 
+/* Keep cfg.ready jails made ahead while there is a zygote.  Making one
+ * costs the loop a zygote round trip and the id maps (about 1-2 ms); a
+ * failure is retried a second later at the earliest. */
+static void ready_fill(struct mcp_server *s)
+{
+	while (s->env->zygote && s->n_ready < s->cfg.ready && now_ms() - s->ready_failed_ms >= 1000) {
+		struct run_request req = { .stdin_fd = -1 };
+		struct pc_err err = { 0 };
+		struct run *r;
+		run_request_from_env(&req, s->env);
+		req.mode = RUN_MODE_CELL;
+		if (!(r = run_park(s->loop, &req, &err))) {
+			log_warn("mcp: could not make a ready jail: %s: %s", err.step, err.msg);
+			s->ready_failed_ms = now_ms();
+			return;
+		}
+		s->ready[s->n_ready++] = r;
+	}
+}
+
+/* A run_python on a ready jail; false when there is none or it failed
+ * (then freed, and the call starts the usual way). */
+static bool start_ready(struct mcp_server *s, struct mcp_call *c, const struct run_request *req)
+{
+	struct pc_err err = { 0 };
+	struct run *r;
+	if (!s->n_ready || c->code_len + (c->variables_json ? strlen(c->variables_json) : 0) >
+				   JAIL_PARK_FILES_MAX / 2)
+		return false;
+	r = s->ready[--s->n_ready];
+	if (run_start_parked(r, req, &err) == 0) {
+		c->run = r;
+		return true;
+	}
+	log_warn("mcp: run %llu: a ready jail failed (%s: %s); starting another", c->seq, err.step, err.msg);
+	run_free(r);
+	return false;
+}
+
 static int call_start(struct mcp_call *c, struct pc_err *err)
 {
 	struct mcp_server *s = c->srv;
@@ -695,6 +739,8 @@ static int call_start(struct mcp_call *c, struct pc_err *err)
 		s->cfg.attach_tools(s->cfg.tool_ctx, &req);
 	c->state = CALL_RUNNING;
 	c->t_started = now_ms();
+	if (c->kind == CALL_RUN_PYTHON && start_ready(s, c, &req))
+		return 0;
 	return run_start(s->loop, &req, &c->run, err);
 }
 
@@ -739,6 +785,7 @@ static void on_defer(struct loop_watch *w, uint32_t events, void *data)
 		call_free(c);
 	}
 	schedule(s);
+	ready_fill(s);
 	(void)w;
 	(void)events;
 }
@@ -1299,6 +1346,8 @@ struct mcp_server *mcp_server_new(struct loop *l, const struct run_env *env,
 		pc_fail(err, 0, "mcp", "could not build the tool definitions");
 		goto fail;
 	}
+	s->ready = xcalloc(s->cfg.ready ? s->cfg.ready : 1, sizeof(*s->ready));
+	ready_fill(s);
 	return s;
 fail:
 	mcp_server_free(s);
@@ -1316,6 +1365,9 @@ void mcp_server_free(struct mcp_server *s)
 		s->active.head->cancelled = true;
 		call_free(s->active.head);
 	}
+	for (unsigned i = 0; i < s->n_ready; i++)
+		run_free(s->ready[i]);
+	free(s->ready);
 	loop_del(s->loop, &s->w_defer);
 	loop_del(s->loop, &s->w_tick);
 	if (s->defer_fd >= 0)

@@ -28,6 +28,7 @@ extern const char *const mcp_protocol_versions[];
 struct mcp_server_config {
 	unsigned max_runs;       /* runs at once; the rest wait in a queue (0 = 4) */
 	unsigned page_size;      /* tools per tools/list page (0 = all) */
+	unsigned ready;          /* with warm starts: jails made ahead (0 = none) */
 	/* Tool calls from inside the jail (fd 3, bridge.h): called for every
 	 * run_python run right before run_start, to set the request's tool
 	 * hooks.  NULL: runs have no tools. */

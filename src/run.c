@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -566,53 +567,62 @@ static void setup_failed(struct run *r, const struct pc_err *e)
 	timerfd_settime(r->timer_fd, 0, &now, NULL);
 }
 
-int run_start(struct loop *l, const struct run_request *q, struct run **out, struct pc_err *err)
+static struct run *run_new(struct loop *l, const struct run_request *q, struct pc_err *err)
 {
 	const struct policy *p = q->policy;
 	struct run *r = xcalloc(1, sizeof(*r));
-	struct jail_spec spec = { 0 };
-	int in[2] = { -1, -1 }, o[2] = { -1, -1 }, e[2] = { -1, -1 }, tool[2] = { -1, -1 };
-	struct pc_err setup_err = { 0 };
-	cleanup_free char *vars = NULL;
 
 	r->loop = l;
 	r->req = *q;
-	r->t0 = now_ms();
 	result_init(&r->result);
 	r->out = (struct out_stream){ .fd = -1, .id = RUN_STDOUT, .buf = &r->result.out };
 	r->err = (struct out_stream){ .fd = -1, .id = RUN_STDERR, .buf = &r->result.err };
 	r->out.cap = r->err.cap = p->limits.output_bytes;
 	r->stdin_fd = r->tool_fd = r->jail.pidfd = r->jail.sync_fd = -1;
-	r->timeout_ms = p->limits.timeout_ms;
-	if (q->timeout_ms && (!r->timeout_ms || q->timeout_ms < r->timeout_ms))
-		r->timeout_ms = q->timeout_ms;
-
 	r->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 	if (r->timer_fd < 0 || loop_add(l, &r->w_timer, r->timer_fd, EPOLLIN, on_timer, r) < 0) {
 		pc_syserr(err, "spawn", "timerfd");
 		run_free(r);
-		return -1;
+		return NULL;
 	}
-	*out = r;
+	return r;
+}
 
-	if (r->timeout_ms)
-		result_add_limit(&r->result, "timeout_ms", r->timeout_ms, ENF_SUPERVISOR);
-	result_add_limit(&r->result, "output_bytes", p->limits.output_bytes, ENF_SUPERVISOR);
-	result_add_limit(&r->result, "tmp_bytes", p->limits.tmp_bytes, ENF_TMPFS);
-	result_add_limit(&r->result, "workspace_bytes", p->limits.workspace_bytes, ENF_TMPFS);
-	if (q->cgroups && cgroup_run_create(q->cgroups, &p->limits, &r->cgroup, &r->result, &setup_err) < 0) {
-		setup_failed(r, &setup_err);
-		return 0;
+/* The program files of q in spec; *vars owns the variables' copy. */
+static void program_files(struct jail_spec *spec, const struct run_request *q, char **vars)
+{
+	spec->n_files = 0;
+	spec->files[spec->n_files++] = (struct jail_file){
+		q->mode == RUN_MODE_CELL || !q->prog_name ? "main.py" : q->prog_name, q->code, q->code_len };
+	if (q->mode == RUN_MODE_CELL) {
+		*vars = xstrdup(q->variables_json ? q->variables_json : "{}");
+		spec->files[spec->n_files++] = (struct jail_file){ "variables.json", *vars, strlen(*vars) };
 	}
+}
+
+/* Everything up to a jail that builds itself: the run's cgroups, pipes,
+ * tool socket and the clone.  A parked run (park) comes from the zygote
+ * only and gets its program later (run_start_parked).  -1 with *setup_err
+ * set when the jail could not be made. */
+static int run_spawn(struct run *r, bool park, struct pc_err *setup_err)
+{
+	const struct run_request *q = &r->req;
+	const struct policy *p = q->policy;
+	struct jail_spec spec = { 0 };
+	int in[2] = { -1, -1 }, o[2] = { -1, -1 }, e[2] = { -1, -1 }, tool[2] = { -1, -1 };
+	cleanup_free char *vars = NULL;
+
+	if (q->cgroups && cgroup_run_create(q->cgroups, &p->limits, &r->cgroup, &r->result, setup_err) < 0)
+		return -1;
 	log_debug("%6llu us: run cgroup created", (unsigned long long)log_elapsed_us());
 	if (!q->cgroups)
 		result_add_warning(&r->result, "no cgroup support: memory, pids and cpu limits rely on rlimits");
 
-	if (make_pipe(in, false, &setup_err) < 0 || make_pipe(o, true, &setup_err) < 0 ||
-	    make_pipe(e, true, &setup_err) < 0)
+	if (make_pipe(in, false, setup_err) < 0 || make_pipe(o, true, setup_err) < 0 ||
+	    make_pipe(e, true, setup_err) < 0)
 		goto fail;
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, tool) < 0) {
-		pc_syserr(&setup_err, "spawn", "tool socketpair");
+		pc_syserr(setup_err, "spawn", "tool socketpair");
 		goto fail;
 	}
 	{
@@ -631,12 +641,9 @@ int run_start(struct loop *l, const struct run_request *q, struct run **out, str
 	spec.filter = q->filter;
 	spec.argv = r->argv;
 	spec.envp = r->envp;
-	spec.files[spec.n_files++] = (struct jail_file){
-		q->mode == RUN_MODE_CELL || !q->prog_name ? "main.py" : q->prog_name, q->code, q->code_len };
-	if (q->mode == RUN_MODE_CELL) {
-		vars = xstrdup(q->variables_json ? q->variables_json : "{}");
-		spec.files[spec.n_files++] = (struct jail_file){ "variables.json", vars, strlen(vars) };
-	}
+	spec.park = park;
+	if (!park)
+		program_files(&spec, q, &vars);
 	spec.runtime_dir = q->runtime_dir;
 	spec.stdio[0] = in[0];
 	spec.stdio[1] = o[1];
@@ -645,6 +652,16 @@ int run_start(struct loop *l, const struct run_request *q, struct run **out, str
 	spec.cgroup.dir_fd = cgroup_run_clone_fd(r->cgroup);
 	spec.cgroup.into = spec.cgroup.dir_fd >= 0;
 	spec.cgroup.n_tasks = cgroup_run_tasks_fds(r->cgroup, spec.cgroup.tasks);
+	if (park) {
+		if (!q->zygote || !zygote_serves(q->zygote, p)) {
+			pc_fail(setup_err, EINVAL, "warm", "no zygote serves this policy");
+			goto fail;
+		}
+		if (zygote_spawn(q->zygote, &spec, true, &r->jail, setup_err) < 0 ||
+		    jail_release(&spec, &r->jail, setup_err) < 0)
+			goto fail;
+		goto spawned;
+	}
 	if (q->zygote && zygote_serves(q->zygote, p)) {
 		struct pc_err warm_err = { 0 };
 		if (zygote_spawn(q->zygote, &spec, q->mode == RUN_MODE_CELL, &r->jail, &warm_err) == 0 &&
@@ -653,7 +670,7 @@ int run_start(struct loop *l, const struct run_request *q, struct run **out, str
 		result_add_warning(&r->result, "warm start failed, started cold: %s: %s", warm_err.step,
 				   warm_err.msg);
 	}
-	if (jail_spawn(&spec, &r->jail, &setup_err) < 0)
+	if (jail_spawn(&spec, &r->jail, setup_err) < 0)
 		goto fail;
 spawned:
 	r->spawned = true;
@@ -666,18 +683,50 @@ spawned:
 	r->err.fd = e[0];
 	r->tool_fd = tool[0];
 	set_nonblock(r->tool_fd, true);
+	return 0;
 
+fail:
+	for (int i = 0; i < 2; i++) {
+		if (in[i] >= 0) close(in[i]);
+		if (o[i] >= 0) close(o[i]);
+		if (e[i] >= 0) close(e[i]);
+		if (tool[i] >= 0) close(tool[i]);
+	}
+	return -1;
+}
+
+/* The limits the supervisor and the tmpfs sizes enforce, in the result. */
+static void add_limits(struct run *r)
+{
+	const struct run_request *q = &r->req;
+	const struct limits *lim = &q->policy->limits;
+	r->timeout_ms = lim->timeout_ms;
+	if (q->timeout_ms && (!r->timeout_ms || q->timeout_ms < r->timeout_ms))
+		r->timeout_ms = q->timeout_ms;
+	if (r->timeout_ms)
+		result_add_limit(&r->result, "timeout_ms", r->timeout_ms, ENF_SUPERVISOR);
+	result_add_limit(&r->result, "output_bytes", lim->output_bytes, ENF_SUPERVISOR);
+	result_add_limit(&r->result, "tmp_bytes", lim->tmp_bytes, ENF_TMPFS);
+	result_add_limit(&r->result, "workspace_bytes", lim->workspace_bytes, ENF_TMPFS);
+}
+
+/* The request's part: its limits in the result, the loop's watches, stdin
+ * and the timer.  From here the run is on. */
+static int run_go(struct run *r, struct pc_err *err)
+{
+	const struct run_request *q = &r->req;
+	struct loop *l = r->loop;
+
+	if (!r->t0)
+		r->t0 = now_ms(); /* a parked run's time starts with its request */
+	add_limits(r);
 	if (loop_add(l, &r->out.w, r->out.fd, EPOLLIN, on_output, r) < 0 ||
 	    loop_add(l, &r->err.w, r->err.fd, EPOLLIN, on_output, r) < 0 ||
 	    loop_add(l, &r->w_sync, r->jail.sync_fd, EPOLLIN, on_sync, r) < 0 ||
 	    loop_add(l, &r->w_pidfd, r->jail.pidfd, EPOLLIN, on_pidfd, r) < 0 ||
 	    loop_add(l, &r->w_tool, r->tool_fd, EPOLLIN, on_tool, r) < 0 ||
-	    loop_add(l, &r->w_stdin, r->stdin_fd, EPOLLOUT, on_stdin_writable, r) < 0) {
-		pc_syserr(err, "spawn", "epoll_ctl");
-		run_free(r);
-		*out = NULL;
-		return -1;
-	}
+	    loop_add(l, &r->w_stdin, r->stdin_fd, EPOLLOUT, on_stdin_writable, r) < 0)
+		return pc_syserr(err, "spawn", "epoll_ctl");
 	if (q->stdin_data && q->stdin_len) {
 		r->stdin_pos = q->stdin_data;
 		r->stdin_left = q->stdin_len;
@@ -695,16 +744,66 @@ spawned:
 		timerfd_settime(r->timer_fd, 0, &t, NULL);
 	}
 	return 0;
+}
 
-fail:
-	for (int i = 0; i < 2; i++) {
-		if (in[i] >= 0) close(in[i]);
-		if (o[i] >= 0) close(o[i]);
-		if (e[i] >= 0) close(e[i]);
-		if (tool[i] >= 0) close(tool[i]);
+int run_start(struct loop *l, const struct run_request *q, struct run **out, struct pc_err *err)
+{
+	struct pc_err setup_err = { 0 };
+	struct run *r = run_new(l, q, err);
+
+	*out = r;
+	if (!r)
+		return -1;
+	r->t0 = now_ms();
+	if (run_spawn(r, false, &setup_err) < 0) {
+		add_limits(r);
+		setup_failed(r, &setup_err);
+		return 0;
 	}
-	setup_failed(r, &setup_err);
+	if (run_go(r, err) < 0) {
+		run_free(r);
+		*out = NULL;
+		return -1;
+	}
 	return 0;
+}
+
+struct run *run_park(struct loop *l, const struct run_request *q, struct pc_err *err)
+{
+	struct run *r;
+	if (q->mode != RUN_MODE_CELL) {
+		pc_fail(err, EINVAL, "warm", "ready jails run cells only");
+		return NULL;
+	}
+	r = run_new(l, q, err);
+	if (r && run_spawn(r, true, err) < 0) {
+		run_free(r);
+		return NULL;
+	}
+	if (r)
+		log_debug("run %d: ready", (int)r->jail.pid);
+	return r;
+}
+
+int run_start_parked(struct run *r, const struct run_request *q, struct pc_err *err)
+{
+	struct jail_spec spec = { 0 };
+	cleanup_free char *vars = NULL;
+	struct pollfd pf = { .fd = r->jail.pidfd, .events = POLLIN };
+
+	/* same policy (the jail is built for it), same kind of program */
+	if (q->policy != r->req.policy || q->mode != RUN_MODE_CELL || r->req.mode != RUN_MODE_CELL)
+		return pc_fail(err, EINVAL, "warm", "the ready jail was made for another policy or mode");
+	if (poll(&pf, 1, 0) != 0)
+		return pc_fail(err, ESRCH, "warm", "the ready jail is gone");
+	spec.policy = q->policy;
+	spec.argv = r->argv;
+	spec.envp = r->envp;
+	program_files(&spec, q, &vars);
+	if (zygote_deliver(&spec, true, &r->jail, err) < 0)
+		return -1;
+	r->req = *q;
+	return run_go(r, err);
 }
 
 void run_cancel(struct run *r)

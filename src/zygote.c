@@ -52,6 +52,7 @@ struct spawn_req {
 	uint64_t files_len;   /* bytes in the memfd */
 	uint32_t cgroup_into;
 	uint32_t n_cgroup_tasks;
+	uint32_t park;        /* a ready jail: no files (an empty memfd) */
 };
 
 struct spawn_reply {
@@ -370,17 +371,34 @@ static int pack_files(const struct jail_spec *s, bool cell, uint64_t *len, struc
 	return fd;
 }
 
+int zygote_deliver(const struct jail_spec *s, bool cell, const struct jail *j, struct pc_err *err)
+{
+	uint64_t len;
+	cleanup_close int memfd = pack_files(s, cell, &len, err);
+	if (memfd < 0)
+		return -1;
+	if (len > JAIL_PARK_FILES_MAX)
+		return pc_fail(err, EFBIG, "warm", "the program is too large for a ready jail");
+	return jail_deliver(j, memfd, len, cell, err);
+}
+
 int zygote_spawn(struct zygote *z, const struct jail_spec *s, bool cell, struct jail *j,
 		 struct pc_err *err)
 {
-	struct spawn_req req = { .type = Z_SPAWN, .cell = cell };
+	struct spawn_req req = { .type = Z_SPAWN, .cell = cell, .park = s->park };
 	struct spawn_reply reply;
 	int fds[2];
 	cleanup_close int memfd = -1;
 
 	if (z->dead && zygote_restart(z, err) < 0)
 		return -1;
-	memfd = pack_files(s, cell, &req.files_len, err);
+	if (s->park) {
+		memfd = memfd_create("pycell-ready", MFD_CLOEXEC);
+		if (memfd < 0)
+			return pc_syserr(err, "warm", "memfd_create");
+	} else {
+		memfd = pack_files(s, cell, &req.files_len, err);
+	}
 	if (memfd < 0)
 		return -1;
 	{
@@ -453,8 +471,6 @@ static struct {
 	void (*AfterForkChild)(void);
 } py;
 
-static bool zygote_cell;
-
 /* Runs in __main__ before the program; leaves no names behind. */
 static const char warm_prelude[] =
 	"def _pycell_warm():\n"
@@ -480,12 +496,13 @@ static __attribute__((noreturn)) void zygote_run_inline(const struct jail_spec *
 	 * of the zygote's, which holds no secrets; init stays non-dumpable. */
 	if (prctl(PR_SET_DUMPABLE, 1) < 0)
 		_exit(125);
+	prctl(PR_SET_NAME, "python3"); /* exec would have named it after the binary */
 	/* also runs the interpreter's at-fork hooks: random reseeds there, so
 	 * runs from one zygote do not share its state (test_warm.py) */
 	py.AfterForkChild();
 	if (py.RunSimpleStringFlags(warm_prelude, NULL) != 0)
 		_exit(125);
-	if (zygote_cell) {
+	if (s->cell) {
 		status = py.RunSimpleStringFlags("import pycell._cell as c; c.main()", NULL) ? 1 : 0;
 	} else {
 		char path[PATH_MAX];
@@ -568,7 +585,8 @@ static int zygote_serve_one(int ctl, struct jail_spec *tmpl)
 
 	if (n == 0)
 		return -1; /* the supervisor is gone */
-	if (n != (ssize_t)sizeof(req) || req.type != Z_SPAWN || req.cgroup_into > 1 ||
+	if (n != (ssize_t)sizeof(req) || req.type != Z_SPAWN || req.cgroup_into > 1 || req.park > 1 ||
+	    (req.park && req.files_len) ||
 	    req.n_cgroup_tasks > CGROUP_MAX_TASKS ||
 	    nfds != REQ_FIXED_FDS + (int)req.cgroup_into + (int)req.n_cgroup_tasks) {
 		pc_fail(&reply.err, EPROTO, "warm", "bad request to the zygote");
@@ -576,25 +594,17 @@ static int zygote_serve_one(int ctl, struct jail_spec *tmpl)
 	}
 	if (req.files_len)
 		buf = mmap(NULL, req.files_len, PROT_READ, MAP_PRIVATE, fds[REQ_FD_MEMFD], 0);
+	else if (req.park)
+		buf = NULL;
 	if (buf == MAP_FAILED) {
 		pc_syserr(&reply.err, "warm", "map the program");
 		goto close_fds;
 	}
-	s.n_files = 0;
-	for (uint64_t off = 0; off < req.files_len && s.n_files < JAIL_MAX_FILES;) {
-		struct jail_file *f = &s.files[s.n_files++];
-		uint64_t len;
-		f->name = buf + off;
-		off += strnlen(f->name, req.files_len - off) + 1;
-		if (off + sizeof(len) > req.files_len)
-			break;
-		memcpy(&len, buf + off, sizeof(len));
-		off += sizeof(len);
-		if (len > req.files_len - off)
-			break;
-		f->data = buf + off;
-		f->len = len;
-		off += len;
+	if (jail_unpack_files(&s, buf ? buf : "", req.files_len) < 0) {
+		pc_fail(&reply.err, EPROTO, "warm", "malformed program files");
+		if (buf)
+			munmap(buf, req.files_len);
+		goto close_fds;
 	}
 	s.stdio[0] = fds[0];
 	s.stdio[1] = fds[1];
@@ -606,7 +616,8 @@ static int zygote_serve_one(int ctl, struct jail_spec *tmpl)
 	s.cgroup.n_tasks = (int)req.n_cgroup_tasks;
 	for (int i = 0; i < s.cgroup.n_tasks; i++)
 		s.cgroup.tasks[i] = fds[cg++];
-	zygote_cell = req.cell;
+	s.cell = req.cell;
+	s.park = req.park;
 	if (jail_clone(&s, &j, &reply.err) == 0) {
 		int out[2] = { j.pidfd, j.sync_fd };
 		reply.ok = 1;
@@ -614,12 +625,14 @@ static int zygote_serve_one(int ctl, struct jail_spec *tmpl)
 		send_with_fds(ctl, &reply, sizeof(reply), out, 2);
 		close(j.pidfd);
 		close(j.sync_fd);
-		munmap(buf, req.files_len);
+		if (buf)
+			munmap(buf, req.files_len);
 		for (int i = 0; i < nfds; i++)
 			close(fds[i]);
 		return 0;
 	}
-	munmap(buf, req.files_len);
+	if (buf)
+		munmap(buf, req.files_len);
 close_fds:
 	for (int i = 0; i < nfds; i++)
 		close(fds[i]);

@@ -35,6 +35,9 @@ bool zygote_serves(const struct zygote *z, const struct policy *p);
  * program's sys.argv and os.environ. */
 int zygote_spawn(struct zygote *z, const struct jail_spec *spec, bool cell_mode, struct jail *j,
 		 struct pc_err *err);
+/* For a jail spawned with spec->park: pack the program of spec (its
+ * files, argv and envp, as zygote_spawn would) and hand it to the jail. */
+int zygote_deliver(const struct jail_spec *spec, bool cell_mode, const struct jail *j, struct pc_err *err);
 pid_t zygote_pid(const struct zygote *z);
 void zygote_free(struct zygote *z);
 

@@ -119,3 +119,95 @@ def test_random_differs_between_warm_runs():
         assert a[0] != b[0], "two warm runs drew the same random numbers"
     finally:
         s.close()
+
+
+# ------------------------------------------------------------ ready jails
+
+def children(pid):
+    kids = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    st = f.read()
+            except OSError:
+                continue
+            if int(st[st.rindex(")") + 2:].split()[1]) == pid:
+                kids.append(int(d))
+    return kids
+
+
+def comm(pid):
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().rstrip("\n")
+    except OSError:
+        return None
+
+
+def ready_jails(server, n, timeout=10):
+    """The jails the idle server keeps made ahead, once there are n: the
+    zygote's children (a jail's init is one), all named pycell-ready."""
+    z = zygote_of(server.proc.pid)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        kids = children(z)
+        if len(kids) == n and all(comm(k) == "pycell-ready" for k in kids):
+            return kids
+        time.sleep(0.01)
+    raise AssertionError(f"the zygote has children {[(k, comm(k)) for k in children(z)]}, "
+                         f"expected {n} ready jails")
+
+
+def test_a_ready_jail_holds_no_program_and_serves_one_run(require_root):
+    s = Mcp(["--warm"], pycell_env())
+    try:
+        [first] = ready_jails(s, 1)
+        # made ahead: its root is built, its program dir empty but for the runtime
+        assert os.listdir(f"/proc/{first}/root/run/pycell") == ["lib"]
+        sc = s.run("import os\nopen('/tmp/mark', 'w').write('x')\n"
+                   "[sorted(os.listdir('/run/pycell')), open('/proc/1/comm').read(), "
+                   "open('/proc/self/comm').read()]")
+        assert sc["return_value"] == [[".warm.json", "lib", "main.py", "variables.json"],
+                                      "pycell-init\n", "python3\n"]
+        [second] = ready_jails(s, 1)
+        assert second != first and not os.path.exists(f"/proc/{first}")
+        # the next run is the next jail: nothing of the first is there
+        sc = s.run("import os\n[os.path.exists('/tmp/mark'), os.getpid()]")
+        assert sc["return_value"] == [False, 2]
+        [third] = ready_jails(s, 1)
+        assert third not in (first, second)
+    finally:
+        s.close()
+
+
+def test_a_dead_ready_jail_is_replaced():
+    s = Mcp(["--warm"], pycell_env())
+    try:
+        [jail] = ready_jails(s, 1)
+        os.kill(jail, 9)
+        deadline = time.monotonic() + 10
+        while os.path.exists(f"/proc/{jail}") and time.monotonic() < deadline:
+            time.sleep(0.01)
+        # it died while waiting: the call notices and starts another jail
+        sc = s.run("6 * 7")
+        assert sc["return_value"] == 42
+        [again] = ready_jails(s, 1)
+        assert again != jail
+    finally:
+        s.close()
+
+
+@pytest.mark.parametrize("n", [0, 3])
+def test_ready_count_from_the_config(tmp_path, n):
+    conf = tmp_path / "pycell.conf"
+    conf.write_text(json.dumps({"warm": {"ready": n}}))
+    s = Mcp(["--warm", "--config", str(conf)], pycell_env())
+    try:
+        assert len(ready_jails(s, n)) == n
+        for _ in range(n + 1):
+            assert s.run("1 + 1")["return_value"] == 2
+        assert len(ready_jails(s, n)) == n
+    finally:
+        s.close()
+    assert s.proc.returncode == 0

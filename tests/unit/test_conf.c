@@ -33,8 +33,8 @@ static const struct { const char *json; const char *msg; } bad[] = {
 	{ "{'polciy': 'strict'}", "config c.conf: polciy: unknown key (expected one of policy, max_concurrent_runs, audit_log, upstreams, http, host_uid_base, warm)" },
 	{ "{'upstreams': {'memory': {'command': ['x'], 'args': []}}}", "config c.conf: upstreams.memory.args: unknown key (expected one of command, env, timeout)" },
 	{ "{'http': {'port': 8765}}", "config c.conf: http.port: unknown key (expected one of listen, token_file, allowed_origins)" },
-	{ "{'warm': {'size': 2}}", "config c.conf: warm.size: unknown key (expected one of enabled)" },
-	{ "{'warm': {'pool_size': 2}}", "config c.conf: warm.pool_size: unknown key (expected one of enabled)" },
+	{ "{'warm': {'size': 2}}", "config c.conf: warm.size: unknown key (expected one of enabled, ready)" },
+	{ "{'warm': {'pool_size': 2}}", "config c.conf: warm.pool_size: unknown key (expected one of enabled, ready)" },
 	/* policy */
 	{ "{'policy': 5}", "config c.conf: policy: expected a policy name ([a-z0-9_-]+) or a path (containing / or ending in .json), got 5" },
 	{ "{'policy': ''}", "config c.conf: policy: expected a policy name ([a-z0-9_-]+) or a path (containing / or ending in .json), got \"\"" },
@@ -101,6 +101,9 @@ static const struct { const char *json; const char *msg; } bad[] = {
 	/* warm */
 	{ "{'warm': true}", "config c.conf: warm: expected an object, got true" },
 	{ "{'warm': {'enabled': 'yes'}}", "config c.conf: warm.enabled: expected true or false, got \"yes\"" },
+	{ "{'warm': {'ready': 17}}", "config c.conf: warm.ready: expected an integer from 0 to 16, got 17" },
+	{ "{'warm': {'ready': -1}}", "config c.conf: warm.ready: expected an integer from 0 to 16, got -1" },
+	{ "{'warm': {'ready': '2'}}", "config c.conf: warm.ready: expected an integer from 0 to 16, got \"2\"" },
 };
 
 START_TEST(test_bad)
@@ -134,6 +137,7 @@ START_TEST(test_defaults)
 	ck_assert_uint_eq(c.n_http_allowed_origins, 0);
 	ck_assert_uint_eq(c.host_uid_base, 100000);
 	ck_assert(!c.warm_enabled);
+	ck_assert_uint_eq(c.warm_ready, 1);
 	ck_assert_ptr_null(c.path);
 	conf_free(&c);
 }
@@ -148,7 +152,7 @@ static const char full[] =
 	"   'fs_2': {'command': ['/usr/bin/mcp-fs', '/srv'], 'timeout': '5s'}},"
 	" 'http': {'listen': '[::1]:9000', 'token_file': null,"
 	"          'allowed_origins': ['https://a.example', 'http://localhost:3000', 'http://[::1]:8080']},"
-	" 'host_uid_base': 200000, 'warm': {'enabled': true}}";
+	" 'host_uid_base': 200000, 'warm': {'enabled': true, 'ready': 0}}";
 
 START_TEST(test_full)
 {
@@ -183,6 +187,7 @@ START_TEST(test_full)
 	ck_assert_str_eq(c.http_allowed_origins[2], "http://[::1]:8080");
 	ck_assert_uint_eq(c.host_uid_base, 200000);
 	ck_assert(c.warm_enabled);
+	ck_assert_uint_eq(c.warm_ready, 0);
 	conf_free(&c);
 }
 END_TEST

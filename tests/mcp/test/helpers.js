@@ -144,7 +144,16 @@ function isZygote(pid) {
   }
 }
 
-// Live processes below pid (any depth), the zygote left out.
+function isReadyJail(pid) {
+  try {
+    return readFileSync(`/proc/${pid}/comm`, "latin1") === "pycell-ready\n";
+  } catch {
+    return false;
+  }
+}
+
+// Live processes below pid (any depth), the zygote and the jails it made
+// ahead (named pycell-ready until they get a program) left out.
 export function descendants(pid) {
   const parent = new Map();
   for (const d of readdirSync("/proc")) {
@@ -158,7 +167,7 @@ export function descendants(pid) {
     const cur = frontier.pop();
     for (const [p, pp] of parent) {
       if (pp === cur) {
-        if (!isZygote(p)) out.push(p);
+        if (!isZygote(p) && !isReadyJail(p)) out.push(p);
         frontier.push(p);
       }
     }
