@@ -477,12 +477,15 @@ static const char warm_prelude[] =
 	"    import os, sys, json\n"
 	"    with open('" JAIL_RUN_DIR "/" WARM_FILE "', 'rb') as f:\n"
 	"        cfg = json.load(f)\n"
-	"    os.environ.clear()\n"
-	"    os.environ.update(cfg['env'])\n"
+	/* the zygote started with the policy's environment: mostly equal */
+	"    if dict(os.environ) != cfg['env']:\n"
+	"        os.environ.clear()\n"
+	"        os.environ.update(cfg['env'])\n"
 	"    sys.argv[:] = cfg['argv']\n"
 	"    sys.path.insert(0, cfg['path0'])\n"
-	/* the zygote looked for /run/pycell/lib before any jail had it */
-	"    sys.path_importer_cache.clear()\n"
+	/* the zygote looked for /run/pycell/lib before any jail had it; its
+	 * other path entries are the same directories here (/usr is bound) */
+	"    sys.path_importer_cache.pop('" JAIL_LIB_DIR "', None)\n"
 	"_pycell_warm()\n"
 	"del _pycell_warm\n";
 
@@ -525,7 +528,30 @@ static __attribute__((noreturn)) void zygote_run_inline(const struct jail_spec *
 	_exit(status);
 }
 
-static int load_python(const char *libname, const struct policy *p, struct pc_err *err)
+/* The runtime modules every cell imports (pycell, pycell._cell), loaded
+ * from the host's runtime dir (a JSON string literal, which Python reads
+ * the same) but compiled and registered under the paths they have in a
+ * jail: tracebacks and __file__ name /run/pycell/lib, never a host path,
+ * and pycell's submodules are found there. */
+static const char preload_runtime[] =
+	"def _pycell_preload(host, jail):\n"
+	"    import sys, importlib.util, importlib.machinery\n"
+	"    for name, rel in (('pycell', '/pycell/__init__.py'), ('pycell._cell', '/pycell/_cell.py')):\n"
+	"        path = jail + rel\n"
+	"        spec = importlib.util.spec_from_file_location(\n"
+	"            name, path, loader=importlib.machinery.SourceFileLoader(name, path),\n"
+	"            submodule_search_locations=[jail + '/pycell'] if name == 'pycell' else None)\n"
+	"        m = importlib.util.module_from_spec(spec)\n"
+	"        with open(host + rel, 'rb') as f:\n"
+	"            code = compile(f.read(), path, 'exec', dont_inherit=True)\n"
+	"        sys.modules[name] = m\n"
+	"        exec(code, m.__dict__)\n"
+	"    sys.modules['pycell']._cell = sys.modules['pycell._cell']\n"
+	"_pycell_preload(%s, '" JAIL_LIB_DIR "')\n"
+	"del _pycell_preload\n";
+
+static int load_python(const char *libname, const struct policy *p, const char *runtime_dir,
+		       struct pc_err *err)
 {
 	void *h = dlopen(libname, RTLD_NOW | RTLD_GLOBAL);
 	char **envp;
@@ -566,10 +592,20 @@ static int load_python(const char *libname, const struct policy *p, struct pc_er
 	 * once here, without binding names in __main__. */
 	/* then gc.freeze(): what the zygote allocated is never collected, so
 	 * a collection in a run does not walk it and copy every page of it */
-	if (py.RunSimpleStringFlags("__import__('json')\n__import__('encodings.idna')\n__import__('random')\n"
-				    "__import__('gc').freeze()\n",
+	if (py.RunSimpleStringFlags("__import__('json')\n__import__('encodings.idna')\n__import__('random')\n",
 				    NULL) != 0)
 		return pc_fail(err, EINVAL, "warm", "preloading modules failed");
+	{
+		json_t *lit = json_string(runtime_dir);
+		cleanup_free char *q = lit ? json_dumps(lit, JSON_ENCODE_ANY) : NULL;
+		cleanup_free char *code = q ? xasprintf(preload_runtime, q) : NULL;
+		json_decref(lit);
+		if (!code || py.RunSimpleStringFlags(code, NULL) != 0)
+			return pc_fail(err, EINVAL, "warm", "preloading the pycell runtime from %s failed",
+				       runtime_dir);
+	}
+	if (py.RunSimpleStringFlags("__import__('gc').freeze()\n", NULL) != 0)
+		return pc_fail(err, EINVAL, "warm", "gc.freeze failed");
 	return 0;
 }
 
@@ -677,7 +713,7 @@ int cmd_zygote(int argc, char **argv)
 		goto answer;
 	if (seccomp_filter_compile(&pol, &filter, &reply.err) < 0)
 		goto answer;
-	if (load_python(libname, &pol, &reply.err) < 0)
+	if (load_python(libname, &pol, runtime_dir, &reply.err) < 0)
 		goto answer;
 	reply.ok = 1;
 answer:
