@@ -60,6 +60,51 @@ def test_exit_status_mirrors_program(code, rc, status, exit_code, sig):
         assert "ValueError: boom" in res["stderr"]
 
 
+EXIT_WORK = """
+import atexit, sys, threading, time
+class D:
+    def __init__(self, n): self.n = n
+    def __del__(self): print("del", self.n, flush=True)
+a = D("a")
+f = open(1, "w", closefd=False)
+f.write("never flushed by the program\\n")
+b = D("b")
+_c = D("_c")
+atexit.register(lambda: print("atexit ran"))
+def late():
+    time.sleep(0.2)
+    print("thread ran", flush=True)
+threading.Thread(target=late).start()
+sys.stderr.write("no newline, no flush")
+print("main done")
+"""
+
+
+def test_exit_runs_what_teardown_runs():
+    """What python does at exit and a program can see: non-daemon threads
+    joined, atexit handlers, __main__'s objects released in order (their
+    __del__ and the flush of an open file), the streams flushed.  The same
+    with --warm (run-warm.sh), whose python does not tear down the
+    interpreter it inherited."""
+    res = run_json(EXIT_WORK)
+    assert (res["status"], res["exit_code"]) == ("ok", 0), res
+    assert res["stdout"] == ("main done\nthread ran\natexit ran\ndel a\n"
+                             "never flushed by the program\ndel b\ndel _c\n")
+    assert res["stderr"] == "no newline, no flush"
+
+
+@pytest.mark.parametrize("code, out, status", [
+    # sys.stdout replaced: the original object is still flushed
+    ("import sys\nsys.stdout.write('x')\nsys.stdout = None\n", "x", 0),
+    # a closed stdout is not flushed (and is no error)
+    ("import sys\nprint('hi')\nsys.stdout.close()\n", "hi\n", 0),
+    ("import sys\nprint('hi', end='')\nsys.exit(3)\n", "hi", 3),
+])
+def test_exit_flushes_the_streams(code, out, status):
+    res = run_json(code)
+    assert (res["stdout"], res["exit_code"]) == (out, status), res
+
+
 def test_timeout_exit_status():
     t0 = time.monotonic()
     rc, out, _ = pycell_run(["run", "--timeout", "0.5", "-c",

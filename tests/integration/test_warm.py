@@ -211,3 +211,24 @@ def test_ready_count_from_the_config(tmp_path, n):
     finally:
         s.close()
     assert s.proc.returncode == 0
+
+
+@pytest.mark.parametrize("start", ["--cold", "--warm"])
+def test_a_cell_ends_like_a_python_exit(start):
+    """atexit handlers, __del__ of the cell's objects and a file never
+    flushed by the cell: a warm cell (its python does not tear down the
+    interpreter inherited from the zygote) shows what a cold one does."""
+    s = Mcp([start], pycell_env())
+    try:
+        sc = s.run("import atexit\n"
+                   "class D:\n"
+                   "    def __del__(self): print('del', flush=True)\n"
+                   "d = D()\n"
+                   "f = open(1, 'w', closefd=False)\n"
+                   "f.write('unflushed\\n')\n"
+                   "atexit.register(lambda: print('atexit'))\n"
+                   "print('cell')\n"
+                   "7")
+        assert (sc["stdout"], sc["return_value"]) == ("cell\natexit\ndel\nunflushed\n", 7)
+    finally:
+        s.close()
