@@ -163,7 +163,11 @@ def test_a_ready_jail_holds_no_program_and_serves_one_run(require_root):
     s = Mcp(["--warm"], pycell_env())
     try:
         [first] = ready_jails(s, 1)
-        # made ahead: its root is built, its program dir empty but for the runtime
+        # made ahead: once its root is built (until then /proc/PID/root is
+        # the host's), its program dir is empty but for the runtime
+        deadline = time.monotonic() + 10
+        while not os.path.exists(f"/proc/{first}/root/run/pycell/lib") and time.monotonic() < deadline:
+            time.sleep(0.005)
         assert os.listdir(f"/proc/{first}/root/run/pycell") == ["lib"]
         sc = s.run("import os\nopen('/tmp/mark', 'w').write('x')\n"
                    "[sorted(os.listdir('/run/pycell')), open('/proc/1/comm').read(), "
