@@ -739,8 +739,12 @@ static int call_start(struct mcp_call *c, struct pc_err *err)
 		s->cfg.attach_tools(s->cfg.tool_ctx, &req);
 	c->state = CALL_RUNNING;
 	c->t_started = now_ms();
-	if (c->kind == CALL_RUN_PYTHON && start_ready(s, c, &req))
+	if (c->kind == CALL_RUN_PYTHON && start_ready(s, c, &req)) {
+		/* make the next one while this one runs: the loop would only
+		 * wait for the jail meanwhile */
+		ready_fill(s);
 		return 0;
+	}
 	return run_start(s->loop, &req, &c->run, err);
 }
 

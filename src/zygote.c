@@ -469,6 +469,8 @@ static struct {
 	int (*RunSimpleFileExFlags)(FILE *, const char *, int, void *);
 	int (*FinalizeEx)(void);
 	void (*AfterForkChild)(void);
+	void *(*SysGetObject)(const char *);
+	long (*LongAsLong)(void *);
 } py;
 
 /* Runs in __main__ before the program; leaves no names behind. */
@@ -549,7 +551,14 @@ static __attribute__((noreturn)) void zygote_run_inline(const struct jail_spec *
 	if (py.RunSimpleStringFlags(warm_prelude, NULL) != 0)
 		_exit(125);
 	if (s->cell) {
-		status = py.RunSimpleStringFlags("import pycell._cell as c; c.main()", NULL) ? 1 : 0;
+		/* the status comes back in sys, not as SystemExit, which would
+		 * tear the interpreter down; no name is bound in __main__ */
+		void *st;
+		status = py.RunSimpleStringFlags("__import__('sys')._pycell_status = "
+						 "__import__('pycell._cell', fromlist=['_']).warm_main()\n",
+						 NULL) ? 1 : 0;
+		if (!status && (st = py.SysGetObject("_pycell_status")))
+			status = (int)py.LongAsLong(st);
 	} else {
 		char path[PATH_MAX];
 		FILE *f;
@@ -612,6 +621,8 @@ static int load_python(const char *libname, const struct policy *p, const char *
 	SYM(RunSimpleFileExFlags, "PyRun_SimpleFileExFlags");
 	SYM(FinalizeEx, "Py_FinalizeEx");
 	SYM(AfterForkChild, "PyOS_AfterFork_Child");
+	SYM(SysGetObject, "PySys_GetObject");
+	SYM(LongAsLong, "PyLong_AsLong");
 #undef SYM
 	/* the interpreter starts with the environment a cold run's python
 	 * sees, plus the flags' equivalents */

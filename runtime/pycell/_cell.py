@@ -258,3 +258,25 @@ def main():
         sys.exit(1)
     finally:
         runner.close()
+
+
+def warm_main():
+    """main() for a warm jail, whose pid 2 calls it in the interpreter
+    inherited from the zygote: the exit status is returned, as python
+    would compute it from SystemExit, instead of raised (raising it would
+    tear the whole interpreter down)."""
+    try:
+        main()
+    except SystemExit as e:
+        code = e.code
+        if code is None:
+            return 0
+        if isinstance(code, int):
+            return code
+        try:
+            sys.stderr.write("%s\n" % (code,))
+        except Exception:
+            pass
+        return 1
+    return 0
+

@@ -236,3 +236,23 @@ def test_a_cell_ends_like_a_python_exit(start):
         assert (sc["stdout"], sc["return_value"]) == ("cell\natexit\ndel\nunflushed\n", 7)
     finally:
         s.close()
+
+
+@pytest.mark.parametrize("start", ["--cold", "--warm"])
+@pytest.mark.parametrize("code, stdout, stderr_end, exit_code", [
+    ("class D:\n    def __del__(self): print('del')\nd = D()\nraise ValueError('x')",
+     "del\n", "ValueError: x\n", 1),
+    ("import sys\nsys.exit(3)", "", "", 3),
+    ("import sys\nsys.exit('bye')", "", "bye\n", 1),
+    ("import sys\nprint('out')\nsys.exit()", "out\n", "", 0),
+])
+def test_a_cell_that_fails_or_exits_ends_the_same(start, code, stdout, stderr_end, exit_code):
+    s = Mcp([start], pycell_env())
+    try:
+        res = s.call("tools/call", {"name": "run_python", "arguments": {"code": code}})
+        sc = res["structuredContent"]
+        assert (sc["stdout"], sc["exit_code"]) == (stdout, exit_code), sc
+        assert sc["stderr"].endswith(stderr_end), sc["stderr"]
+        assert sc["status"] == ("ok" if exit_code == 0 else "error")
+    finally:
+        s.close()
