@@ -5,7 +5,6 @@
 #include "config.h"
 
 #include <fcntl.h>
-#include <poll.h>
 #include <linux/sched.h>
 #include <sched.h>
 #include <signal.h>
