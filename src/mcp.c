@@ -706,8 +706,10 @@ static bool start_ready(struct mcp_server *s, struct mcp_call *c, const struct r
 {
 	struct pc_err err = { 0 };
 	struct run *r;
-	if (!s->n_ready || c->code_len + (c->variables_json ? strlen(c->variables_json) : 0) >
-				   JAIL_PARK_FILES_MAX / 2)
+	/* a program a ready jail cannot take (its files, with 64 KiB for
+	 * their names and .warm.json) leaves the jail for the next call */
+	if (!s->n_ready || c->code_len + (c->variables_json ? strlen(c->variables_json) : 0) + (64u << 10) >
+				   JAIL_PARK_FILES_MAX)
 		return false;
 	r = s->ready[--s->n_ready];
 	if (run_start_parked(r, req, &err) == 0) {
