@@ -178,15 +178,7 @@ int jail_unpack_files(struct jail_spec *s, const char *buf, uint64_t len)
 int jail_deliver(const struct jail *j, int memfd, uint64_t len, bool cell, struct pc_err *err)
 {
 	struct program_msg m = { .type = JAIL_MSG_PROGRAM, .cell = cell, .len = len };
-	char ctl[CMSG_SPACE(sizeof(int))] = { 0 };
-	struct iovec iov = { &m, sizeof(m) };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl) };
-	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(c), &memfd, sizeof(int));
-	if (sendmsg(j->sync_fd, &mh, MSG_NOSIGNAL) != (ssize_t)sizeof(m))
+	if (send_fds(j->sync_fd, &m, sizeof(m), &memfd, 1) < 0)
 		return pc_syserr(err, "warm", "hand the program to a ready jail");
 	return 0;
 }
@@ -198,24 +190,17 @@ static int receive_program(int sync_fd, const struct jail_spec *tmpl, struct jai
 			   struct pc_err *err)
 {
 	struct program_msg m;
-	char ctl[CMSG_SPACE(sizeof(int))];
-	struct iovec iov = { &m, sizeof(m) };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl) };
-	struct cmsghdr *c;
 	const char *buf = "";
-	int fd = -1;
+	int fd = -1, got;
 	ssize_t n;
 
 	do
-		n = recvmsg(sync_fd, &mh, MSG_CMSG_CLOEXEC);
+		n = recv_fds(sync_fd, &m, sizeof(m), &fd, 1, &got);
 	while (n < 0 && errno == EINTR);
 	if (n == 0)
 		_exit(0); /* the supervisor let the ready jail go unused */
-	c = CMSG_FIRSTHDR(&mh);
-	if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int)))
-		memcpy(&fd, CMSG_DATA(c), sizeof(int));
-	if (n != (ssize_t)sizeof(m) || m.type != JAIL_MSG_PROGRAM || m.len > JAIL_PARK_FILES_MAX || fd < 0) {
-		if (fd >= 0)
+	if (n != (ssize_t)sizeof(m) || m.type != JAIL_MSG_PROGRAM || m.len > JAIL_PARK_FILES_MAX || got != 1) {
+		if (got == 1)
 			close(fd);
 		return pc_fail(err, EPROTO, "warm", "bad program message for a ready jail");
 	}

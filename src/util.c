@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -310,4 +311,61 @@ int parse_uint(const char *s, unsigned long min, unsigned long max, unsigned lon
 		return -1;
 	*out = v;
 	return 0;
+}
+
+/* ------------------------------------------------------------ fd passing */
+
+int send_fds(int sock, const void *buf, size_t len, const int *fds, int n)
+{
+	char ctl[CMSG_SPACE(sizeof(int) * FDS_MAX)];
+	struct iovec iov = { (void *)buf, len };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	if (n) {
+		struct cmsghdr *c;
+		memset(ctl, 0, sizeof(ctl));
+		mh.msg_control = ctl;
+		mh.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)n);
+		c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)n);
+		memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)n);
+	}
+	return sendmsg(sock, &mh, MSG_NOSIGNAL) == (ssize_t)len ? 0 : -1;
+}
+
+ssize_t recv_fds(int sock, void *buf, size_t len, int *fds, int max, int *got)
+{
+	char ctl[CMSG_SPACE(sizeof(int) * FDS_MAX)];
+	struct iovec iov = { buf, len };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
+			     .msg_controllen = sizeof(ctl) };
+	bool extra = false;
+	ssize_t n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+
+	*got = 0;
+	if (n <= 0)
+		return n;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+			int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+			int *p = (int *)CMSG_DATA(c);
+			for (int i = 0; i < k; i++) {
+				if (*got < max) {
+					fds[(*got)++] = p[i];
+				} else {
+					close(p[i]);
+					extra = true;
+				}
+			}
+		}
+	}
+	if (extra || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
+		for (int i = 0; i < *got; i++)
+			close(fds[i]);
+		*got = 0;
+		errno = EPROTO;
+		return -1;
+	}
+	return n;
 }

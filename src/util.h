@@ -84,6 +84,13 @@ uint64_t now_ms(void);  /* CLOCK_MONOTONIC */
 bool in_initial_userns(void);
 /* A whole decimal number from min to max, nothing else around it. */
 int parse_uint(const char *s, unsigned long min, unsigned long max, unsigned long *out);
+/* One packet with n (at most FDS_MAX) fds over a unix socket (SCM_RIGHTS). */
+#define FDS_MAX 16
+int send_fds(int sock, const void *buf, size_t len, const int *fds, int n);
+/* Receive one packet and up to max (at most FDS_MAX) fds, close-on-exec;
+ * *got says how many.  More than max, or a truncated packet, is an error
+ * (EPROTO) and every received fd is closed. */
+ssize_t recv_fds(int sock, void *buf, size_t len, int *fds, int max, int *got);
 /* Where runtime/ and policy/ live: $PYCELL_DATADIR, else the install dir. */
 const char *pycell_datadir(void);
 

@@ -45,6 +45,7 @@ enum { Z_SPAWN = 1 };
  * with the files, then the run's cgroup2 dir when cgroup_into, then
  * n_cgroup_tasks cgroup v1 tasks files. */
 enum { REQ_FD_MEMFD = 4, REQ_FIXED_FDS = 5, REQ_MAX_FDS = REQ_FIXED_FDS + 1 + CGROUP_MAX_TASKS };
+_Static_assert(REQ_MAX_FDS <= FDS_MAX, "a request's fds fit one packet");
 
 struct spawn_req {
 	uint32_t type;
@@ -69,66 +70,6 @@ struct zygote {
 	char *runtime_dir;
 	bool dead;
 };
-
-/* ------------------------------------------------------------ fd passing */
-
-static int send_with_fds(int sock, const void *buf, size_t len, const int *fds, int n)
-{
-	char ctl[CMSG_SPACE(sizeof(int) * REQ_MAX_FDS)];
-	struct iovec iov = { (void *)buf, len };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-	if (n) {
-		struct cmsghdr *c;
-		memset(ctl, 0, sizeof(ctl));
-		mh.msg_control = ctl;
-		mh.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)n);
-		c = CMSG_FIRSTHDR(&mh);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)n);
-		memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)n);
-	}
-	return sendmsg(sock, &mh, MSG_NOSIGNAL) == (ssize_t)len ? 0 : -1;
-}
-
-/* Receive one packet and up to `max` fds (*got says how many).  More
- * than max, or a truncated packet, is an error; on error every received
- * fd is closed. */
-static ssize_t recv_with_fds(int sock, void *buf, size_t len, int *fds, int max, int *got)
-{
-	char ctl[CMSG_SPACE(sizeof(int) * REQ_MAX_FDS)];
-	struct iovec iov = { buf, len };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
-			     .msg_controllen = sizeof(ctl) };
-	bool extra = false;
-	ssize_t n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
-
-	*got = 0;
-	if (n <= 0)
-		return n;
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
-		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-			int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-			int *p = (int *)CMSG_DATA(c);
-			for (int i = 0; i < k; i++) {
-				if (*got < max) {
-					fds[(*got)++] = p[i];
-				} else {
-					close(p[i]);
-					extra = true;
-				}
-			}
-		}
-	}
-	if (extra || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
-		for (int i = 0; i < *got; i++)
-			close(fds[i]);
-		*got = 0;
-		errno = EPROTO;
-		return -1;
-	}
-	return n;
-}
 
 static int wait_readable(int fd, int ms)
 {
@@ -410,7 +351,7 @@ int zygote_spawn(struct zygote *z, const struct jail_spec *s, bool cell, struct 
 			out[n++] = s->cgroup.tasks[i];
 		req.cgroup_into = s->cgroup.into;
 		req.n_cgroup_tasks = (uint32_t)s->cgroup.n_tasks;
-		if (send_with_fds(z->ctl, &req, sizeof(req), out, n) < 0)
+		if (send_fds(z->ctl, &req, sizeof(req), out, n) < 0)
 			goto dead;
 	}
 	if (wait_readable(z->ctl, ZYGOTE_REPLY_MS) < 0)
@@ -674,7 +615,7 @@ static int zygote_serve_one(int ctl, struct jail_spec *tmpl)
 	struct jail j = { 0 };
 	int fds[REQ_MAX_FDS], nfds, cg;
 	char *buf = MAP_FAILED;
-	ssize_t n = recv_with_fds(ctl, &req, sizeof(req), fds, REQ_MAX_FDS, &nfds);
+	ssize_t n = recv_fds(ctl, &req, sizeof(req), fds, REQ_MAX_FDS, &nfds);
 
 	if (n == 0)
 		return -1; /* the supervisor is gone */
@@ -715,7 +656,7 @@ static int zygote_serve_one(int ctl, struct jail_spec *tmpl)
 		int out[2] = { j.pidfd, j.sync_fd };
 		reply.ok = 1;
 		reply.pid = j.pid;
-		send_with_fds(ctl, &reply, sizeof(reply), out, 2);
+		send_fds(ctl, &reply, sizeof(reply), out, 2);
 		close(j.pidfd);
 		close(j.sync_fd);
 		if (buf)
