@@ -859,6 +859,20 @@ int cgroup_enter(const int *fds, int n, struct pc_err *err)
 	return 0;
 }
 
+uint64_t cgroup_run_cpu_us(const struct cgroup_run *c)
+{
+	const struct cgroup_env *e = c ? c->env : NULL;
+	uint64_t v;
+	if (!e)
+		return 0;
+	if (c->v2 && cg_read_key(c->v2, "cpu.stat", "usage_usec", &v) == 0)
+		return v;
+	for (int i = 0; i < e->n_v1; i++)
+		if (c->v1[i] && (e->v1[i].ctrls & CPUACCT_BIT) && cg_read_u64(c->v1[i], "cpuacct.usage", &v) == 0)
+			return v / 1000;
+	return 0;
+}
+
 int cgroup_run_stats(struct cgroup_run *c, struct cgroup_stats *out)
 {
 	const struct cgroup_env *e = c ? c->env : NULL;

@@ -39,6 +39,9 @@ int cgroup_run_clone_fd(const struct cgroup_run *c);
 int cgroup_run_tasks_fds(const struct cgroup_run *c, int fds[CGROUP_MAX_TASKS]);
 int cgroup_enter(const int *fds, int n, struct pc_err *err);
 int cgroup_run_stats(struct cgroup_run *c, struct cgroup_stats *out);
+/* The CPU time used in the run's cgroup so far (microseconds); 0 when no
+ * cgroup counts it. */
+uint64_t cgroup_run_cpu_us(const struct cgroup_run *c);
 /* Kill everything in the run's cgroup(s). */
 void cgroup_run_kill(struct cgroup_run *c);
 /* Remove the cgroup(s); the processes must be gone. Frees c. */

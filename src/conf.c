@@ -23,7 +23,7 @@ void conf_init_default(struct pycell_conf *c)
 	memset(c, 0, sizeof(*c));
 	c->policy = xstrdup("default");
 	c->max_concurrent_runs = 4;
-	c->warm_ready = 1;
+	c->warm_ready = 2;
 	c->http_listen = xstrdup("127.0.0.1:8765");
 	c->http_host = xstrdup("127.0.0.1");
 	c->http_port = 8765;

@@ -40,7 +40,7 @@ struct pycell_conf {
 
 	uint32_t host_uid_base;     /* as root: jail ids 0..65535 map to base.. */
 	bool warm_enabled;          /* warm starts from a zygote (zygote.h) */
-	uint32_t warm_ready;        /* jails made ahead for pycell mcp (1; 0 = none) */
+	uint32_t warm_ready;        /* jails made ahead for pycell mcp (2; 0 = none) */
 };
 
 void conf_init_default(struct pycell_conf *c);

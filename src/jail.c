@@ -6,6 +6,7 @@
 
 #include <fcntl.h>
 #include <linux/sched.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -147,7 +148,7 @@ static int place_fds(const struct jail_spec *s, int sync_fd, struct pc_err *err)
 
 struct program_msg {
 	int32_t type;   /* JAIL_MSG_PROGRAM */
-	int32_t cell;
+	int32_t unused;
 	uint64_t len;   /* bytes in the memfd that comes with it */
 };
 
@@ -175,25 +176,30 @@ int jail_unpack_files(struct jail_spec *s, const char *buf, uint64_t len)
 	return 0;
 }
 
-int jail_deliver(const struct jail *j, int memfd, uint64_t len, bool cell, struct pc_err *err)
+int jail_deliver(const struct jail *j, int memfd, uint64_t len, struct pc_err *err)
 {
-	struct program_msg m = { .type = JAIL_MSG_PROGRAM, .cell = cell, .len = len };
+	struct program_msg m = { .type = JAIL_MSG_PROGRAM, .len = len };
 	if (send_fds(j->sync_fd, &m, sizeof(m), &memfd, 1) < 0)
 		return pc_syserr(err, "warm", "hand the program to a ready jail");
 	return 0;
 }
 
-/* In a parked jail's child: wait for the program, then write it into
- * /run/pycell.  *out is the spec the rest of the sequence uses.  The
- * mapping of the files stays for python. */
-static int receive_program(int sync_fd, const struct jail_spec *tmpl, struct jail_spec *out,
-			   struct pc_err *err)
+/* In a ready jail's init: wait for the program and pass it on to python,
+ * which waits for it on prog_fd.  Init never looks inside: python reads
+ * the files from the memfd itself.  When python goes first (its end of
+ * prog_fd closes), so does the jail: the supervisor makes another. */
+static int forward_program(int sync_fd, int prog_fd, struct pc_err *err)
 {
+	struct pollfd pf[2] = { { .fd = sync_fd, .events = POLLIN }, { .fd = prog_fd, .events = POLLIN } };
 	struct program_msg m;
-	const char *buf = "";
 	int fd = -1, got;
 	ssize_t n;
 
+	while (poll(pf, 2, -1) < 0)
+		if (errno != EINTR)
+			return pc_syserr(err, "warm", "wait for the program");
+	if (!(pf[0].revents & POLLIN) && pf[1].revents)
+		_exit(0);
 	do
 		n = recv_fds(sync_fd, &m, sizeof(m), &fd, 1, &got);
 	while (n < 0 && errno == EINTR);
@@ -204,17 +210,31 @@ static int receive_program(int sync_fd, const struct jail_spec *tmpl, struct jai
 			close(fd);
 		return pc_fail(err, EPROTO, "warm", "bad program message for a ready jail");
 	}
-	if (m.len && (buf = mmap(NULL, m.len, PROT_READ, MAP_PRIVATE, fd, 0)) == MAP_FAILED) {
+	if (send_fds(prog_fd, &m, sizeof(m), &fd, 1) < 0) {
 		close(fd);
-		return pc_syserr(err, "warm", "map the program");
+		return pc_syserr(err, "warm", "hand the program to python");
 	}
 	close(fd);
-	*out = *tmpl;
-	out->park = false;
-	out->cell = m.cell != 0;
-	if (jail_unpack_files(out, buf, m.len) < 0)
-		return pc_fail(err, EPROTO, "warm", "malformed program files for a ready jail");
-	return rootfs_add_program(out, err);
+	return 0;
+}
+
+int jail_receive_program(int prog_fd, uint64_t *len)
+{
+	struct program_msg m;
+	int fd = -1, got;
+	ssize_t n;
+
+	do
+		n = recv_fds(prog_fd, &m, sizeof(m), &fd, 1, &got);
+	while (n < 0 && errno == EINTR);
+	if (n != (ssize_t)sizeof(m) || got != 1) {
+		if (n > 0 && got == 1)
+			close(fd);
+		errno = n == 0 ? EPIPE : EPROTO;
+		return -1;
+	}
+	*len = m.len;
+	return fd;
 }
 
 /* The child setup sequence of DESIGN.md, top to bottom. */
@@ -223,10 +243,9 @@ static __attribute__((noreturn)) void jail_child(const struct jail_spec *s, int 
 	const struct policy *p = s->policy;
 	struct pc_err err = { 0 };
 	sigset_t none;
-	struct jail_spec prog;
 	char go;
 	pid_t pid;
-	int fd;
+	int fd, prog[2];
 
 	/* A clean signal state: the supervisor may block signals it reads
 	 * with a signalfd, and the zygote ignores SIGCHLD; init needs both. */
@@ -287,20 +306,18 @@ static __attribute__((noreturn)) void jail_child(const struct jail_spec *s, int 
 	if ((fd = place_fds(s, sync_fd, &err)) < 0)
 		goto fail;
 	sync_fd = fd;
-	/* a parked jail waits here, all but its program, limits and
-	 * privileges in place */
-	if (s->park) {
-		if (receive_program(sync_fd, s, &prog, &err) < 0)
-			goto fail;
-		prctl(PR_SET_NAME, "pycell-init");
-		s = &prog;
-	}
 	if (rlimits_apply(&p->limits, &err) < 0)
 		goto fail;
 	if (caps_drop_jail(p->jail_uid, p->jail_gid, &err) < 0)
 		goto fail;
 	if (s->filter && seccomp_filter_install(s->filter, &err) < 0)
 		goto fail;
+	/* a ready jail makes python ahead too: it waits on prog[1] for the
+	 * program, which init passes on when the supervisor sends it */
+	if (s->park && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, prog) < 0) {
+		pc_syserr(&err, "socketpair", "the program socket");
+		goto fail;
+	}
 
 	/* 4. python as pid 2 */
 	pid = fork();
@@ -315,13 +332,22 @@ static __attribute__((noreturn)) void jail_child(const struct jail_spec *s, int 
 			/* no exec will close it: the program must not be able to
 			 * write messages to the supervisor */
 			close(sync_fd);
-			s->run_inline(s);
+			if (s->park)
+				close(prog[0]);
+			s->run_inline(s, s->park ? prog[1] : -1);
 		}
 		execve(s->argv[0], s->argv, s->envp);
 		pc_syserr(&err, "exec", "execute %s", s->argv[0]);
 		child_fail(sync_fd, &err);
 	}
 	python_pid = pid;
+	if (s->park) {
+		close(prog[1]);
+		if (forward_program(sync_fd, prog[0], &err) < 0)
+			goto fail;
+		close(prog[0]);
+		prctl(PR_SET_NAME, "pycell-init");
+	}
 	jail_init(sync_fd);
 fail:
 	child_fail(sync_fd, &err);
@@ -365,8 +391,7 @@ static int write_id_maps(pid_t pid, const struct policy *p, struct pc_err *err)
 	return 0;
 }
 
-/* Kill a child that never got going, and close our ends. */
-static void jail_abort(struct jail *j)
+void jail_abort(struct jail *j)
 {
 	syscall(SYS_pidfd_send_signal, j->pidfd, SIGKILL, NULL, 0);
 	waitpid(j->pid, NULL, __WALL); /* ECHILD when the zygote cloned it */

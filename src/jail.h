@@ -39,15 +39,16 @@ struct jail_spec {
 	const char *runtime_dir;              /* bound read-only at /run/pycell/lib */
 	int stdio[3];                         /* child ends: stdin, stdout, stderr */
 	int tool_fd;                          /* child end, becomes fd 3 */
-	/* A jail made ahead of its request (a warm pool): files stays empty
-	 * and the child, its root built, waits on the sync socket for them
-	 * (jail_deliver) before its limits, privileges and python. */
+	/* A jail made ahead of its request (a ready jail, from the zygote,
+	 * cells only): files stays empty, and the child goes through the
+	 * whole sequence, python included; python then waits for its program
+	 * (jail_deliver), which init passes on over a socket of their own. */
 	bool park;
-	bool cell;                            /* run_inline: the program is a cell */
 	/* NULL: pid 2 execs argv.  Else pid 2 calls this instead of execve,
 	 * with the jail complete (the zygote runs the program in its already
-	 * initialised interpreter); it must not return. */
-	void (*run_inline)(const struct jail_spec *s);
+	 * initialised interpreter); prog_fd is its end of the program socket
+	 * in a ready jail (jail_receive_program), else -1.  Must not return. */
+	void (*run_inline)(const struct jail_spec *s, int prog_fd);
 };
 
 struct jail {
@@ -68,7 +69,7 @@ struct jail_msg {
 	struct pc_err err;        /* JAIL_MSG_ERROR */
 };
 
-/* The most program bytes (all files) a parked jail takes. */
+/* The most program bytes (all files) a ready jail takes. */
 #define JAIL_PARK_FILES_MAX (16u << 20)
 
 /* Files in one buffer (a memfd): for each, its name, a NUL, its length (8
@@ -76,10 +77,13 @@ struct jail_msg {
  * -1 when it is malformed or holds more than JAIL_MAX_FILES. */
 int jail_unpack_files(struct jail_spec *s, const char *buf, uint64_t len);
 
-/* Give a parked jail its program: memfd holds len bytes of files (the
- * format above); cell as for jail_spec.  The child writes them into
- * /run/pycell and goes on. */
-int jail_deliver(const struct jail *j, int memfd, uint64_t len, bool cell, struct pc_err *err);
+/* Give a ready jail its program: memfd holds len bytes of files (the
+ * format above).  Init passes the memfd on to python, which reads the
+ * files from it: a ready jail's /run/pycell holds no program files. */
+int jail_deliver(const struct jail *j, int memfd, uint64_t len, struct pc_err *err);
+/* In a ready jail's python: wait on prog_fd for the program.  The memfd
+ * (its length in *len), or -1 with errno set. */
+int jail_receive_program(int prog_fd, uint64_t *len);
 
 /* Spawn the jail: jail_clone then jail_release.  On success the child is
  * building its root; errors from there on arrive as JAIL_MSG_ERROR on
@@ -93,6 +97,8 @@ int jail_spawn(const struct jail_spec *spec, struct jail *j, struct pc_err *err)
  * child and close j's fds. */
 int jail_clone(const struct jail_spec *spec, struct jail *j, struct pc_err *err);
 int jail_release(const struct jail_spec *spec, struct jail *j, struct pc_err *err);
+/* Kill a child that has not run its program, and close j's fds. */
+void jail_abort(struct jail *j);
 /* Record where main()'s argv and environ strings are, so a jail's init
  * can blank its inherited copy of them (/proc/1/cmdline, /proc/1/environ). */
 void jail_note_cmdline(char **argv);

@@ -680,11 +680,27 @@ static void finish_version(struct mcp_call *c)
 
 /* ------------------------------------------------------------ scheduling */
 
-/* Keep cfg.ready jails made ahead while there is a zygote.  Making one
- * costs the loop a zygote round trip and the id maps (about 1-2 ms); a
- * failure is retried a second later at the earliest. */
+/* Take ready jail i off the list (the rest keep their order). */
+static struct run *ready_take(struct mcp_server *s, unsigned i)
+{
+	struct run *r = s->ready[i];
+	memmove(s->ready + i, s->ready + i + 1, (--s->n_ready - i) * sizeof(*s->ready));
+	return r;
+}
+
+/* Keep cfg.ready jails made ahead while there is a zygote (a dead one is
+ * replaced).  Making one costs the loop a zygote round trip and the id
+ * maps (about 1 ms); a failure is retried a second later at the earliest. */
 static void ready_fill(struct mcp_server *s)
 {
+	for (unsigned i = 0; i < s->n_ready;) {
+		if (run_parked_alive(s->ready[i])) {
+			i++;
+			continue;
+		}
+		log_warn("mcp: a ready jail died while waiting; making another");
+		run_free(ready_take(s, i));
+	}
 	while (s->env->zygote && s->n_ready < s->cfg.ready && now_ms() - s->ready_failed_ms >= 1000) {
 		struct run_request req = { .stdin_fd = -1 };
 		struct pc_err err = { 0 };
@@ -700,24 +716,25 @@ static void ready_fill(struct mcp_server *s)
 	}
 }
 
-/* A run_python on a ready jail; false when there is none or it failed
- * (then freed, and the call starts the usual way). */
+/* A run_python on a ready jail, the oldest (the most likely to be done
+ * getting ready); false when there is none or none works (those that
+ * failed are freed, and the call starts the usual way). */
 static bool start_ready(struct mcp_server *s, struct mcp_call *c, const struct run_request *req)
 {
-	struct pc_err err = { 0 };
-	struct run *r;
 	/* a program a ready jail cannot take (its files, with 64 KiB for
-	 * their names and .warm.json) leaves the jail for the next call */
-	if (!s->n_ready || c->code_len + (c->variables_json ? strlen(c->variables_json) : 0) + (64u << 10) >
-				   JAIL_PARK_FILES_MAX)
+	 * their names) leaves the jails for the next call */
+	if (c->code_len + (c->variables_json ? strlen(c->variables_json) : 0) + (64u << 10) > JAIL_PARK_FILES_MAX)
 		return false;
-	r = s->ready[--s->n_ready];
-	if (run_start_parked(r, req, &err) == 0) {
-		c->run = r;
-		return true;
+	while (s->n_ready) {
+		struct pc_err err = { 0 };
+		struct run *r = ready_take(s, 0);
+		if (run_start_parked(r, req, &err) == 0) {
+			c->run = r;
+			return true;
+		}
+		log_warn("mcp: run %llu: a ready jail failed (%s: %s); trying another", c->seq, err.step, err.msg);
+		run_free(r);
 	}
-	log_warn("mcp: run %llu: a ready jail failed (%s: %s); starting another", c->seq, err.step, err.msg);
-	run_free(r);
 	return false;
 }
 
@@ -741,12 +758,11 @@ static int call_start(struct mcp_call *c, struct pc_err *err)
 		s->cfg.attach_tools(s->cfg.tool_ctx, &req);
 	c->state = CALL_RUNNING;
 	c->t_started = now_ms();
-	if (c->kind == CALL_RUN_PYTHON && start_ready(s, c, &req)) {
-		/* make the next one while this one runs: the loop would only
-		 * wait for the jail meanwhile */
-		ready_fill(s);
+	/* the next ready jail is made once this run has been answered
+	 * (on_defer): made now, it would compete with this run for the CPU
+	 * and hold the loop for the zygote's round trip */
+	if (c->kind == CALL_RUN_PYTHON && start_ready(s, c, &req))
 		return 0;
-	}
 	return run_start(s->loop, &req, &c->run, err);
 }
 

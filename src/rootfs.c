@@ -271,14 +271,13 @@ static int write_program(const char *dir, const struct jail_spec *s, struct pc_e
 
 /* /run/pycell: the program (and cell-mode variables), then the runtime
  * package bound read-only at lib/; the whole directory read-only.  A
- * parked jail's stays writable and empty until rootfs_add_program. */
+ * ready jail's holds the runtime only: its python reads the program from
+ * a memfd. */
 static int build_run_dir(const struct jail_spec *s, struct pc_err *err)
 {
 	uint64_t size = 64 << 10;
 	for (int i = 0; i < s->n_files; i++)
 		size += s->files[i].len + 4096;
-	if (s->park)
-		size += JAIL_PARK_FILES_MAX;
 	if (mkdir_p(NEW JAIL_RUN_DIR, 0755, err) < 0)
 		return -1;
 	if (tmpfs(NEW JAIL_RUN_DIR, size, "0755", NULL, 0, err) < 0)
@@ -287,14 +286,7 @@ static int build_run_dir(const struct jail_spec *s, struct pc_err *err)
 		return -1;
 	if (s->runtime_dir && bind_path(s->runtime_dir, JAIL_LIB_DIR, false, false, err) < 0)
 		return -1;
-	return s->park ? 0 : make_readonly(NEW JAIL_RUN_DIR, false, err);
-}
-
-int rootfs_add_program(const struct jail_spec *s, struct pc_err *err)
-{
-	if (write_program(JAIL_RUN_DIR, s, err) < 0)
-		return -1;
-	return make_readonly(JAIL_RUN_DIR, false, err);
+	return make_readonly(NEW JAIL_RUN_DIR, false, err);
 }
 
 static int pivot_root(const char *new_root, const char *put_old)

@@ -9,10 +9,6 @@
  * root, pivot into it, detach the host, make / read-only, cwd /workspace. */
 int rootfs_build(const struct jail_spec *spec, struct pc_err *err);
 
-/* In a parked jail's child, after rootfs_build: write the program files
- * (spec->files) into /run/pycell and make it read-only. */
-int rootfs_add_program(const struct jail_spec *spec, struct pc_err *err);
-
 #define JAIL_RUN_DIR "/run/pycell"
 #define JAIL_LIB_DIR "/run/pycell/lib"
 #define JAIL_WORKSPACE "/workspace"

@@ -44,6 +44,7 @@ struct run {
 	struct run_result result;
 	struct jail jail;
 	struct cgroup_run *cgroup;
+	uint64_t cpu_base_us;  /* the cgroup's CPU time before the run (ready jails) */
 	uint64_t t0;
 	uint64_t timeout_ms;
 
@@ -154,16 +155,13 @@ static void finish_if_complete(struct run *r)
 		res->cpu_ms = (uint64_t)r->exit_msg.cpu_us / 1000;
 		res->memory_peak_bytes = (uint64_t)r->exit_msg.maxrss_kb * 1024;
 	}
-	if (r->cgroup) {
-		cgroup_run_kill(r->cgroup);
-		if (cgroup_run_stats(r->cgroup, &st) == 0) {
-			if (st.cpu_us)
-				res->cpu_ms = st.cpu_us / 1000;
-			if (st.memory_peak_bytes)
-				res->memory_peak_bytes = st.memory_peak_bytes;
-		}
-		cgroup_run_destroy(r->cgroup);
-		r->cgroup = NULL;
+	/* the counters only: the cgroups go in run_free, after the caller
+	 * has answered (removing them takes longer than reading them) */
+	if (r->cgroup && cgroup_run_stats(r->cgroup, &st) == 0) {
+		if (st.cpu_us)
+			res->cpu_ms = (st.cpu_us > r->cpu_base_us ? st.cpu_us - r->cpu_base_us : 0) / 1000;
+		if (st.memory_peak_bytes)
+			res->memory_peak_bytes = st.memory_peak_bytes;
 	}
 	if (r->got_error)
 		res->status = RUN_SETUP_FAILED;
@@ -657,16 +655,24 @@ static int run_spawn(struct run *r, bool park, struct pc_err *setup_err)
 			pc_fail(setup_err, EINVAL, "warm", "no zygote serves this policy");
 			goto fail;
 		}
-		if (zygote_spawn(q->zygote, &spec, true, &r->jail, setup_err) < 0 ||
+		if (zygote_spawn(q->zygote, &spec, &r->jail, setup_err) < 0 ||
 		    jail_release(&spec, &r->jail, setup_err) < 0)
 			goto fail;
 		goto spawned;
 	}
 	if (q->zygote && zygote_serves(q->zygote, p)) {
+		/* a warm cell goes the way of a ready jail, given its cell at once */
 		struct pc_err warm_err = { 0 };
-		if (zygote_spawn(q->zygote, &spec, q->mode == RUN_MODE_CELL, &r->jail, &warm_err) == 0 &&
-		    jail_release(&spec, &r->jail, &warm_err) == 0)
-			goto spawned;
+		bool cell = q->mode == RUN_MODE_CELL;
+		spec.park = cell;
+		if (zygote_spawn(q->zygote, &spec, &r->jail, &warm_err) == 0) {
+			if (jail_release(&spec, &r->jail, &warm_err) == 0) {
+				if (!cell || zygote_deliver(&spec, &r->jail, &warm_err) == 0)
+					goto spawned;
+				jail_abort(&r->jail);
+			}
+		}
+		spec.park = false;
 		result_add_warning(&r->result, "warm start failed, started cold: %s: %s", warm_err.step,
 				   warm_err.msg);
 	}
@@ -785,23 +791,30 @@ struct run *run_park(struct loop *l, const struct run_request *q, struct pc_err 
 	return r;
 }
 
+bool run_parked_alive(const struct run *r)
+{
+	struct pollfd pf = { .fd = r->jail.pidfd, .events = POLLIN };
+	return poll(&pf, 1, 0) == 0;
+}
+
 int run_start_parked(struct run *r, const struct run_request *q, struct pc_err *err)
 {
 	struct jail_spec spec = { 0 };
 	cleanup_free char *vars = NULL;
-	struct pollfd pf = { .fd = r->jail.pidfd, .events = POLLIN };
 
 	/* same policy (the jail is built for it), same kind of program */
 	if (q->policy != r->req.policy || q->mode != RUN_MODE_CELL || r->req.mode != RUN_MODE_CELL)
 		return pc_fail(err, EINVAL, "warm", "the ready jail was made for another policy or mode");
-	if (poll(&pf, 1, 0) != 0)
+	if (!run_parked_alive(r))
 		return pc_fail(err, ESRCH, "warm", "the ready jail is gone");
 	spec.policy = q->policy;
 	spec.argv = r->argv;
 	spec.envp = r->envp;
 	program_files(&spec, q, &vars);
-	if (zygote_deliver(&spec, true, &r->jail, err) < 0)
+	if (zygote_deliver(&spec, &r->jail, err) < 0)
 		return -1;
+	/* the run's CPU time starts now: what made the jail ready is not its */
+	r->cpu_base_us = cgroup_run_cpu_us(r->cgroup);
 	r->req = *q;
 	return run_go(r, err);
 }

@@ -98,10 +98,12 @@ void run_request_from_env(struct run_request *req, const struct run_env *env);
 int run_start(struct loop *l, const struct run_request *req, struct run **out, struct pc_err *err);
 /* Warm pools: a run whose jail is made ahead of its request, from the
  * zygote of req (which must serve req's policy), in RUN_MODE_CELL.  Its
- * jail waits, root built and in its cgroups, for a program; nothing of it
- * is watched until run_start_parked.  NULL (err set) when it could not be
- * made.  Each parked run serves exactly one request. */
+ * jail goes through the whole sequence, and its python waits for a cell;
+ * nothing of it is watched until run_start_parked.  NULL (err set) when
+ * it could not be made.  Each parked run serves exactly one request. */
 struct run *run_park(struct loop *l, const struct run_request *req, struct pc_err *err);
+/* Is the parked run's jail still there (its init alive)? */
+bool run_parked_alive(const struct run *r);
 /* Start req (same policy pointer as the park request's, RUN_MODE_CELL) on
  * a parked run.  On -1 nothing ran: free the run and start req otherwise. */
 int run_start_parked(struct run *r, const struct run_request *req, struct pc_err *err);

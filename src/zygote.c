@@ -49,11 +49,11 @@ _Static_assert(REQ_MAX_FDS <= FDS_MAX, "a request's fds fit one packet");
 
 struct spawn_req {
 	uint32_t type;
-	uint32_t cell;        /* run _cell instead of the script */
+	uint32_t unused;
 	uint64_t files_len;   /* bytes in the memfd */
 	uint32_t cgroup_into;
 	uint32_t n_cgroup_tasks;
-	uint32_t park;        /* a ready jail: no files (an empty memfd) */
+	uint32_t park;        /* a ready jail for a cell: no files (an empty memfd) */
 };
 
 struct spawn_reply {
@@ -254,79 +254,73 @@ pid_t zygote_pid(const struct zygote *z)
 	return z ? z->pid : 0;
 }
 
-/* The program files and .warm.json, in one memfd: for each file its name,
- * a NUL, its length (8 bytes, native order) and its bytes. */
-static int pack_files(const struct jail_spec *s, bool cell, uint64_t *len, struct pc_err *err)
+/* The program files in one memfd: for each file its name, a NUL, its
+ * length (8 bytes, native order) and its bytes.  A script's also carry
+ * .warm.json: its sys.argv, environment and sys.path[0], for the prelude
+ * (a cell's are the same for every cell, set in the ready jail ahead). */
+static int pack_files(const struct jail_spec *s, bool script, uint64_t *len, struct pc_err *err)
 {
 	const struct policy *p = s->policy;
-	json_t *warm = json_object(), *argv = json_array(), *env = json_object();
-	char *wtext;
-	int fd;
+	cleanup_free char *wtext = NULL;
+	int fd, n_files = s->n_files + (script ? 1 : 0);
 	uint64_t total = 0;
-	size_t skip = 1 + p->n_python_flags;
 
-	bool ok = true;
-
-	/* sys.argv as python would set it from the cold argv; json_string
-	 * refuses bytes that are not UTF-8 (python would decode them with
-	 * surrogateescape: such runs stay cold) */
-	if (cell)
-		ok &= json_array_append_new(argv, json_string("-c")) == 0;
-	else
-		for (size_t i = skip; s->argv[i]; i++)
+	if (script) {
+		json_t *warm = json_object(), *argv = json_array(), *env = json_object();
+		bool ok = true;
+		/* sys.argv as python would set it from the cold argv; json_string
+		 * refuses bytes that are not UTF-8 (python would decode them with
+		 * surrogateescape: such runs stay cold) */
+		for (size_t i = 1 + p->n_python_flags; s->argv[i]; i++)
 			ok &= json_array_append_new(argv, json_string(s->argv[i])) == 0;
-	for (size_t i = 0; s->envp[i]; i++) {
-		const char *eq = strchr(s->envp[i], '=');
-		char *k = xasprintf("%.*s", (int)(eq - s->envp[i]), s->envp[i]);
-		ok &= json_object_set_new(env, k, json_string(eq + 1)) == 0;
-		free(k);
+		for (size_t i = 0; s->envp[i]; i++) {
+			const char *eq = strchr(s->envp[i], '=');
+			char *k = xasprintf("%.*s", (int)(eq - s->envp[i]), s->envp[i]);
+			ok &= json_object_set_new(env, k, json_string(eq + 1)) == 0;
+			free(k);
+		}
+		json_object_set_new(warm, "argv", argv);
+		json_object_set_new(warm, "env", env);
+		json_object_set_new(warm, "path0", json_string(JAIL_RUN_DIR));
+		wtext = ok ? json_dumps(warm, JSON_COMPACT) : NULL;
+		json_decref(warm);
+		if (!wtext)
+			return pc_fail(err, EINVAL, "warm", "arguments or environment are not valid UTF-8");
 	}
-	json_object_set_new(warm, "argv", argv);
-	json_object_set_new(warm, "env", env);
-	json_object_set_new(warm, "path0", json_string(cell ? "" : JAIL_RUN_DIR));
-	wtext = ok ? json_dumps(warm, JSON_COMPACT) : NULL;
-	json_decref(warm);
-	if (!wtext)
-		return pc_fail(err, EINVAL, "warm", "arguments or environment are not valid UTF-8");
 
 	fd = memfd_create("pycell-run", MFD_CLOEXEC);
-	if (fd < 0) {
-		free(wtext);
+	if (fd < 0)
 		return pc_syserr(err, "warm", "memfd_create");
-	}
-	for (int i = 0; i <= s->n_files; i++) {
+	for (int i = 0; i < n_files; i++) {
 		const char *name = i < s->n_files ? s->files[i].name : WARM_FILE;
 		const char *data = i < s->n_files ? s->files[i].data : wtext;
 		uint64_t n = i < s->n_files ? s->files[i].len : strlen(wtext);
 		if (write_all(fd, name, strlen(name) + 1) < 0 || write_all(fd, &n, sizeof(n)) < 0 ||
 		    write_all(fd, data, n) < 0) {
 			pc_syserr(err, "warm", "write the program for the zygote");
-			free(wtext);
 			close(fd);
 			return -1;
 		}
 		total += strlen(name) + 1 + sizeof(n) + n;
 	}
-	free(wtext);
 	*len = total;
 	return fd;
 }
 
-int zygote_deliver(const struct jail_spec *s, bool cell, const struct jail *j, struct pc_err *err)
+int zygote_deliver(const struct jail_spec *s, const struct jail *j, struct pc_err *err)
 {
 	uint64_t len;
-	cleanup_close int memfd = pack_files(s, cell, &len, err);
+	cleanup_close int memfd = pack_files(s, false, &len, err);
 	if (memfd < 0)
 		return -1;
 	if (len > JAIL_PARK_FILES_MAX)
 		return pc_fail(err, EFBIG, "warm", "the program is too large for a ready jail");
-	return jail_deliver(j, memfd, len, cell, err);
+	return jail_deliver(j, memfd, len, err);
 }
 
-int zygote_spawn(struct zygote *z, const struct jail_spec *s, bool cell, struct jail *j,
-		 struct pc_err *err)
+int zygote_spawn(struct zygote *z, const struct jail_spec *s, struct jail *j, struct pc_err *err)
 {
-	struct spawn_req req = { .type = Z_SPAWN, .cell = cell, .park = s->park };
+	struct spawn_req req = { .type = Z_SPAWN, .park = s->park };
 	struct spawn_reply reply;
 	int fds[2];
 	cleanup_close int memfd = -1;
@@ -338,7 +332,7 @@ int zygote_spawn(struct zygote *z, const struct jail_spec *s, bool cell, struct 
 		if (memfd < 0)
 			return pc_syserr(err, "warm", "memfd_create");
 	} else {
-		memfd = pack_files(s, cell, &req.files_len, err);
+		memfd = pack_files(s, true, &req.files_len, err);
 	}
 	if (memfd < 0)
 		return -1;
@@ -414,7 +408,7 @@ static struct {
 	long (*LongAsLong)(void *);
 } py;
 
-/* Runs in __main__ before the program; leaves no names behind. */
+/* Runs in __main__ before a script; leaves no names behind. */
 static const char warm_prelude[] =
 	"def _pycell_warm():\n"
 	"    import os, sys, json\n"
@@ -431,6 +425,24 @@ static const char warm_prelude[] =
 	"    sys.path_importer_cache.pop('" JAIL_LIB_DIR "', None)\n"
 	"_pycell_warm()\n"
 	"del _pycell_warm\n";
+
+/* The same for a cell, in a ready jail before its cell arrives: what
+ * `python -c "import pycell._cell ..."` would have for sys.argv,
+ * sys.path[0] and os.environ (%s: the environment, a JSON object, which
+ * Python reads as a dict), then _cell.warm_up. */
+static const char ready_prelude_fmt[] =
+	"def _pycell_ready(env):\n"
+	"    import os, sys\n"
+	"    if dict(os.environ) != env:\n"
+	"        os.environ.clear()\n"
+	"        os.environ.update(env)\n"
+	"    sys.argv[:] = ['-c']\n"
+	"    sys.path.insert(0, '')\n"
+	"    sys.path_importer_cache.pop('" JAIL_LIB_DIR "', None)\n"
+	"    sys.modules['pycell._cell'].warm_up()\n"
+	"_pycell_ready(%s)\n"
+	"del _pycell_ready\n";
+static char *ready_prelude;
 
 /* The end of a warm run: what Py_FinalizeEx does that a program can
  * see (non-daemon threads joined, atexit handlers, __main__'s objects
@@ -478,43 +490,65 @@ static const char warm_exit[] =
 	"        raise SystemExit(120)\n"
 	"_pycell_exit()\n";
 
+/* A ready jail's pid 2 (prog_fd >= 0): get ready, wait for the cell,
+ * run it; the status comes back in sys, not as SystemExit, which would
+ * tear the interpreter down, and no name is bound in __main__. */
+static int run_cell(int prog_fd)
+{
+	char code[128];
+	uint64_t len;
+	void *st;
+	int fd;
+
+	prctl(PR_SET_NAME, "pycell-ready");
+	if (py.RunSimpleStringFlags(ready_prelude, NULL) != 0)
+		_exit(125);
+	fd = jail_receive_program(prog_fd, &len);
+	if (fd < 0)
+		_exit(125);
+	close(prog_fd);
+	prctl(PR_SET_NAME, "python3"); /* exec would have named it after the binary */
+	snprintf(code, sizeof(code),
+		 "__import__('sys')._pycell_status = __import__('pycell._cell', fromlist=['_']).warm_main(%d, %llu)\n",
+		 fd, (unsigned long long)len);
+	if (py.RunSimpleStringFlags(code, NULL) != 0)
+		return 1;
+	st = py.SysGetObject("_pycell_status");
+	return st ? (int)py.LongAsLong(st) : 1;
+}
+
+static int run_script(const struct jail_spec *s)
+{
+	char path[PATH_MAX];
+	FILE *f;
+
+	prctl(PR_SET_NAME, "python3");
+	if (py.RunSimpleStringFlags(warm_prelude, NULL) != 0)
+		_exit(125);
+	snprintf(path, sizeof(path), JAIL_RUN_DIR "/%s", s->files[0].name);
+	f = fopen(path, "rb");
+	if (!f) {
+		fprintf(stderr, "%s: can't open file '%s': [Errno %d] %s\n", s->policy->python, path, errno,
+			strerror(errno));
+		exit(2);
+	}
+	return py.RunSimpleFileExFlags(f, path, 1, NULL) ? 1 : 0;
+}
+
 /* pid 2 of a warm jail: confined already; run the program in the
  * interpreter inherited from the zygote. */
-static __attribute__((noreturn)) void zygote_run_inline(const struct jail_spec *s)
+static __attribute__((noreturn)) void zygote_run_inline(const struct jail_spec *s, int prog_fd)
 {
-	int status = 0;
+	int status;
 	/* What exec would have done: a cold run's python is dumpable, so its
 	 * /proc/self belongs to it (comm, setproctitle).  Its memory is a copy
 	 * of the zygote's, which holds no secrets; init stays non-dumpable. */
 	if (prctl(PR_SET_DUMPABLE, 1) < 0)
 		_exit(125);
-	prctl(PR_SET_NAME, "python3"); /* exec would have named it after the binary */
 	/* also runs the interpreter's at-fork hooks: random reseeds there, so
 	 * runs from one zygote do not share its state (test_warm.py) */
 	py.AfterForkChild();
-	if (py.RunSimpleStringFlags(warm_prelude, NULL) != 0)
-		_exit(125);
-	if (s->cell) {
-		/* the status comes back in sys, not as SystemExit, which would
-		 * tear the interpreter down; no name is bound in __main__ */
-		void *st;
-		status = py.RunSimpleStringFlags("__import__('sys')._pycell_status = "
-						 "__import__('pycell._cell', fromlist=['_']).warm_main()\n",
-						 NULL) ? 1 : 0;
-		if (!status && (st = py.SysGetObject("_pycell_status")))
-			status = (int)py.LongAsLong(st);
-	} else {
-		char path[PATH_MAX];
-		FILE *f;
-		snprintf(path, sizeof(path), JAIL_RUN_DIR "/%s", s->files[0].name);
-		f = fopen(path, "rb");
-		if (!f) {
-			fprintf(stderr, "%s: can't open file '%s': [Errno %d] %s\n", s->policy->python, path,
-				errno, strerror(errno));
-			exit(2);
-		}
-		status = py.RunSimpleFileExFlags(f, path, 1, NULL) ? 1 : 0;
-	}
+	status = prog_fd >= 0 ? run_cell(prog_fd) : run_script(s);
 	if (py.RunSimpleStringFlags(warm_exit, NULL) != 0)
 		status = 120;
 	/* Python has run its atexit handlers and flushed its streams; skip
@@ -602,6 +636,26 @@ static int load_python(const char *libname, const struct policy *p, const char *
 			return pc_fail(err, EINVAL, "warm", "preloading the pycell runtime from %s failed",
 				       runtime_dir);
 	}
+	{
+		/* the environment a cell's python gets: without the flags' */
+		json_t *env = json_object();
+		cleanup_free char *text = NULL;
+		bool ok = true;
+		envp = run_jail_envp(p);
+		for (char **e = envp; *e; e++) {
+			char *eq = strchr(*e, '=');
+			*eq = '\0';
+			ok &= json_object_set_new(env, *e, json_string(eq + 1)) == 0;
+			free(*e);
+		}
+		free(envp);
+		/* a JSON object of strings reads as a Python dict */
+		text = ok ? json_dumps(env, JSON_COMPACT) : NULL;
+		json_decref(env);
+		if (!text)
+			return pc_fail(err, EINVAL, "warm", "the policy's environment is not valid UTF-8");
+		ready_prelude = xasprintf(ready_prelude_fmt, text);
+	}
 	if (py.RunSimpleStringFlags("__import__('gc').freeze()\n", NULL) != 0)
 		return pc_fail(err, EINVAL, "warm", "gc.freeze failed");
 	return 0;
@@ -650,7 +704,6 @@ static int zygote_serve_one(int ctl, struct jail_spec *tmpl)
 	s.cgroup.n_tasks = (int)req.n_cgroup_tasks;
 	for (int i = 0; i < s.cgroup.n_tasks; i++)
 		s.cgroup.tasks[i] = fds[cg++];
-	s.cell = req.cell;
 	s.park = req.park;
 	if (jail_clone(&s, &j, &reply.err) == 0) {
 		int out[2] = { j.pidfd, j.sync_fd };

@@ -31,13 +31,12 @@ int zygote_start(const struct policy *p, const char *runtime_dir, struct zygote 
 /* Can this zygote serve a run of policy p (same interpreter and jail)? */
 bool zygote_serves(const struct zygote *z, const struct policy *p);
 /* Clone a jail from the zygote; on success j holds the pidfd and sync fd
- * and the child waits for jail_release().  argv/envp of spec become the
- * program's sys.argv and os.environ. */
-int zygote_spawn(struct zygote *z, const struct jail_spec *spec, bool cell_mode, struct jail *j,
-		 struct pc_err *err);
-/* For a jail spawned with spec->park: pack the program of spec (its
- * files, argv and envp, as zygote_spawn would) and hand it to the jail. */
-int zygote_deliver(const struct jail_spec *spec, bool cell_mode, const struct jail *j, struct pc_err *err);
+ * and the child waits for jail_release().  Without spec->park it runs a
+ * script: spec's files, with argv/envp as sys.argv and os.environ.  With
+ * spec->park it becomes a ready jail for one cell (zygote_deliver). */
+int zygote_spawn(struct zygote *z, const struct jail_spec *spec, struct jail *j, struct pc_err *err);
+/* Hand a ready jail its cell: the files of spec (main.py, variables.json). */
+int zygote_deliver(const struct jail_spec *spec, const struct jail *j, struct pc_err *err);
 pid_t zygote_pid(const struct zygote *z);
 void zygote_free(struct zygote *z);
 

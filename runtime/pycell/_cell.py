@@ -4,7 +4,9 @@ The supervisor starts ``python -c "import pycell._cell as c; c.main()"``.
 The variables in /run/pycell/variables.json become globals of __main__,
 the code runs with the file name "<cell>", and when its last statement is
 an expression, that value goes back to the supervisor over fd 3 as one
-JSON-RPC notification packet, ``pycell/result``.
+JSON-RPC notification packet, ``pycell/result``.  In a ready jail of a
+warm server, python is forked ahead and calls warm_up(), then warm_main()
+with the cell's files in a memfd instead.
 
 Startup cost matters (every run pays it), so this module imports only
 builtins up front: json loads only for variables, traceback only for an
@@ -37,8 +39,8 @@ def _read(path):
         return b""
 
 
-def _load_variables(namespace):
-    raw = _read(VARIABLES_FILE).strip()
+def _load_variables(namespace, raw):
+    raw = raw.strip()
     if not raw or raw == b"{}":
         return
     import json
@@ -235,7 +237,9 @@ def _print_exception(exc):
     traceback.print_exception(type(exc), exc, first)
 
 
-def main():
+def main(code=None, variables=None):
+    """Run the cell: code and variables (bytes) as given, else from
+    /run/pycell/main.py and variables.json."""
     global _source
     namespace = sys.modules["__main__"].__dict__
     # the bootstrap "import pycell._cell as c" bound c: not the user's
@@ -243,8 +247,10 @@ def main():
     sys.argv[:] = [FILENAME]
     runner = _Runner(namespace)
     try:
-        _source = _read(CODE_FILE).decode("utf-8", "surrogateescape")
-        _load_variables(namespace)
+        if code is None:
+            code, variables = _read(CODE_FILE), _read(VARIABLES_FILE)
+        _source = code.decode("utf-8", "surrogateescape")
+        _load_variables(namespace, variables)
         body, last = _compile(_source)
         runner.run(body)
         if last is not None:
@@ -260,13 +266,57 @@ def main():
         runner.close()
 
 
-def warm_main():
-    """main() for a warm jail, whose pid 2 calls it in the interpreter
-    inherited from the zygote: the exit status is returned, as python
-    would compute it from SystemExit, instead of raised (raising it would
-    tear the whole interpreter down)."""
+def _unpack(data):
+    """The files of a warm run's memfd: for each, its name, a NUL, its
+    length (8 bytes, native order) and its bytes."""
+    files, off = {}, 0
+    while off < len(data):
+        end = data.index(b"\0", off)
+        name = data[off:end].decode()
+        n = int.from_bytes(data[end + 1:end + 9], sys.byteorder)
+        off = end + 9 + n
+        files[name] = data[end + 9:off]
+    return files
+
+
+def warm_up():
+    """In a ready jail, before its cell arrives: go once through what a
+    cell goes through (compile, run, return a value, exit) in a scratch
+    namespace, so that the pages of the interpreter this touches are this
+    process's own copies before the cell's time starts: the first write
+    to each one is a copy-on-write fault.  Leaves nothing behind."""
+    import gc
+    import io
+    body, last = _compile("x = [1, 'a']\nfor i in range(3):\n    x.append(i * 2.5)\nx\n")
+    scratch = {"__builtins__": __builtins__}
+    eval(body, scratch)
+    _encode_value(eval(last, scratch), MAX_VALUE_BYTES)
+    print("", end="", file=io.StringIO())
+    sys.stdout.flush()
+    sys.stderr.flush()
+    scratch.clear()
+    gc.collect()
+
+
+def warm_main(fd, length):
+    """main() for a ready jail, whose pid 2 calls it in the interpreter
+    inherited from the zygote, with the cell's files in memfd fd: the exit
+    status is returned, as python would compute it from SystemExit,
+    instead of raised (raising it would tear the whole interpreter down)."""
+    import os
+    parts, got = [], 0
     try:
-        main()
+        while got < length:  # from offset 0: the writer's offset is shared
+            part = os.pread(fd, length - got, got)
+            if not part:
+                break
+            parts.append(part)
+            got += len(part)
+    finally:
+        os.close(fd)
+    files = _unpack(b"".join(parts))
+    try:
+        main(files.get("main.py", b""), files.get("variables.json", b""))
     except SystemExit as e:
         code = e.code
         if code is None:
@@ -279,4 +329,3 @@ def warm_main():
             pass
         return 1
     return 0
-

@@ -159,21 +159,44 @@ def ready_jails(server, n, timeout=10):
                          f"expected {n} ready jails")
 
 
-def test_a_ready_jail_holds_no_program_and_serves_one_run(require_root):
-    s = Mcp(["--warm"], pycell_env())
+def status_fields(pid, *keys):
+    with open(f"/proc/{pid}/status") as f:
+        fields = dict(line.rstrip("\n").split(":\t", 1) for line in f if ":\t" in line)
+    return [fields[k].strip() for k in keys]
+
+
+def ready_python(init, timeout=10):
+    """The python a ready jail made ahead: its init's one child, named
+    pycell-ready until its cell comes."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        kids = children(init)
+        if len(kids) == 1 and comm(kids[0]) == "pycell-ready":
+            return kids[0]
+        time.sleep(0.005)
+    raise AssertionError(f"ready jail {init} has children {[(k, comm(k)) for k in children(init)]}")
+
+
+def test_a_ready_jail_holds_no_program_and_serves_one_run(require_root, tmp_path):
+    conf = tmp_path / "pycell.conf"
+    conf.write_text(json.dumps({"warm": {"ready": 1}}))
+    s = Mcp(["--warm", "--config", str(conf)], pycell_env())
     try:
         [first] = ready_jails(s, 1)
-        # made ahead: once its root is built (until then /proc/PID/root is
-        # the host's), its program dir is empty but for the runtime
-        deadline = time.monotonic() + 10
-        while not os.path.exists(f"/proc/{first}/root/run/pycell/lib") and time.monotonic() < deadline:
-            time.sleep(0.005)
-        assert os.listdir(f"/proc/{first}/root/run/pycell") == ["lib"]
+        py = ready_python(first)
+        # made ahead and waiting: confined as a running python is (the
+        # jail's filter, the only one under the default policy, which
+        # allows processes; no capabilities; the jail's uid), and holding
+        # no program: its program dir is the runtime alone
+        assert status_fields(py, "Seccomp", "Seccomp_filters", "NoNewPrivs", "CapEff", "CapPrm",
+                             "CapBnd") == ["2", "1", "1"] + ["0000000000000000"] * 3
+        assert status_fields(first, "Seccomp", "Seccomp_filters", "CapEff") == ["2", "1", "0000000000000000"]
+        assert status_fields(py, "Uid")[0].split() == [str(100000 + 1000)] * 4
+        assert os.listdir(f"/proc/{py}/root/run/pycell") == ["lib"]
         sc = s.run("import os\nopen('/tmp/mark', 'w').write('x')\n"
                    "[sorted(os.listdir('/run/pycell')), open('/proc/1/comm').read(), "
-                   "open('/proc/self/comm').read()]")
-        assert sc["return_value"] == [[".warm.json", "lib", "main.py", "variables.json"],
-                                      "pycell-init\n", "python3\n"]
+                   "open('/proc/self/comm').read(), os.getpid()]")
+        assert sc["return_value"] == [["lib"], "pycell-init\n", "python3\n", 2]
         [second] = ready_jails(s, 1)
         assert second != first and not os.path.exists(f"/proc/{first}")
         # the next run is the next jail: nothing of the first is there
@@ -188,16 +211,35 @@ def test_a_ready_jail_holds_no_program_and_serves_one_run(require_root):
 def test_a_dead_ready_jail_is_replaced():
     s = Mcp(["--warm"], pycell_env())
     try:
-        [jail] = ready_jails(s, 1)
-        os.kill(jail, 9)
+        jails = ready_jails(s, 2)  # the default count
+        for jail in jails:
+            os.kill(jail, 9)
         deadline = time.monotonic() + 10
-        while os.path.exists(f"/proc/{jail}") and time.monotonic() < deadline:
+        while any(os.path.exists(f"/proc/{j}") for j in jails) and time.monotonic() < deadline:
             time.sleep(0.01)
-        # it died while waiting: the call notices and starts another jail
+        # they died while waiting: the call notices and starts another jail
         sc = s.run("6 * 7")
         assert sc["return_value"] == 42
-        [again] = ready_jails(s, 1)
-        assert again != jail
+        again = ready_jails(s, 2)
+        assert not set(again) & set(jails)
+    finally:
+        s.close()
+
+
+def test_a_ready_jail_whose_python_died_is_replaced():
+    """The python made ahead is killed while it waits: its jail ends with
+    it, no call gets it, and another is made."""
+    s = Mcp(["--warm"], pycell_env())
+    try:
+        jails = ready_jails(s, 2)
+        os.kill(ready_python(jails[0]), 9)
+        deadline = time.monotonic() + 10
+        while os.path.exists(f"/proc/{jails[0]}") and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not os.path.exists(f"/proc/{jails[0]}")
+        for _ in range(3):
+            assert s.run("6 * 7")["return_value"] == 42
+        assert jails[0] not in ready_jails(s, 2)
     finally:
         s.close()
 
