@@ -321,25 +321,33 @@ static char *cgroup_dir(const char *point, const char *root, const char *path)
 	return NULL;
 }
 
-/* Make and remove a throwaway child of dir; report which of the files
- * (NULL-terminated list) exist in it as bits. */
-static int probe_child(const char *dir, const char *const *files, int n, unsigned *have, char **why)
+/* Make a throwaway child of dir to look into; the caller removes it
+ * (rmdir) and frees the path.  NULL, with *why when asked, if it cannot. */
+static char *probe_mkdir(const char *dir, char **why)
 {
 	cleanup_free char *name = xasprintf(PROBE_PREFIX "%d", (int)getpid());
-	cleanup_free char *p = path_join(dir, name);
+	char *p = path_join(dir, name);
 	struct pc_err err;
-	*have = 0;
 	if (make_dir(p, &err) < 0) {
 		if (why)
 			*why = xstrdup(err.msg);
-		return -1;
+		free(p);
+		return NULL;
 	}
-	for (int i = 0; i < n; i++)
-		if (files[i] && cg_has(p, files[i]))
-			*have |= 1u << i;
-	rmdir(p);
-	return 0;
+	return p;
 }
+
+/* Which of the files (NULL entries skipped) exist in dir, as bits. */
+static unsigned have_files(const char *dir, const char *const *files, int n)
+{
+	unsigned have = 0;
+	for (int i = 0; i < n; i++)
+		if (files[i] && cg_has(dir, files[i]))
+			have |= 1u << i;
+	return have;
+}
+
+static void probe_bpf(struct cgroup_env *e, const char *dir);
 
 /* ------------------------------------------------------------------ probe */
 
@@ -406,7 +414,7 @@ static unsigned delegate_to_children(struct cgroup_env *e, const char *own, unsi
 
 static void probe_v2(struct cgroup_env *e, const struct self_cgroups *s)
 {
-	cleanup_free char *own = NULL, *parent = NULL, *why = NULL;
+	cleanup_free char *own = NULL, *parent = NULL, *why = NULL, *probe = NULL;
 	unsigned root_avail, avail, enabled, have;
 
 	if (!s->v2_point || !s->v2_path) {
@@ -443,19 +451,23 @@ static void probe_v2(struct cgroup_env *e, const struct self_cgroups *s)
 				  "given to child cgroups (cgroup v2 \"no internal processes\" rule)", own);
 		}
 	}
-	if (probe_child(parent, v2_key_file, CG_NCTRL, &have, &why) < 0) {
+	/* one child to look into for everything: each mkdir costs */
+	if (!(probe = probe_mkdir(parent, &why))) {
 		v2_state(e, CG2_NOT_WRITABLE, "%s", why);
 		return;
 	}
+	{
+		static const char *const extra[] = { "memory.swap.max", "memory.peak", "cgroup.kill" };
+		unsigned x = have_files(probe, extra, 3);
+		have = have_files(probe, v2_key_file, CG_NCTRL);
+		e->v2_swap = x & 1;
+		e->v2_peak = x & 2;
+		e->v2_kill = x & 4;
+	}
+	probe_bpf(e, probe);
+	rmdir(probe);
 	e->v2_parent = steal_ptr(&parent);
 	e->v2_ctrls = enabled & have & ALL_CTRLS;
-	{
-		const char *extra[] = { "memory.swap.max", "memory.peak", "cgroup.kill" };
-		probe_child(e->v2_parent, extra, 3, &have, NULL);
-		e->v2_swap = have & 1;
-		e->v2_peak = have & 2;
-		e->v2_kill = have & 4;
-	}
 
 	if (e->v2_ctrls == ALL_CTRLS) {
 		e->v2_state = CG2_OK;
@@ -487,9 +499,10 @@ static void probe_v1(struct cgroup_env *e, const struct self_cgroups *s)
 	if (!e->v2_parent)
 		want |= CPUACCT_BIT;   /* cpu time comes from the run's cgroup2 cpu.stat otherwise */
 	for (int c = 0; c < N_V1; c++) {
-		cleanup_free char *dir = NULL;
+		cleanup_free char *dir = NULL, *probe = NULL;
 		struct hier *h = NULL;
 		unsigned have;
+		bool memsw;
 		if (!(want & (1u << c)))
 			continue;
 		dir = cgroup_dir(s->v1_point[c], s->v1_root[c], s->v1_path[c]);
@@ -500,55 +513,44 @@ static void probe_v1(struct cgroup_env *e, const struct self_cgroups *s)
 				h = &e->v1[i];
 		if (h)
 			continue;   /* co-mounted with one seen already */
-		if (probe_child(dir, v1_key_file, N_V1, &have, e->v1_detail ? NULL : &e->v1_detail) < 0)
+		if (!(probe = probe_mkdir(dir, e->v1_detail ? NULL : &e->v1_detail)))
 			continue;
-		have &= s->v1_bits[c] & (want | CPUACCT_BIT);
+		have = have_files(probe, v1_key_file, N_V1) & s->v1_bits[c] & (want | CPUACCT_BIT);
+		memsw = cg_has(probe, "memory.memsw.limit_in_bytes");
+		rmdir(probe);
 		if (!(have & want))
 			continue;
 		h = &e->v1[e->n_v1++];
 		h->dir = steal_ptr(&dir);
 		h->ctrls = have;
 		if (have & CTRL_BIT(CG_MEMORY)) {
-			const char *mf[] = { "memory.memsw.limit_in_bytes" };
-			unsigned m = 0;
 			uint64_t v;
-			probe_child(h->dir, mf, 1, &m, NULL);
-			e->memsw = m & 1;
+			e->memsw = memsw;
 			e->oom_kill_count = cg_read_key(h->dir, "memory.oom_control", "oom_kill", &v) == 0;
 		}
 		want &= ~have;
 	}
 }
 
-static void probe_bpf(struct cgroup_env *e)
+/* The device filter: load it and attach it to dir, a probe child of
+ * where the run cgroup2 dirs go. */
+static void probe_bpf(struct cgroup_env *e, const char *dir)
 {
-	cleanup_free char *name = xasprintf(PROBE_PREFIX "%d", (int)getpid());
-	cleanup_free char *p = NULL;
 	cleanup_close int fd = -1, dirfd = -1;
 	struct pc_err err;
 
-	if (!e->v2_parent) {
-		e->bpf_detail = xstrdup("no cgroup2 directory to attach it to");
-		return;
-	}
 	fd = cgroup_bpf_device_load(&err);
 	if (fd < 0) {
 		e->bpf_detail = xstrdup(err.msg);
 		return;
 	}
-	p = path_join(e->v2_parent, name);
-	if (make_dir(p, &err) < 0) {
-		e->bpf_detail = xstrdup(err.msg);
-		return;
-	}
-	dirfd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dirfd < 0)
-		pc_syserr(&err, "cgroup", "open %s", p);
+		pc_syserr(&err, "cgroup", "open %s", dir);
 	if (dirfd < 0 || cgroup_bpf_device_attach(fd, dirfd, &err) < 0)
 		e->bpf_detail = xstrdup(err.msg);
 	else
 		e->bpf_fd = steal_fd(&fd);
-	rmdir(p);
 }
 
 /* Remove empty run cgroups left by supervisors that died (SIGKILL, crash),
@@ -585,10 +587,11 @@ int cgroup_env_probe(struct cgroup_env **out, struct pc_err *err)
 
 	e->bpf_fd = -1;
 	self_cgroups_read(&s);
-	probe_v2(e, &s);
+	probe_v2(e, &s);   /* the device filter too, in the same probe child */
 	probe_v1(e, &s);
-	probe_bpf(e);
 	self_cgroups_free(&s);
+	if (!e->v2_parent && !e->bpf_detail)
+		e->bpf_detail = xstrdup("no cgroup2 directory to attach it to");
 
 	if (e->v2_parent)
 		sweep_dead(e->v2_parent);

@@ -338,18 +338,18 @@ int rootfs_build(const struct jail_spec *s, struct pc_err *err)
 	if (build_run_dir(s, err) < 0)
 		return -1;
 
-	/* Detach the host.  It must be private first, or the unmount would
-	 * propagate to the host's mount namespace. */
+	/* Detach the host, with the base tmpfs it hangs from: one unmount
+	 * (each one that frees mounts waits for an RCU grace period).  It
+	 * must be private first, or the unmount would propagate to the
+	 * host's mount namespace. */
 	if (do_mount(NULL, OLD, NULL, MS_REC | MS_PRIVATE, NULL, err) < 0)
 		return -1;
-	if (umount2(OLD, MNT_DETACH) < 0)
-		return pc_syserr(err, "umount", "detach the host root");
 	if (chdir(NEW) < 0)
 		return pc_syserr(err, "rootfs", "chdir " NEW);
 	if (pivot_root(".", ".") < 0)
 		return pc_syserr(err, "pivot_root", "pivot_root into the jail root");
 	if (umount2(".", MNT_DETACH) < 0)
-		return pc_syserr(err, "umount", "detach the base tmpfs");
+		return pc_syserr(err, "umount", "detach the base tmpfs and the host root");
 	if (chdir("/") < 0)
 		return pc_syserr(err, "rootfs", "chdir /");
 	if (make_readonly("/", false, err) < 0)
