@@ -148,7 +148,6 @@ static int place_fds(const struct jail_spec *s, int sync_fd, struct pc_err *err)
 
 struct program_msg {
 	int32_t type;   /* JAIL_MSG_PROGRAM */
-	int32_t unused;
 	uint64_t len;   /* bytes in the memfd that comes with it */
 };
 

@@ -49,7 +49,6 @@ _Static_assert(REQ_MAX_FDS <= FDS_MAX, "a request's fds fit one packet");
 
 struct spawn_req {
 	uint32_t type;
-	uint32_t unused;
 	uint64_t files_len;   /* bytes in the memfd */
 	uint32_t cgroup_into;
 	uint32_t n_cgroup_tasks;
@@ -495,7 +494,7 @@ static const char warm_exit[] =
  * tear the interpreter down, and no name is bound in __main__. */
 static int run_cell(int prog_fd)
 {
-	char code[128];
+	char code[256];
 	uint64_t len;
 	void *st;
 	int fd;
