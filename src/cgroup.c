@@ -880,23 +880,17 @@ int cgroup_run_stats(struct cgroup_run *c, struct cgroup_stats *out)
 {
 	const struct cgroup_env *e = c ? c->env : NULL;
 	uint64_t v;
-	bool have_cpu = false;
 
 	memset(out, 0, sizeof(*out));
 	if (!e)
 		return 0;
-	if (c->v2) {
-		if (e->v2_ctrls & CTRL_BIT(CG_MEMORY)) {
-			if (cg_read_key(c->v2, "memory.events", "oom_kill", &v) == 0 && v > 0)
-				out->oom_killed = true;
-			if (e->v2_peak)
-				cg_read_u64(c->v2, "memory.peak", &out->memory_peak_bytes);
-		}
-		if (cg_read_key(c->v2, "cpu.stat", "usage_usec", &v) == 0) {
-			out->cpu_us = v;
-			have_cpu = true;
-		}
+	if (c->v2 && (e->v2_ctrls & CTRL_BIT(CG_MEMORY))) {
+		if (cg_read_key(c->v2, "memory.events", "oom_kill", &v) == 0 && v > 0)
+			out->oom_killed = true;
+		if (e->v2_peak)
+			cg_read_u64(c->v2, "memory.peak", &out->memory_peak_bytes);
 	}
+	out->cpu_us = cgroup_run_cpu_us(c);
 	for (int i = 0; i < e->n_v1; i++) {
 		const char *d = c->v1[i];
 		if (!d)
@@ -908,10 +902,6 @@ int cgroup_run_stats(struct cgroup_run *c, struct cgroup_stats *out)
 					      : cg_read_u64(d, "memory.failcnt", &v) == 0 && v > 0)
 				out->oom_killed = true;
 			cg_read_u64(d, "memory.max_usage_in_bytes", &out->memory_peak_bytes);
-		}
-		if ((e->v1[i].ctrls & CPUACCT_BIT) && !have_cpu && cg_read_u64(d, "cpuacct.usage", &v) == 0) {
-			out->cpu_us = v / 1000;
-			have_cpu = true;
 		}
 	}
 	return 0;

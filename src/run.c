@@ -665,12 +665,11 @@ static int run_spawn(struct run *r, bool park, struct pc_err *setup_err)
 		struct pc_err warm_err = { 0 };
 		bool cell = q->mode == RUN_MODE_CELL;
 		spec.park = cell;
-		if (zygote_spawn(q->zygote, &spec, &r->jail, &warm_err) == 0) {
-			if (jail_release(&spec, &r->jail, &warm_err) == 0) {
-				if (!cell || zygote_deliver(&spec, &r->jail, &warm_err) == 0)
-					goto spawned;
-				jail_abort(&r->jail);
-			}
+		if (zygote_spawn(q->zygote, &spec, &r->jail, &warm_err) == 0 &&
+		    jail_release(&spec, &r->jail, &warm_err) == 0) {
+			if (!cell || zygote_deliver(&spec, &r->jail, &warm_err) == 0)
+				goto spawned;
+			jail_abort(&r->jail);
 		}
 		spec.park = false;
 		result_add_warning(&r->result, "warm start failed, started cold: %s: %s", warm_err.step,
