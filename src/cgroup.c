@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/pidfd.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
@@ -83,7 +84,9 @@ struct cgroup_run {
 	int v2_fd;
 	char *v1[N_V1];          /* parallel to env->v1 */
 	/* cgroup.procs of every dir clone3 does not enter (the v1 ones, and
-	 * v2 when there are v1 ones): the jail child writes "0" to them */
+	 * v2 when there are v1 ones): the jail child writes "0" to them.
+	 * These and v2_fd hold a flock from creation to removal: the mark of
+	 * a live owner that sweep_dead() looks for. */
 	int tasks[CGROUP_MAX_TASKS];
 	int n_tasks;
 };
@@ -553,10 +556,21 @@ static void probe_bpf(struct cgroup_env *e, const char *dir)
 		e->bpf_fd = steal_fd(&fd);
 }
 
-/* Remove empty run cgroups left by supervisors that died (SIGKILL, crash),
- * once they are old enough that a live supervisor in another pid
- * namespace cannot be between its mkdir and its clone. */
-static void sweep_dead(const char *dir)
+/* Run cgroups left by supervisors that died (SIGKILL, a crash, a power
+ * cut of the service's cgroup): kill what is still in them, then remove
+ * them, before this supervisor serves.  A live owner holds a flock on each
+ * of its run dirs (v2: the dir, v1: its tasks file) from creation to
+ * removal, whatever pid namespace it runs in, and the kernel drops it when
+ * the owner dies; a dir this process can lock has no live owner.  An
+ * empty one is removed when its owner's pid is gone from ours (or it is
+ * old): a supervisor of another pid namespace between its mkdir and its
+ * flock (microseconds) would see its run fail to set up, never a run of
+ * its killed.  Probe dirs hold no lock and never hold a process: one is
+ * removed when its owner is gone and it is old. */
+static void kill_dir(const struct cgroup_env *e, const char *dir, bool v2);
+static void remove_dir(struct cgroup_env *e, char *path, bool v2);
+
+static void sweep_dead(struct cgroup_env *e, const char *dir, bool v2)
 {
 	DIR *d = opendir(dir);
 	struct dirent *de;
@@ -564,18 +578,34 @@ static void sweep_dead(const char *dir)
 	if (!d)
 		return;
 	while ((de = readdir(d))) {
+		cleanup_free char *path = NULL, *procs = NULL;
+		cleanup_close int fd = -1;
 		int pid;
 		unsigned long long seq;
 		struct stat st;
-		if (sscanf(de->d_name, RUN_PREFIX "%d-%llu", &pid, &seq) != 2 &&
-		    sscanf(de->d_name, PROBE_PREFIX "%d", &pid) != 1)
+		bool run = sscanf(de->d_name, RUN_PREFIX "%d-%llu", &pid, &seq) == 2;
+		if (!run && sscanf(de->d_name, PROBE_PREFIX "%d", &pid) != 1)
 			continue;
-		if (pid == (int)getpid() || kill(pid, 0) == 0 || errno != ESRCH)
+		if (pid == (int)getpid() || fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 			continue;
-		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || now - st.st_mtime < STALE_AGE_S)
+		path = path_join(dir, de->d_name);
+		if (run) {
+			cleanup_free char *lock = v2 ? NULL : path_join(path, "tasks");
+			fd = open(lock ? lock : path, O_RDONLY | O_CLOEXEC);
+			if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) < 0)
+				continue; /* gone meanwhile, or its owner lives */
+			if (cg_read(path, "cgroup.procs", &procs) == 0 && procs[0]) {
+				log_warn("cgroup: killing what is left in %s: supervisor %d is gone", path, pid);
+				kill_dir(e, path, v2);
+				remove_dir(e, steal_ptr(&path), v2);
+				continue;
+			}
+		}
+		bool gone = kill(pid, 0) < 0 && errno == ESRCH, old = now - st.st_mtime >= STALE_AGE_S;
+		if (run ? !gone && !old : !(gone && old))
 			continue;
-		if (unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR) == 0)
-			log_debug("cgroup: removed %s/%s of dead supervisor %d", dir, de->d_name, pid);
+		if (rmdir(path) == 0)
+			log_debug("cgroup: removed %s of dead supervisor %d", path, pid);
 	}
 	closedir(d);
 }
@@ -594,9 +624,9 @@ int cgroup_env_probe(struct cgroup_env **out, struct pc_err *err)
 		e->bpf_detail = xstrdup("no cgroup2 directory to attach it to");
 
 	if (e->v2_parent)
-		sweep_dead(e->v2_parent);
+		sweep_dead(e, e->v2_parent, true);
 	for (int i = 0; i < e->n_v1; i++)
-		sweep_dead(e->v1[i].dir);
+		sweep_dead(e, e->v1[i].dir, false);
 	if (log_level >= LOG_DEBUG) {
 		struct cgroup_info info;
 		cgroup_env_info(e, &info);
@@ -719,6 +749,8 @@ static int run_setup_v2(struct cgroup_run *c, const struct limits *lim, struct p
 	c->v2_fd = open(c->v2, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (c->v2_fd < 0)
 		return pc_syserr(err, "cgroup", "open %s", c->v2);
+	if (flock(c->v2_fd, LOCK_EX) < 0)
+		return pc_syserr(err, "cgroup", "lock %s", c->v2);
 	/* memory.oom.group stays 0: the OOM killer takes the biggest task
 	 * (python), and the jail's init lives on to report how it ended. */
 	if ((e->v2_ctrls & CTRL_BIT(CG_MEMORY)) && lim->memory_bytes) {
@@ -812,6 +844,8 @@ static int open_tasks(struct cgroup_run *c, struct pc_err *err)
 		if ((fd = open(p, O_WRONLY | O_CLOEXEC)) < 0)
 			return pc_syserr(err, "cgroup", "open %s", p);
 		c->tasks[c->n_tasks++] = fd;
+		if (flock(fd, LOCK_EX) < 0)
+			return pc_syserr(err, "cgroup", "lock %s", p);
 	}
 	return 0;
 }

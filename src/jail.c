@@ -236,6 +236,24 @@ int jail_receive_program(int prog_fd, uint64_t *len)
 	return fd;
 }
 
+/* The kernel clears the parent-death signal at every change of
+ * credentials (prctl(2)): the setresuid of step 1 as root, and the one in
+ * caps_drop_jail always.  Arm it again once the last one is done, then
+ * make sure the parent did not die before that: the supervisor (or the
+ * zygote, which dies with it) holds the other end of the sync socket
+ * alone, so a hang-up there means it is gone, and no signal would come. */
+static int rearm_parent_death(int sync_fd, struct pc_err *err)
+{
+	struct pollfd pf = { .fd = sync_fd, .events = 0 };
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+		return pc_syserr(err, "pdeathsig", "prctl(PR_SET_PDEATHSIG) after the credential change");
+	if (poll(&pf, 1, 0) < 0)
+		return pc_syserr(err, "pdeathsig", "poll the sync socket");
+	if (pf.revents & (POLLHUP | POLLERR))
+		_exit(127); /* nobody is left to tell */
+	return 0;
+}
+
 /* The child setup sequence of DESIGN.md, top to bottom. */
 static __attribute__((noreturn)) void jail_child(const struct jail_spec *s, int sync_fd, bool as_root)
 {
@@ -308,6 +326,8 @@ static __attribute__((noreturn)) void jail_child(const struct jail_spec *s, int 
 	if (rlimits_apply(&p->limits, &err) < 0)
 		goto fail;
 	if (caps_drop_jail(p->jail_uid, p->jail_gid, &err) < 0)
+		goto fail;
+	if (rearm_parent_death(sync_fd, &err) < 0)
 		goto fail;
 	if (s->filter && seccomp_filter_install(s->filter, &err) < 0)
 		goto fail;

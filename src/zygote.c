@@ -169,7 +169,7 @@ static int zygote_exec(struct zygote *z, struct pc_err *err)
 	json_t *cfg;
 	char *text;
 	int sv[2], n_env = 0;
-	pid_t pid;
+	pid_t pid, parent;
 
 	z->started_ms = now_ms();
 	z->dead = true; /* until it answers */
@@ -194,6 +194,7 @@ static int zygote_exec(struct zygote *z, struct pc_err *err)
 	}
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
 		return pc_syserr(err, "warm", "socketpair");
+	parent = getpid();
 	pid = fork();
 	if (pid < 0) {
 		pc_syserr(err, "warm", "fork the zygote");
@@ -203,7 +204,8 @@ static int zygote_exec(struct zygote *z, struct pc_err *err)
 	}
 	if (pid == 0) {
 		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || null < 0 || dup2(null, 0) < 0 ||
+		/* dies with the supervisor, and takes its jails along (jail.c) */
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent || null < 0 || dup2(null, 0) < 0 ||
 		    dup2(null, 1) < 0 || dup2(sv[1], ZYGOTE_FD) < 0 ||
 		    syscall(SYS_close_range, ZYGOTE_FD + 1, ~0U, 0) < 0)
 			_exit(127);
