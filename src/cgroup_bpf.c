@@ -17,27 +17,39 @@
 #define MOV_IMM(dst, imm) INSN(BPF_ALU64 | BPF_MOV | BPF_K, dst, 0, 0, imm)
 #define JNE_IMM(dst, imm, off) INSN(BPF_JMP | BPF_JNE | BPF_K, dst, 0, off, imm)
 #define JEQ_IMM(dst, imm, off) INSN(BPF_JMP | BPF_JEQ | BPF_K, dst, 0, off, imm)
+#define JLT_IMM(dst, imm, off) INSN(BPF_JMP | BPF_JLT | BPF_K, dst, 0, off, imm)
+#define JGT_IMM(dst, imm, off) INSN(BPF_JMP | BPF_JGT | BPF_K, dst, 0, off, imm)
+#define JA(off) INSN(BPF_JMP | BPF_JA, 0, 0, off, 0)
 #define EXIT() INSN(BPF_JMP | BPF_EXIT, 0, 0, 0, 0)
 
-/* r1 = struct bpf_cgroup_dev_ctx *.  Any access (read, write, mknod) to the
- * five character devices is allowed: the jail cannot mknod anyway (user
- * namespace), and opening is what the bind-mounted nodes need. */
+/* r1 = struct bpf_cgroup_dev_ctx *.  Any access (read, write, mknod) to
+ * these character devices is allowed, nothing else: the five memory
+ * devices (1:3 null, 1:5 zero, 1:7 full, 1:8 random, 1:9 urandom), the
+ * pty multiplexer (5:2, the ptmx of the jail's own devpts) and the Unix98
+ * pty slaves (majors 136-143).  The jail cannot mknod (user namespace):
+ * opening is what its bind-mounted nodes and its devpts need. */
 static const struct bpf_insn device_prog[] = {
 	/* 0 */ LDX_W(BPF_REG_2, BPF_REG_1, offsetof(struct bpf_cgroup_dev_ctx, access_type)),
 	/* 1 */ AND_IMM(BPF_REG_2, 0xffff),
 	/* 2 */ LDX_W(BPF_REG_3, BPF_REG_1, offsetof(struct bpf_cgroup_dev_ctx, major)),
 	/* 3 */ LDX_W(BPF_REG_4, BPF_REG_1, offsetof(struct bpf_cgroup_dev_ctx, minor)),
-	/* 4 */ JNE_IMM(BPF_REG_2, BPF_DEVCG_DEV_CHAR, 6),   /* -> 11 deny */
-	/* 5 */ JNE_IMM(BPF_REG_3, 1, 5),                   /* -> 11 deny */
-	/* 6 */ JEQ_IMM(BPF_REG_4, 3, 6),                   /* -> 13 allow */
-	/* 7 */ JEQ_IMM(BPF_REG_4, 5, 5),
-	/* 8 */ JEQ_IMM(BPF_REG_4, 7, 4),
-	/* 9 */ JEQ_IMM(BPF_REG_4, 8, 3),
-	/* 10 */ JEQ_IMM(BPF_REG_4, 9, 2),
-	/* 11 */ MOV_IMM(BPF_REG_0, 0),
-	/* 12 */ EXIT(),
-	/* 13 */ MOV_IMM(BPF_REG_0, 1),
-	/* 14 */ EXIT(),
+	/* 4 */ JNE_IMM(BPF_REG_2, BPF_DEVCG_DEV_CHAR, 12), /* -> 17 deny */
+	/* 5 */ JEQ_IMM(BPF_REG_3, 1, 4),                   /* -> 10 memory devices */
+	/* 6 */ JEQ_IMM(BPF_REG_3, 5, 9),                   /* -> 16 ptmx */
+	/* 7 */ JLT_IMM(BPF_REG_3, 136, 9),                 /* -> 17 deny */
+	/* 8 */ JGT_IMM(BPF_REG_3, 143, 8),                 /* -> 17 deny */
+	/* 9 */ JA(9),                                      /* -> 19 allow: a pty slave */
+	/* 10 */ JEQ_IMM(BPF_REG_4, 3, 8),                  /* -> 19 allow */
+	/* 11 */ JEQ_IMM(BPF_REG_4, 5, 7),
+	/* 12 */ JEQ_IMM(BPF_REG_4, 7, 6),
+	/* 13 */ JEQ_IMM(BPF_REG_4, 8, 5),
+	/* 14 */ JEQ_IMM(BPF_REG_4, 9, 4),
+	/* 15 */ JA(1),                                     /* -> 17 deny */
+	/* 16 */ JEQ_IMM(BPF_REG_4, 2, 2),                  /* -> 19 allow */
+	/* 17 */ MOV_IMM(BPF_REG_0, 0),
+	/* 18 */ EXIT(),
+	/* 19 */ MOV_IMM(BPF_REG_0, 1),
+	/* 20 */ EXIT(),
 };
 
 int cgroup_bpf_device_load(struct pc_err *err)

@@ -255,7 +255,8 @@ static bool canaries_touched(const struct canaries *c)
 
 static json_t *canaries_json(const struct canaries *c, const struct policy *p)
 {
-	static const char *const host_paths[] = { "/", "/etc", "/root", "/home", "/var", "/run", "/tmp", "/boot" };
+	static const char *const host_paths[] = { "/", "/etc", "/root", "/home", "/var", "/run", "/tmp", "/boot",
+						   "/dev/pts" };
 	json_t *inodes = json_array(), *argv_words, *doc;
 	char host[256] = "";
 	struct stat st;

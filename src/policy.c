@@ -16,7 +16,7 @@
 #include "policy.h"
 #include "seccomp.h"
 
-#define DEFAULT_DESCRIPTION "Default policy: no network, 512M memory, 30 s, no tool calls."
+#define DEFAULT_DESCRIPTION "Default policy: a private loopback network (nothing routed out), 512M memory, 30 s, no tool calls."
 
 static const char *const top_keys[] = { "extends", "description", "limits", "filesystem",
 					"network", "seccomp", "python", "tools", "backend",
@@ -64,12 +64,12 @@ void policy_init_default(struct policy *p)
 		.output_bytes = 1 * MiB,
 		.tmp_bytes = 64 * MiB,
 		.workspace_bytes = 64 * MiB,
-		.file_bytes = 64 * MiB,
+		.file_bytes = 0, /* storage is capped by the tmpfs sizes and the memory limit */
 		.open_files = 256,
 	};
 	p->ca_certificates = false;
 	p->dev_shm = true;
-	p->network = NET_NONE;
+	p->network = NET_LOOPBACK;
 	while (seccomp_default_groups[p->n_seccomp_groups])
 		p->n_seccomp_groups++;
 	p->seccomp_groups = strv_dup(seccomp_default_groups, p->n_seccomp_groups);

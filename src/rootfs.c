@@ -7,6 +7,7 @@
  * /newroot becomes / with a second pivot_root, then read-only. */
 #include "config.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
@@ -180,6 +181,28 @@ static int usr_alias(const char *name, struct pc_err *err)
 	return bind_path(src, src, true, false, err);
 }
 
+/* Debian's Python keeps part of itself in /etc: sitecustomize.py in
+ * /usr/lib/python3.X is a link to /etc/python3.X/sitecustomize.py, and
+ * /etc/python3 holds debian_config.  Bind those directories read-only, so
+ * importing sitecustomize (and walking the standard library) works. */
+static int bind_python_etc(struct pc_err *err)
+{
+	DIR *d = opendir(OLD "/etc");
+	struct dirent *de;
+	int rc = 0;
+	if (!d)
+		return pc_syserr(err, "rootfs", "list the host's /etc");
+	while (rc == 0 && (de = readdir(d))) {
+		char path[sizeof("/etc/") + sizeof(de->d_name)];
+		if (strncmp(de->d_name, "python3", 7) != 0 || de->d_type != DT_DIR)
+			continue;
+		snprintf(path, sizeof(path), "/etc/%s", de->d_name);
+		rc = bind_path(path, path, true, false, err);
+	}
+	closedir(d);
+	return rc;
+}
+
 static int build_etc(const struct policy *p, struct pc_err *err)
 {
 	static const char *const copies[] = { "ld.so.cache", "nsswitch.conf", "services",
@@ -214,6 +237,8 @@ static int build_etc(const struct policy *p, struct pc_err *err)
 	 * libblas.so.3 -> /etc/alternatives/libblas.so.3-x86_64-linux-gnu) */
 	if (bind_path("/etc/alternatives", "/etc/alternatives", true, false, err) < 0)
 		return -1;
+	if (bind_python_etc(err) < 0)
+		return -1;
 	if (p->ca_certificates &&
 	    (bind_path("/etc/ssl/certs", "/etc/ssl/certs", true, false, err) < 0 ||
 	     bind_path("/etc/ca-certificates", "/etc/ca-certificates", true, false, err) < 0))
@@ -244,6 +269,18 @@ static int build_dev(const struct policy *p, struct pc_err *err)
 		if (symlink(links[i][1], dst) < 0)
 			return pc_syserr(err, "rootfs", "symlink /dev/%s", links[i][0]);
 	}
+	/* A devpts of the jail's own (every devpts mount in a user namespace
+	 * is a new instance): pty.fork, openpty and terminal tools work, and
+	 * no pty of the host or of another jail is visible here.  ptmx is
+	 * 0666 so the jail's user can open it; max bounds how many ptys one
+	 * jail takes from the kernel's shared pool (kernel.pty.max). */
+	if (mkdir(NEW "/dev/pts", 0755) < 0)
+		return pc_syserr(err, "rootfs", "mkdir /dev/pts");
+	if (do_mount("devpts", NEW "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+		     "newinstance,ptmxmode=0666,mode=0620,max=" JAIL_MAX_PTYS, err) < 0)
+		return -1;
+	if (symlink("pts/ptmx", NEW "/dev/ptmx") < 0)
+		return pc_syserr(err, "rootfs", "symlink /dev/ptmx");
 	if (p->dev_shm) {
 		if (mkdir(NEW "/dev/shm", 01777) < 0)
 			return pc_syserr(err, "rootfs", "mkdir /dev/shm");

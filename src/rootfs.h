@@ -12,5 +12,7 @@ int rootfs_build(const struct jail_spec *spec, struct pc_err *err);
 #define JAIL_RUN_DIR "/run/pycell"
 #define JAIL_LIB_DIR "/run/pycell/lib"
 #define JAIL_WORKSPACE "/workspace"
+/* ptys one jail may hold open at once (its devpts instance's max=) */
+#define JAIL_MAX_PTYS "64"
 
 #endif

@@ -350,13 +350,16 @@ static int add_clone(scmp_filter_ctx ctx, int nr, bool threads)
 		       SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_NS_FLAGS | CLONE_THREAD, 0));
 }
 
-/* ioctl: TIOCSTI (type into the terminal) and TIOCLINUX EPERM, everything
- * else allowed.  The kernel truncates the request to 32 bits, so the
+/* ioctl: TIOCSTI (type into the terminal), TIOCLINUX and TIOCSETD EPERM,
+ * everything else allowed.  TIOCSETD would attach another line discipline
+ * (n_gsm, n_hdlc, ...: a long list of kernel bugs) to a pty of the jail's
+ * devpts; its argument is a pointer, which a filter cannot read, so it is
+ * refused whole: N_TTY, the only one a program needs, is there already.  The kernel truncates the request to 32 bits, so the
  * compare is on the low 32 bits only: 0x100005412 is TIOCSTI too
  * (CVE-2019-10063). */
 static int add_ioctl(scmp_filter_ctx ctx, int nr)
 {
-	static const uint64_t denied[] = { TIOCSTI, TIOCLINUX };
+	static const uint64_t denied[] = { TIOCSTI, TIOCLINUX, TIOCSETD };
 	for (size_t i = 0; i < ARRAY_SIZE(denied); i++) {
 		int rc = add_cmp(ctx, SCMP_ACT_ERRNO(EPERM), nr,
 				 SCMP_A1(SCMP_CMP_MASKED_EQ, LOW32, denied[i]));

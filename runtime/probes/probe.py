@@ -208,7 +208,31 @@ def dev_list():
             extra.append(e)
     if extra:
         raise Escaped("unexpected entries in /dev: " + ", ".join(sorted(extra)))
-    return "/dev holds null, zero, full, random, urandom (+ symlinks, shm)"
+    return "/dev holds null, zero, full, random, urandom (+ symlinks, shm, the jail's devpts)"
+
+
+@probe("devices", "pty-private-instance")
+def dev_pty():
+    """/dev/pts is a devpts of the jail's own: not the host's (by device),
+    empty but for ptmx, and the jail's first pty is its number 0."""
+    host = {p: d for p, d, _ in C.get("host_inodes", [])}.get("/dev/pts")
+    st = os.stat("/dev/pts")
+    if host is not None and st.st_dev == host:
+        raise Escaped("/dev/pts is the host's devpts instance")
+    listed = sorted(os.listdir("/dev/pts"))
+    if listed != ["ptmx"]:
+        raise Escaped("/dev/pts shows ptys this jail did not open: " + ", ".join(listed))
+    m, s = os.openpty()
+    try:
+        name = os.ttyname(s)
+        listed = sorted(os.listdir("/dev/pts"))
+    finally:
+        os.close(m)
+        os.close(s)
+    if name != "/dev/pts/0" or listed != ["0", "ptmx"]:
+        raise Escaped(f"the jail's first pty is {name} and /dev/pts holds {listed}: "
+                      "not an instance of its own")
+    return "a devpts of the jail's own (not the host's); its first pty is /dev/pts/0"
 
 
 @probe("devices", "mknod")
@@ -512,7 +536,7 @@ HOSTILE = [
     "x32 getpid", "i386 getpid",
 ]
 TTY = ["ioctl TIOCSTI", "ioctl TIOCSTI|high bits", "ioctl TIOCSTI|all high bits",
-       "ioctl TIOCLINUX", "ioctl TIOCLINUX|high bits"]
+       "ioctl TIOCLINUX", "ioctl TIOCLINUX|high bits", "ioctl TIOCSETD", "ioctl TIOCSETD|high bits"]
 
 
 def filtered(v):
@@ -547,7 +571,29 @@ def k_tiocsti():
     bad = [f"{n}={ename(v) if isinstance(v, int) else v}" for n, v in got.items() if not filtered(v)]
     if bad:
         raise Escaped("terminal injection ioctls reached the kernel: " + ", ".join(bad))
-    return "TIOCSTI/TIOCLINUX refused, high-bits forms included"
+    return "TIOCSTI/TIOCLINUX/TIOCSETD refused, high-bits forms included"
+
+
+@probe("kernel", "line-disciplines")
+def k_ldisc():
+    """No line discipline but N_TTY on the jail's own pty: TIOCSETD is
+    refused whole (n_gsm, n_hdlc and the rest are kernel attack surface)."""
+    import fcntl
+    import struct
+    m, s = os.openpty()
+    try:
+        for ld, name in ((21, "N_GSM"), (13, "N_HDLC"), (1, "N_SLIP"), (0, "N_TTY")):
+            try:
+                fcntl.ioctl(s, 0x5423, struct.pack("i", ld))  # TIOCSETD
+            except OSError as e:
+                if e.errno != errno.EPERM:
+                    raise Escaped(f"TIOCSETD {name} on a pty reached the kernel ({ename(e.errno)})")
+                continue
+            raise Escaped(f"TIOCSETD {name} on a pty was accepted")
+    finally:
+        os.close(m)
+        os.close(s)
+    return "TIOCSETD refused (EPERM) on the jail's own pty for N_GSM, N_HDLC, N_SLIP and N_TTY"
 
 
 @probe("kernel", "nested-user-namespace")

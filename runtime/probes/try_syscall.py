@@ -64,6 +64,7 @@ CLONE_VFORK = 0x00004000
 SIGCHLD = 17
 TIOCSTI = 0x5412
 TIOCLINUX = 0x541C
+TIOCSETD = 0x5423
 TCGETS = 0x5401
 FIONREAD = 0x541B
 AF_UNIX, AF_INET, AF_INET6, AF_NETLINK, AF_PACKET, AF_VSOCK = 1, 2, 10, 16, 17, 40
@@ -143,12 +144,14 @@ PROBES = {
     "fork": ("fork", []),
     "vfork": None,
     "clone fork": ("clone", [SIGCHLD, 0, 0, 0, 0]),
-    # ioctl: TIOCSTI/TIOCLINUX refused on the low 32 bits of the request
+    # ioctl: TIOCSTI/TIOCLINUX/TIOCSETD refused on the low 32 bits of the request
     "ioctl TIOCSTI": ("ioctl", [PIPE, TIOCSTI, BAD]),
     "ioctl TIOCSTI|high bits": ("ioctl", [PIPE, HI | TIOCSTI, BAD]),
     "ioctl TIOCSTI|all high bits": ("ioctl", [PIPE, 0xffffffff00000000 | TIOCSTI, BAD]),
     "ioctl TIOCLINUX": ("ioctl", [PIPE, TIOCLINUX, BAD]),
     "ioctl TIOCLINUX|high bits": ("ioctl", [PIPE, HI | TIOCLINUX, BAD]),
+    "ioctl TIOCSETD": ("ioctl", [PIPE, TIOCSETD, BAD]),
+    "ioctl TIOCSETD|high bits": ("ioctl", [PIPE, HI | TIOCSETD, BAD]),
     "ioctl TCGETS": ("ioctl", [PIPE, TCGETS, BUF]),
     "ioctl TCGETS|high bits": ("ioctl", [PIPE, HI | TCGETS, BUF]),
     "ioctl TIOCSTI+1": ("ioctl", [PIPE, TIOCSTI + 1, BUF]),

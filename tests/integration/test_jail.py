@@ -87,10 +87,12 @@ ETC_GENERATED = {"passwd", "group", "hosts", "hostname"}
 ETC_COPIED = {"ld.so.cache", "nsswitch.conf", "services", "protocols", "localtime",
               "host.conf", "gai.conf",
               "alternatives"}  # bound read-only: library links (numpy's libblas)
+# Debian's Python keeps its site hook in /etc/python3.X (bound read-only)
+ETC_PYTHON = {n for n in os.listdir("/etc") if n.startswith("python3") and os.path.isdir("/etc/" + n)}
 
 
 def test_etc_is_generated():
-    expected = ETC_GENERATED | {n for n in ETC_COPIED if os.path.exists("/etc/" + n)}
+    expected = ETC_GENERATED | {n for n in ETC_COPIED if os.path.exists("/etc/" + n)} | ETC_PYTHON
     got = probe("""
         import os, json, pwd, grp
         print(json.dumps({"etc": sorted(os.listdir("/etc")),
@@ -180,14 +182,14 @@ DEV_PROBE = """
         full = 0
     except OSError as e:
         full = e.errno
-    print(json.dumps({"dev": out, "shm_fs": fs.get("/dev/shm"), "zero": zero,
+    print(json.dumps({"dev": out, "shm_fs": fs.get("/dev/shm"), "pts_fs": fs.get("/dev/pts"), "zero": zero,
                       "urandom": rnd, "null": null, "full": full}))
 """
 
 
 # The usual symlinks into /proc/self/fd are allowed; nothing else.
 DEV_LINKS = {"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1",
-             "stderr": "/proc/self/fd/2"}
+             "stderr": "/proc/self/fd/2", "ptmx": "pts/ptmx"}
 
 
 def split_dev(dev):
@@ -199,8 +201,10 @@ def test_dev_holds_exactly_the_devices():
     got = probe(DEV_PROBE)
     dev, links = split_dev(got.pop("dev"))
     shm = dev.pop("shm", None)
+    # the jail's own devpts instance, and /dev/ptmx a link into it
+    assert dev.pop("pts") == ["dir", 0, 0] and got.pop("pts_fs") == "devpts"
     assert dev == {n: ["chr", ma, mi] for n, (ma, mi) in DEVICES.items()}
-    assert {n: links[n] for n in links if n not in DEV_LINKS or links[n] != DEV_LINKS[n]} == {}
+    assert links == DEV_LINKS
     # /dev/shm only as the policy's tmpfs
     if shm is not None:
         assert shm == ["dir", 0, 0] and got["shm_fs"] == "tmpfs"
@@ -214,6 +218,7 @@ def test_dev_shm_follows_policy(policy_file, enabled):
     got = probe(DEV_PROBE, "--policy", pol)
     dev, _ = split_dev(got["dev"])
     want = {n: ["chr", ma, mi] for n, (ma, mi) in DEVICES.items()}
+    want["pts"] = ["dir", 0, 0]
     if enabled:
         want["shm"] = ["dir", 0, 0]
     assert dev == want
@@ -498,6 +503,65 @@ def test_host_fds_not_inherited(tmp_path):
     assert [links[k][:6] for k in ("0", "1", "2")] == ["pipe:["] * 3, links
     assert links["3"].startswith("socket:["), links
     assert got["stdin"] == "stdin from a host file\n"
+
+
+PTY_HOLDER = """
+import json, os, sys
+m, s = os.openpty()
+st = os.stat(os.ttyname(s))
+print(json.dumps({"name": os.ttyname(s), "pts_dev": os.stat("/dev/pts").st_dev,
+                  "rdev": [os.major(st.st_rdev), os.minor(st.st_rdev)]}), flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_pty_of_one_jail_is_invisible_to_other_jails_and_the_host():
+    """Each jail mounts a devpts instance of its own: while one jail holds
+    a pty, another jail's /dev/pts holds ptmx alone and its first pty is
+    number 0 too, and the host's devpts is another file system."""
+    holder = start_pycell(["run", "-c", PTY_HOLDER], stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        a = json.loads(holder.stdout.readline())
+        assert a["name"] == "/dev/pts/0" and a["rdev"] == [136, 0], a
+        b = probe("""
+            import json, os
+            before = sorted(os.listdir("/dev/pts"))
+            m, s = os.openpty()
+            print(json.dumps({"before": before, "name": os.ttyname(s),
+                              "pts_dev": os.stat("/dev/pts").st_dev}))
+        """)
+        assert b["before"] == ["ptmx"] and b["name"] == "/dev/pts/0", b
+        host_dev = os.stat("/dev/pts").st_dev
+        assert len({a["pts_dev"], b["pts_dev"], host_dev}) == 3, (a, b, host_dev)
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)
+    assert holder.returncode == 0, holder.stderr.read()
+
+
+def test_ptys_and_terminal_line_discipline():
+    """pty.fork gives the child a controlling terminal; TIOCSETD (another
+    line discipline) is refused on it, N_TTY included."""
+    got = probe("""
+        import errno, fcntl, json, os, pty, struct
+        pid, fd = pty.fork()
+        if pid == 0:
+            os.write(1, b"tty %d %d" % (os.isatty(0), os.getsid(0) == os.getpid()))
+            os._exit(0)
+        out = os.read(fd, 64)
+        os.waitpid(pid, 0)
+        m, s = os.openpty()
+        ld = {}
+        for n in (0, 21):
+            try:
+                fcntl.ioctl(s, 0x5423, struct.pack("i", n))
+                ld[n] = 0
+            except OSError as e:
+                ld[n] = errno.errorcode[e.errno]
+        print(json.dumps({"child": out.decode(), "tiocsetd": ld}))
+    """)
+    assert got == {"child": "tty 1 1", "tiocsetd": {"0": "EPERM", "21": "EPERM"}}
 
 
 # ---------------------------------------------------------------- network

@@ -291,12 +291,12 @@ START_TEST(test_default_values)
 	ck_assert_uint_eq(d.limits.output_bytes, 1 << 20);
 	ck_assert_uint_eq(d.limits.tmp_bytes, 64 << 20);
 	ck_assert_uint_eq(d.limits.workspace_bytes, 64 << 20);
-	ck_assert_uint_eq(d.limits.file_bytes, 64 << 20);
+	ck_assert_uint_eq(d.limits.file_bytes, 0);   /* no file-size rlimit by default */
 	ck_assert_uint_eq(d.limits.open_files, 256);
 	ck_assert_uint_eq(d.n_binds, 0);
 	ck_assert(!d.ca_certificates);
 	ck_assert(d.dev_shm);
-	ck_assert_int_eq(d.network, NET_NONE);
+	ck_assert_int_eq(d.network, NET_LOOPBACK);   /* a private loopback by default */
 	ck_assert_str_eq(d.python, DEFAULT_PYTHON);
 	ck_assert_uint_eq(d.n_python_flags, 0);
 	ck_assert_uint_eq(d.n_env, 0);
