@@ -198,7 +198,7 @@ describe("sandbox_info", () => {
     assert.equal(sc.backend, "native");
     assert.equal(typeof sc.policy, "string");
     assert.ok(sc.limits.timeout && sc.limits.memory, JSON.stringify(sc.limits));
-    assert.equal(sc.network, "none");
+    assert.equal(sc.network, "loopback"); // the default policy: the jail's own loopback
     assert.deepEqual(sc.tools, []);
     assert.deepEqual(JSON.parse(text(r)), sc);
     // the version is asked once, then cached
