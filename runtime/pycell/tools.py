@@ -33,10 +33,10 @@ __all__ = [
 ]
 
 TOOL_FD = 3
-# The supervisor reads at most this much in one packet (src/run.c); a
+# The supervisor reads at most this much in one packet (src/run/run.c); a
 # larger request would be answered with an error it cannot match to us.
 MAX_MESSAGE = 4 << 20
-# JSON-RPC error codes of the supervisor (src/bridge.h)
+# JSON-RPC error codes of the supervisor (src/bridge/bridge.h)
 ERR_DENIED = -32001
 ERR_UPSTREAM = -32002
 

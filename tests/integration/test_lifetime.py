@@ -7,7 +7,7 @@ kernel clears it at every one, prctl(2)), and a zygote's jails die with the
 zygote, which dies with the supervisor.  What the dead supervisor could not
 remove, its run cgroups, the next supervisor sweeps before it serves, and
 it kills whatever is still in them first (a live owner keeps a flock on
-each of its run dirs: src/cgroup.c, sweep_dead).
+each of its run dirs: src/jail/cgroup.c, sweep_dead).
 
 Every test here kills a supervisor for real, as the user running the suite
 (root in CI: the case the parent-death signal used to miss)."""

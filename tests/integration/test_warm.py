@@ -1,4 +1,4 @@
-"""Warm starts (src/zygote.h): what SECURITY.md says a warm jail inherits.
+"""Warm starts (src/run/zygote.h): what SECURITY.md says a warm jail inherits.
 
 Every warm jail is a copy of the zygote's memory, so the zygote itself must
 hold nothing of the supervisor: not its environment, not its configuration

@@ -3,8 +3,9 @@
 
 #include <string.h>
 
-#include "audit.h"
-#include "bridge.h"
+#include "base/sha256.h"
+#include "bridge/audit.h"
+#include "bridge/bridge.h"
 #include "unit.h"
 
 static bool allowed(const struct policy *p, const char *name, size_t len)

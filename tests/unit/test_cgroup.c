@@ -1,4 +1,4 @@
-/* pycell: src/cgroup.c against the real cgroups of this host: probe, make a
+/* pycell: src/jail/cgroup.c against the real cgroups of this host: probe, make a
  * run's cgroup, put a forked child in it, check each limit bites, kill,
  * remove.  Needs root (exit 77 = skipped otherwise).  Each test checks
  * only what the probe says is enforced, and says so when it skips. */
@@ -16,9 +16,9 @@
 #include <sys/wait.h>
 #include <time.h>
 
-#include "cgroup.h"
-#include "result.h"
-#include "util.h"
+#include "base/util.h"
+#include "config/result.h"
+#include "jail/cgroup.h"
 
 static struct cgroup_env *env;
 static struct cgroup_info info;

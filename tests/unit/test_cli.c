@@ -1,9 +1,9 @@
-/* pycell: unit tests for `pycell run` option parsing (src/cli.c). */
+/* pycell: unit tests for `pycell run` option parsing (src/cli/cli.c). */
 #include "config.h"
 
 #include <string.h>
 
-#include "cli.h"
+#include "cli/cli.h"
 #include "unit.h"
 
 #define ARGV(...) ((char *[]){ "run", __VA_ARGS__, NULL })

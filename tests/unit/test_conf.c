@@ -1,11 +1,11 @@
-/* pycell: unit tests for the configuration file (src/conf.c, man pycell.conf(5)). */
+/* pycell: unit tests for the configuration file (src/config/conf.c, man pycell.conf(5)). */
 #include "config.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "conf.h"
+#include "config/conf.h"
 #include "unit.h"
 
 /* Test documents are written with ' for " to stay readable. */

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "unit.h"
-#include "util.h"
+#include "base/util.h"
 
 const char *unit_srcdir(void)
 {

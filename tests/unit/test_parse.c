@@ -1,11 +1,11 @@
-/* pycell: unit tests for parse_size and parse_duration_ms (src/util.c). */
+/* pycell: unit tests for parse_size and parse_duration_ms (src/base/util.c). */
 #include "config.h"
 
 #include <stdint.h>
 #include <string.h>
 
 #include "unit.h"
-#include "util.h"
+#include "base/util.h"
 
 static const char size_syntax[] = "expected a size such as 4096, 64K, 512M or 2G";
 static const char size_unit[] = "unknown unit (use K, M, G or T)";

@@ -1,4 +1,4 @@
-/* pycell: unit tests for policy files (src/policy.c, man pycell-policy(5)). */
+/* pycell: unit tests for policy files (src/config/policy.c, man pycell-policy(5)). */
 #include "config.h"
 
 #include <errno.h>
@@ -7,9 +7,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "json_check.h"
-#include "policy.h"
-#include "seccomp.h"
+#include "config/json_check.h"
+#include "config/policy.h"
+#include "jail/seccomp.h"
 #include "unit.h"
 
 /* Test documents are written with ' for " to stay readable. */

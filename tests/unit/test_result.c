@@ -1,10 +1,10 @@
-/* pycell: unit tests for the result object (src/result.c). */
+/* pycell: unit tests for the result object (src/config/result.c). */
 #include "config.h"
 
 #include <signal.h>
 #include <string.h>
 
-#include "result.h"
+#include "config/result.h"
 #include "unit.h"
 
 static json_t *to_json(struct run_result *r)

@@ -1,5 +1,5 @@
-/* pycell: unit tests for the seccomp filter (src/seccomp.c) and the
- * capability drops (src/caps.c).
+/* pycell: unit tests for the seccomp filter (src/jail/seccomp.c) and the
+ * capability drops (src/jail/caps.c).
  *
  * Each call runs in a forked child that installs the filter, makes one
  * system call with arguments the kernel rejects cheaply (bad pointers,
@@ -24,11 +24,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "caps.h"
-#include "policy.h"
-#include "seccomp.h"
+#include "config/policy.h"
+#include "jail/caps.h"
+#include "jail/seccomp.h"
 #include "unit.h"
-#include "util.h"
+#include "base/util.h"
 
 #define BAD 1UL              /* a pointer that faults */
 #define KILLED(sig) (-1000 - (sig))

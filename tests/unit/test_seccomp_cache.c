@@ -1,4 +1,4 @@
-/* pycell: unit tests for the compiled-program cache of src/seccomp.c.
+/* pycell: unit tests for the compiled-program cache of src/jail/seccomp.c.
  * A cached program is used only when it is ours and nobody else could have
  * written it; every other case must compile afresh.  A "poisoned" file
  * holds a one-instruction allow-everything program: if it were used, the
@@ -13,10 +13,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "policy.h"
-#include "seccomp.h"
+#include "config/policy.h"
+#include "jail/seccomp.h"
 #include "unit.h"
-#include "util.h"
+#include "base/util.h"
 
 static char *dir;
 

@@ -1,0 +1,371 @@
+/* pycell: errors, allocation, small parsers, fd helpers. */
+#include "config.h"
+
+#include <fcntl.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "base/util.h"
+
+static int pc_vfail(struct pc_err *err, int errnum, bool with_strerror, const char *step,
+		    const char *fmt, va_list ap)
+{
+	if (err) {
+		int n;
+		err->errnum = errnum;
+		snprintf(err->step, sizeof(err->step), "%s", step);
+		n = vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+		if (with_strerror && n >= 0 && (size_t)n < sizeof(err->msg))
+			snprintf(err->msg + n, sizeof(err->msg) - (size_t)n, ": %s", strerror(errnum));
+	}
+	errno = errnum ? errnum : EINVAL;
+	return -1;
+}
+
+int pc_fail(struct pc_err *err, int errnum, const char *step, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	pc_vfail(err, errnum, false, step, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+int pc_syserr(struct pc_err *err, const char *step, const char *fmt, ...)
+{
+	int e = errno;
+	va_list ap;
+	va_start(ap, fmt);
+	pc_vfail(err, e, true, step, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+static void oom(void)
+{
+	static const char m[] = "pycell: out of memory\n";
+	(void)!write(2, m, sizeof(m) - 1);
+	abort();
+}
+
+void *xmalloc(size_t n)
+{
+	void *p = malloc(n ? n : 1);
+	if (!p)
+		oom();
+	return p;
+}
+
+void *xcalloc(size_t n, size_t m)
+{
+	void *p = calloc(n ? n : 1, m ? m : 1);
+	if (!p)
+		oom();
+	return p;
+}
+
+void *xrealloc(void *p, size_t n)
+{
+	p = realloc(p, n ? n : 1);
+	if (!p)
+		oom();
+	return p;
+}
+
+char *xstrdup(const char *s)
+{
+	char *d = strdup(s);
+	if (!d)
+		oom();
+	return d;
+}
+
+char *xasprintf(const char *fmt, ...)
+{
+	char *s;
+	va_list ap;
+	va_start(ap, fmt);
+	if (vasprintf(&s, fmt, ap) < 0)
+		oom();
+	va_end(ap);
+	return s;
+}
+
+/* Parse a non-negative decimal with optional fraction; no sign, no hex. */
+static int parse_decimal(const char *s, double *out, const char **end)
+{
+	const char *p = s;
+	double v = 0, scale = 0.1;
+	if (*p < '0' || *p > '9')
+		return -1;
+	while (*p >= '0' && *p <= '9')
+		v = v * 10 + (*p++ - '0');
+	if (*p == '.') {
+		p++;
+		if (*p < '0' || *p > '9')
+			return -1;
+		while (*p >= '0' && *p <= '9') {
+			v += (*p++ - '0') * scale;
+			scale /= 10;
+		}
+	}
+	*out = v;
+	*end = p;
+	return 0;
+}
+
+int parse_size(const char *s, uint64_t *out, const char **why)
+{
+	double v, mult = 1;
+	const char *p;
+	if (!s || parse_decimal(s, &v, &p) < 0) {
+		*why = "expected a size such as 4096, 64K, 512M or 2G";
+		return -1;
+	}
+	switch (*p) {
+	case '\0': break;
+	case 'k': case 'K': mult = 1024.0; p++; break;
+	case 'm': case 'M': mult = 1024.0 * 1024; p++; break;
+	case 'g': case 'G': mult = 1024.0 * 1024 * 1024; p++; break;
+	case 't': case 'T': mult = 1024.0 * 1024 * 1024 * 1024; p++; break;
+	default:
+		*why = "unknown unit (use K, M, G or T)";
+		return -1;
+	}
+	if (*p == 'i' && mult > 1)
+		p++;
+	if (*p == 'B' || *p == 'b')
+		p++;
+	if (*p != '\0') {
+		*why = "trailing characters after the size";
+		return -1;
+	}
+	v *= mult;
+	if (v >= 18446744073709551615.0) {
+		*why = "size too large";
+		return -1;
+	}
+	*out = (uint64_t)v;
+	return 0;
+}
+
+int parse_duration_ms(const char *s, uint64_t *out, const char **why)
+{
+	double v, mult = 1000;
+	const char *p;
+	if (!s || parse_decimal(s, &v, &p) < 0) {
+		*why = "expected seconds such as 30, 2.5, 500ms or 2m";
+		return -1;
+	}
+	if (strcmp(p, "ms") == 0)
+		mult = 1;
+	else if (strcmp(p, "s") == 0 || *p == '\0')
+		mult = 1000;
+	else if (strcmp(p, "m") == 0 || strcmp(p, "min") == 0)
+		mult = 60000;
+	else if (strcmp(p, "h") == 0)
+		mult = 3600000;
+	else {
+		*why = "unknown unit (use ms, s, m or h)";
+		return -1;
+	}
+	v *= mult;
+	if (v > 1e15) {
+		*why = "duration too large";
+		return -1;
+	}
+	*out = (uint64_t)(v + 0.5);
+	return 0;
+}
+
+int write_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+	while (len > 0) {
+		ssize_t n = write(fd, p, len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int read_fd_all(int fd, size_t max, char **out, size_t *len)
+{
+	size_t cap = 4096, n = 0;
+	char *buf = xmalloc(cap + 1);
+	for (;;) {
+		ssize_t r;
+		if (n == cap) {
+			if (cap >= max) {
+				free(buf);
+				errno = EFBIG;
+				return -1;
+			}
+			cap = cap * 2 > max ? max : cap * 2;
+			buf = xrealloc(buf, cap + 1);
+		}
+		r = read(fd, buf + n, cap - n);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			int e = errno;
+			free(buf);
+			errno = e;
+			return -1;
+		}
+		if (r == 0)
+			break;
+		n += (size_t)r;
+	}
+	buf[n] = '\0';
+	*out = buf;
+	if (len)
+		*len = n;
+	return 0;
+}
+
+int read_file(const char *path, size_t max, char **out, size_t *len)
+{
+	cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+		errno = EISDIR;
+		return -1;
+	}
+	return read_fd_all(fd, max, out, len);
+}
+
+int write_file(const char *path, const char *s)
+{
+	cleanup_close int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	return write_all(fd, s, strlen(s));
+}
+
+int set_nonblock(int fd, bool on)
+{
+	int fl = fcntl(fd, F_GETFL);
+	if (fl < 0)
+		return -1;
+	fl = on ? (fl | O_NONBLOCK) : (fl & ~O_NONBLOCK);
+	return fcntl(fd, F_SETFL, fl);
+}
+
+int set_cloexec(int fd, bool on)
+{
+	int fl = fcntl(fd, F_GETFD);
+	if (fl < 0)
+		return -1;
+	fl = on ? (fl | FD_CLOEXEC) : (fl & ~FD_CLOEXEC);
+	return fcntl(fd, F_SETFD, fl);
+}
+
+uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+const char *pycell_datadir(void)
+{
+	const char *d = getenv("PYCELL_DATADIR");
+	return d && *d ? d : PYCELL_DATADIR;
+}
+
+bool in_initial_userns(void)
+{
+	static int cached = -1;
+	if (cached < 0) {
+		char buf[64] = "";
+		unsigned a, b, n;
+		cleanup_close int fd = open("/proc/self/uid_map", O_RDONLY | O_CLOEXEC);
+		cached = fd >= 0 && read(fd, buf, sizeof(buf) - 1) > 0 &&
+			 sscanf(buf, "%u %u %u", &a, &b, &n) == 3 && a == 0 && b == 0 && n == 4294967295U;
+	}
+	return cached;
+}
+
+int parse_uint(const char *s, unsigned long min, unsigned long max, unsigned long *out)
+{
+	char *end;
+	unsigned long v;
+	if (*s < '0' || *s > '9')
+		return -1;
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (*end || errno || v < min || v > max)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+/* ------------------------------------------------------------ fd passing */
+
+int send_fds(int sock, const void *buf, size_t len, const int *fds, int n)
+{
+	char ctl[CMSG_SPACE(sizeof(int) * FDS_MAX)];
+	struct iovec iov = { (void *)buf, len };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	if (n) {
+		struct cmsghdr *c;
+		memset(ctl, 0, sizeof(ctl));
+		mh.msg_control = ctl;
+		mh.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)n);
+		c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)n);
+		memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)n);
+	}
+	return sendmsg(sock, &mh, MSG_NOSIGNAL) == (ssize_t)len ? 0 : -1;
+}
+
+ssize_t recv_fds(int sock, void *buf, size_t len, int *fds, int max, int *got)
+{
+	char ctl[CMSG_SPACE(sizeof(int) * FDS_MAX)];
+	struct iovec iov = { buf, len };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
+			     .msg_controllen = sizeof(ctl) };
+	bool extra = false;
+	ssize_t n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+
+	*got = 0;
+	if (n <= 0)
+		return n;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+			int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+			int *p = (int *)CMSG_DATA(c);
+			for (int i = 0; i < k; i++) {
+				if (*got < max) {
+					fds[(*got)++] = p[i];
+				} else {
+					close(p[i]);
+					extra = true;
+				}
+			}
+		}
+	}
+	if (extra || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
+		for (int i = 0; i < *got; i++)
+			close(fds[i]);
+		*got = 0;
+		errno = EPROTO;
+		return -1;
+	}
+	return n;
+}

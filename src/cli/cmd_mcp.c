@@ -1,0 +1,303 @@
+/* pycell: `pycell mcp`, the MCP server on stdin/stdout. */
+#include "config.h"
+
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+
+#include "base/jsonrpc.h"
+#include "base/log.h"
+#include "bridge/bridge.h"
+#include "cli/commands.h"
+#include "config/conf.h"
+#include "config/result.h"
+#include "jail/jail.h"
+#include "mcp/mcp.h"
+#include "mcp/transport_stdio.h"
+#include "run/run.h"
+#include "run/zygote.h"
+
+/* What is still queued for stdout when the session ends gets this long
+ * to drain. */
+#define SHUTDOWN_FLUSH_MS 2000
+
+static const char mcp_usage[] =
+	"Usage: pycell mcp [OPTION]...\n"
+	"Serve MCP (the Model Context Protocol) on stdin/stdout, one JSON-RPC message per line.\n"
+	"Tools: run_python (run code in a fresh jail) and sandbox_info.\n"
+	"\n"
+	"      --policy FILE|NAME   policy of every run (default: the config file's, else \"default\")\n"
+	"      --config FILE        configuration file (default " CONF_DEFAULT_PATH ")\n"
+	"      --max-runs N         runs at once; more wait in a queue (default: the config's, 4)\n"
+	"      --max-message SIZE   largest message accepted, e.g. 4M (default 4M)\n"
+	"      --tools-page-size N  tools per tools/list page (default: all; to test clients)\n"
+	"      --warm / --cold      warm starts: clone each run's fresh jail from an initialised\n"
+	"                           interpreter, and keep the config's warm.ready jails (2) made\n"
+	"                           ahead (default: the config's warm.enabled, off)\n"
+	"  -v, --verbose            log more to stderr (twice for debug)\n"
+	"  -h, --help               show this help\n"
+	"\n"
+	"stdout carries only MCP messages; logs go to stderr.  EOF on stdin ends every run\n"
+	"and the server (exit status 0).  See pycell(1).\n";
+
+struct mcp_opts {
+	const char *policy, *config;
+	unsigned max_runs, page_size;
+	size_t max_message;
+	int verbose;
+	int warm;                /* 1 --warm, -1 --cold, 0 the config's */
+};
+
+enum { O_POLICY = 256, O_CONFIG, O_MAX_RUNS, O_MAX_MESSAGE, O_PAGE_SIZE, O_WARM, O_COLD };
+
+static int parse_count(const char *opt, const char *arg, unsigned max, unsigned *out)
+{
+	unsigned long v;
+	if (parse_uint(arg, 1, max, &v) < 0) {
+		fprintf(stderr, "pycell mcp: %s: expected a number from 1 to %u, got '%s'\n", opt, max, arg);
+		return -1;
+	}
+	*out = (unsigned)v;
+	return 0;
+}
+
+static int parse_opts(int argc, char **argv, struct mcp_opts *o)
+{
+	static const struct option longopts[] = {
+		{ "policy", required_argument, NULL, O_POLICY },
+		{ "config", required_argument, NULL, O_CONFIG },
+		{ "max-runs", required_argument, NULL, O_MAX_RUNS },
+		{ "max-message", required_argument, NULL, O_MAX_MESSAGE },
+		{ "tools-page-size", required_argument, NULL, O_PAGE_SIZE },
+		{ "warm", no_argument, NULL, O_WARM },
+		{ "cold", no_argument, NULL, O_COLD },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c;
+	memset(o, 0, sizeof(*o));
+	o->max_message = JSONRPC_DEFAULT_MAX_MESSAGE;
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+vh", longopts, NULL)) != -1) {
+		const char *why;
+		uint64_t v;
+		switch (c) {
+		case O_POLICY: o->policy = optarg; break;
+		case O_CONFIG: o->config = optarg; break;
+		case O_MAX_RUNS:
+			if (parse_count("--max-runs", optarg, 1024, &o->max_runs) < 0)
+				return -1;
+			break;
+		case O_PAGE_SIZE:
+			if (parse_count("--tools-page-size", optarg, 1000, &o->page_size) < 0)
+				return -1;
+			break;
+		case O_MAX_MESSAGE:
+			if (parse_size(optarg, &v, &why) < 0 || v < 4096 || v > (1u << 30)) {
+				fprintf(stderr, "pycell mcp: --max-message: expected a size from 4K to 1G, got '%s'\n",
+					optarg);
+				return -1;
+			}
+			o->max_message = (size_t)v;
+			break;
+		case O_WARM: o->warm = 1; break;
+		case O_COLD: o->warm = -1; break;
+		case 'v': o->verbose++; break;
+		case 'h': fputs(mcp_usage, stdout); return 1;
+		case '?':
+		default:
+			if (optopt)
+				fprintf(stderr, "pycell mcp: unknown or incomplete option '-%c'\n", optopt);
+			else
+				fprintf(stderr, "pycell mcp: unknown or incomplete option '%s'\n", argv[optind - 1]);
+			fputs("Try 'pycell mcp --help'.\n", stderr);
+			return -1;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "pycell mcp: unexpected argument '%s'\nTry 'pycell mcp --help'.\n", argv[optind]);
+		return -1;
+	}
+	return 0;
+}
+
+struct mcp_stdio {
+	struct stdio_transport *transport;
+	struct mcp_session *session;
+	bool done;
+	int signal;
+};
+
+static void on_line(void *ctx, const char *line, size_t len)
+{
+	struct mcp_stdio *m = ctx;
+	if (!m->done)
+		mcp_session_handle_text(m->session, line, len);
+}
+
+static void on_oversized(void *ctx, size_t max)
+{
+	struct mcp_stdio *m = ctx;
+	if (!m->done)
+		mcp_session_oversized(m->session, max);
+}
+
+static void on_close(void *ctx)
+{
+	struct mcp_stdio *m = ctx;
+	m->done = true;
+}
+
+static void session_send(void *ctx, json_t *msg, const json_t *related)
+{
+	struct mcp_stdio *m = ctx;
+	stdio_transport_send(m->transport, msg);
+	(void)related;
+}
+
+static void attach_tools(void *ctx, struct run_request *req)
+{
+	bridge_attach(ctx, req);
+}
+
+static json_t *jail_tools(void *ctx, const struct policy *p)
+{
+	return bridge_tools_for_policy(ctx, p);
+}
+
+static void on_signal(struct loop_watch *w, uint32_t events, void *data)
+{
+	struct mcp_stdio *m = data;
+	struct signalfd_siginfo si;
+	if (read(w->fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+		m->signal = (int)si.ssi_signo;
+		m->done = true;
+	}
+	(void)events;
+}
+
+int cmd_mcp(int argc, char **argv)
+{
+	static const struct stdio_transport_ops tops = { on_line, on_oversized, on_close };
+	static const struct mcp_session_ops sops = { session_send };
+	struct mcp_opts o;
+	struct pycell_conf conf;
+	struct run_env env;
+	struct pc_err err = { 0 };
+	struct mcp_server_config cfg = { 0 };
+	struct mcp_server *server = NULL;
+	struct bridge *bridge = NULL;
+	struct mcp_stdio m = { 0 };
+	struct loop *l = NULL;
+	struct loop_watch w_sig = { 0 };
+	cleanup_close int sig_fd = -1;
+	sigset_t sigs, old_sigs;
+	int rc;
+
+	rc = parse_opts(argc, argv, &o);
+	if (rc != 0)
+		return rc > 0 ? 0 : EXIT_USAGE;
+	if (o.verbose)
+		log_level = o.verbose > 1 ? LOG_DEBUG : LOG_INFO;
+
+	if (conf_load(o.config, &conf, &err) < 0) {
+		fprintf(stderr, "pycell mcp: %s\n", err.msg);
+		return EXIT_USAGE;
+	}
+	if (conf.host_uid_base)
+		jail_host_id_base = conf.host_uid_base;
+	if (run_env_init(&env, o.policy ? o.policy : conf.policy, &err) < 0) {
+		fprintf(stderr, "pycell mcp: %s\n", err.msg);
+		conf_free(&conf);
+		return EXIT_USAGE;
+	}
+	if (o.warm > 0 || (o.warm == 0 && conf.warm_enabled)) {
+		/* a zygote that cannot start leaves the server on cold starts */
+		if (run_env_warm(&env, &err) < 0)
+			log_warn("mcp: warm starts unavailable, runs start cold: %s", err.msg);
+		else
+			log_info("mcp: warm starts on (zygote pid %d)", (int)zygote_pid(env.zygote));
+	}
+	cfg.max_runs = o.max_runs ? o.max_runs : conf.max_concurrent_runs;
+	cfg.ready = conf.warm_ready;
+	cfg.page_size = o.page_size;
+
+	/* Termination signals end the session like EOF does, so runs are
+	 * killed and their cgroups removed rather than left behind. */
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGHUP);
+	sigprocmask(SIG_BLOCK, &sigs, &old_sigs);
+
+	rc = 1;
+	l = loop_new();
+	if (!l) {
+		perror("pycell mcp: epoll_create1");
+		goto out;
+	}
+	sig_fd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (sig_fd < 0 || loop_add(l, &w_sig, sig_fd, EPOLLIN, on_signal, &m) < 0) {
+		perror("pycell mcp: signalfd");
+		goto out;
+	}
+	/* Upstream MCP servers for the jails: started now, ready a moment
+	 * later; the client is served meanwhile. */
+	if (conf.n_upstreams) {
+		bridge = bridge_new(l, &conf, &err);
+		if (!bridge) {
+			fprintf(stderr, "pycell mcp: %s\n", err.msg);
+			goto out;
+		}
+		bridge_start(bridge, NULL);
+		cfg.attach_tools = attach_tools;
+		cfg.jail_tools = jail_tools;
+		cfg.tool_ctx = bridge;
+	}
+	server = mcp_server_new(l, &env, &cfg, &err);
+	if (!server) {
+		fprintf(stderr, "pycell mcp: %s\n", err.msg);
+		goto out;
+	}
+	m.transport = stdio_transport_new(l, STDIN_FILENO, STDOUT_FILENO, o.max_message, &tops, &m, &err);
+	if (!m.transport) {
+		fprintf(stderr, "pycell mcp: %s\n", err.msg);
+		goto out;
+	}
+	m.session = mcp_session_new(server, &sops, &m);
+	log_info("mcp: serving on stdio (policy %s, %u runs at once)", env.policy.name,
+		 cfg.max_runs ? cfg.max_runs : 4);
+
+	while (!m.done) {
+		if (loop_run_once(l, -1) < 0) {
+			perror("pycell mcp: epoll_wait");
+			goto out;
+		}
+	}
+	if (m.signal)
+		log_info("mcp: %s: stopping", strsignal(m.signal));
+	else
+		log_debug("mcp: end of input: stopping");
+	rc = 0;
+out:
+	/* Ending the session kills its runs; freeing the server reaps them. */
+	mcp_session_free(m.session);
+	mcp_server_free(server);
+	bridge_free(bridge);
+	if (m.transport) {
+		stdio_transport_flush(m.transport, SHUTDOWN_FLUSH_MS);
+		stdio_transport_free(m.transport);
+	}
+	if (w_sig.registered)
+		loop_del(l, &w_sig);
+	loop_free(l);
+	sigprocmask(SIG_SETMASK, &old_sigs, NULL);
+	run_env_free(&env);
+	conf_free(&conf);
+	return rc;
+}

@@ -1,0 +1,229 @@
+/* pycell: `pycell run`, one jailed run from the command line. */
+#include "config.h"
+
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "bridge/bridge.h"
+#include "cli/cli.h"
+#include "cli/commands.h"
+#include "config/conf.h"
+#include "jail/jail.h"
+#include "run/run.h"
+#include "run/zygote.h"
+
+#define PROGRAM_MAX (64 << 20)
+
+struct cli_run {
+	bool stream;      /* print output as it comes (not --json) */
+	bool done;
+};
+
+static void cli_on_output(void *ctx, enum run_stream s, const char *buf, size_t len)
+{
+	struct cli_run *c = ctx;
+	if (c->stream)
+		(void)write_all(s == RUN_STDOUT ? 1 : 2, buf, len);
+}
+
+static void cli_on_done(struct run *r, void *ctx)
+{
+	struct cli_run *c = ctx;
+	c->done = true;
+	(void)r;
+}
+
+static void report_end(const struct run_result *res, const struct policy *p)
+{
+	if (res->out.truncated)
+		fprintf(stderr, "pycell: stdout truncated at %zu bytes (%llu more dropped)\n",
+			res->out.len, (unsigned long long)res->out.dropped);
+	if (res->err.truncated)
+		fprintf(stderr, "pycell: stderr truncated at %zu bytes (%llu more dropped)\n",
+			res->err.len, (unsigned long long)res->err.dropped);
+	switch (res->status) {
+	case RUN_SETUP_FAILED:
+		fprintf(stderr, "pycell: the jail could not be set up: %s: %s\n",
+			res->setup_error.step, res->setup_error.msg);
+		break;
+	case RUN_TIMEOUT:
+		fprintf(stderr, "pycell: killed after the time limit of %.3g s\n",
+			(double)p->limits.timeout_ms / 1000);
+		break;
+	case RUN_MEMORY_LIMIT:
+		fprintf(stderr, "pycell: killed by the memory limit of %llu bytes\n",
+			(unsigned long long)p->limits.memory_bytes);
+		break;
+	case RUN_KILLED:
+		fprintf(stderr, "pycell: the run was killed\n");
+		break;
+	case RUN_OK:
+	case RUN_ERROR:
+	default:
+		break;
+	}
+	for (int i = 0; i < res->n_warnings; i++)
+		fprintf(stderr, "pycell: warning: %s\n", res->warnings[i]);
+}
+
+/* Upstream MCP servers from the config: start them, wait until they
+ * listed their tools (or failed), and give the run its tools. */
+static int start_tools(struct loop *l, const struct pycell_conf *conf, struct run_request *req,
+		       struct bridge **out, struct pc_err *err)
+{
+	uint64_t wait_ms = 0;
+	*out = NULL;
+	if (!conf->n_upstreams)
+		return 0;
+	*out = bridge_new(l, conf, err);
+	if (!*out)
+		return -1;
+	for (size_t i = 0; i < conf->n_upstreams; i++)
+		if (conf->upstreams[i].timeout_ms > wait_ms)
+			wait_ms = conf->upstreams[i].timeout_ms;
+	bridge_start(*out, NULL);
+	bridge_wait_ready(*out, wait_ms);
+	bridge_attach(*out, req);
+	return 0;
+}
+
+int cmd_run(int argc, char **argv)
+{
+	struct run_opts o;
+	struct pc_err err = { 0 };
+	struct run_env env;
+	struct run_request req = { .stdin_fd = -1 };
+	struct cli_run c = { 0 };
+	struct loop *l = NULL;
+	struct run *r = NULL;
+	struct pycell_conf conf;
+	struct bridge *bridge = NULL;
+	struct pc_err warm_err = { 0 };
+	cleanup_free char *code = NULL;
+	cleanup_free char *prog_name = NULL;
+	cleanup_close int stdin_file = -1;
+	size_t code_len = 0;
+	int status;
+
+	if (cli_parse_run(argc, argv, &o, &err) < 0) {
+		fprintf(stderr, "pycell run: %s\nTry 'pycell run --help'.\n", err.msg);
+		return EXIT_USAGE;
+	}
+	if (o.help) {
+		fputs(cli_run_usage, stdout);
+		return 0;
+	}
+	if (o.debug)
+		log_level = LOG_DEBUG;
+	log_debug("%6llu us: start", (unsigned long long)log_elapsed_us());
+
+	if (o.code) {
+		code = xstrdup(o.code);
+		code_len = strlen(code);
+		prog_name = xstrdup("main.py");
+	} else if (o.from_stdin) {
+		if (read_fd_all(0, PROGRAM_MAX, &code, &code_len) < 0) {
+			fprintf(stderr, "pycell run: cannot read the program from stdin: %s\n", strerror(errno));
+			return EXIT_USAGE;
+		}
+		prog_name = xstrdup("main.py");
+	} else {
+		cleanup_free char *tmp = xstrdup(o.file);
+		if (read_file(o.file, PROGRAM_MAX, &code, &code_len) < 0) {
+			fprintf(stderr, "pycell run: cannot read %s: %s\n", o.file, strerror(errno));
+			return EXIT_USAGE;
+		}
+		prog_name = xstrdup(basename(tmp));
+		if (!prog_name[0] || strcmp(prog_name, ".") == 0 || strcmp(prog_name, "..") == 0 ||
+		    strcmp(prog_name, "lib") == 0 || strcmp(prog_name, "variables.json") == 0) {
+			free(prog_name);
+			prog_name = xstrdup("main.py");
+		}
+	}
+	if (o.stdin_file && strcmp(o.stdin_file, "-") != 0) {
+		stdin_file = open(o.stdin_file, O_RDONLY | O_CLOEXEC);
+		if (stdin_file < 0) {
+			fprintf(stderr, "pycell run: --stdin %s: %s\n", o.stdin_file, strerror(errno));
+			return EXIT_USAGE;
+		}
+	}
+
+	if (conf_load(o.config, &conf, &err) < 0) {
+		fprintf(stderr, "pycell run: %s\n", err.msg);
+		return EXIT_USAGE;
+	}
+	jail_host_id_base = conf.host_uid_base;
+	if (run_env_load(&env, o.policy ? o.policy : conf.policy, &err) < 0) {
+		fprintf(stderr, "pycell run: %s\n", err.msg);
+		conf_free(&conf);
+		return EXIT_USAGE;
+	}
+	cli_apply_overrides(&o, &env.policy, &err);
+	log_debug("%6llu us: policy %s loaded", (unsigned long long)log_elapsed_us(), env.policy.name);
+	if (run_env_prepare(&env, &err) < 0) {
+		fprintf(stderr, "pycell run: %s: %s\n", err.step, err.msg);
+		run_env_free(&env);
+		conf_free(&conf);
+		return EXIT_SETUP_FAILED;
+	}
+	log_debug("%6llu us: seccomp program ready", (unsigned long long)log_elapsed_us());
+
+	if (o.warm && run_env_warm(&env, &warm_err) == 0)
+		log_debug("%6llu us: zygote started", (unsigned long long)log_elapsed_us());
+	run_request_from_env(&req, &env);
+	req.mode = RUN_MODE_SCRIPT;
+	req.code = code;
+	req.code_len = code_len;
+	req.prog_name = prog_name;
+	req.args = o.args;
+	if (stdin_file >= 0)
+		req.stdin_fd = stdin_file;
+	else if (!o.from_stdin)
+		req.stdin_fd = 0;
+	req.on_output = cli_on_output;
+	req.on_done = cli_on_done;
+	req.ctx = &c;
+	c.stream = !o.json;
+
+	l = loop_new();
+	if (!l || start_tools(l, &conf, &req, &bridge, &err) < 0 || run_start(l, &req, &r, &err) < 0) {
+		fprintf(stderr, "pycell run: %s: %s\n", err.step[0] ? err.step : "start", err.msg);
+		bridge_free(bridge);
+		loop_free(l);
+		run_env_free(&env);
+		conf_free(&conf);
+		return EXIT_SETUP_FAILED;
+	}
+	if (o.warm && !env.zygote)
+		result_add_warning(run_result_mut(r), "warm starts unavailable, started cold: %s",
+				   warm_err.msg);
+	log_debug("%6llu us: jail spawned", (unsigned long long)log_elapsed_us());
+	while (!c.done)
+		if (loop_run_once(l, -1) < 0) {
+			fprintf(stderr, "pycell run: event loop: %s\n", strerror(errno));
+			break;
+		}
+	log_debug("%6llu us: run finished", (unsigned long long)log_elapsed_us());
+
+	if (o.json) {
+		json_t *j = result_to_json(run_result(r));
+		char *s = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+		if (s) {
+			puts(s);
+			free(s);
+		}
+		json_decref(j);
+	} else {
+		report_end(run_result(r), &env.policy);
+	}
+	status = result_exit_status(run_result(r));
+	run_free(r);
+	bridge_free(bridge);
+	loop_free(l);
+	run_env_free(&env);
+	conf_free(&conf);
+	return status;
+}

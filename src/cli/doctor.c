@@ -1,0 +1,366 @@
+/* pycell: `pycell doctor`, the preflight.  Every check is tried for real
+ * (a namespace is made, a filter installed, a cgroup created), and each
+ * failing or degraded one prints the exact fix.  Exit 0 when runs can be
+ * jailed at all (user namespaces and seccomp work), 1 otherwise. */
+#include "config.h"
+
+#include <fcntl.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+#include "base/log.h"
+#include "cli/commands.h"
+#include "config/result.h"
+#include "jail/cgroup.h"
+
+enum check_status { CHECK_OK = 0, CHECK_WARN, CHECK_FAIL };
+
+struct doctor {
+	json_t *checks;
+	bool jailable;
+};
+
+static const char *const status_names[] = { "ok", "warn", "fail" };
+
+static void report(struct doctor *d, enum check_status st, const char *name, const char *fix,
+		   const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static void report(struct doctor *d, enum check_status st, const char *name, const char *fix,
+		   const char *fmt, ...)
+{
+	cleanup_free char *detail = NULL;
+	va_list ap;
+	va_start(ap, fmt);
+	if (vasprintf(&detail, fmt, ap) < 0)
+		detail = NULL;
+	va_end(ap);
+	json_array_append_new(d->checks, json_pack("{s:s,s:s,s:s,s:s?}", "name", name, "status",
+		status_names[st], "detail", detail ? detail : "", "fix", st == CHECK_OK ? NULL : fix));
+}
+
+/* -1 when the file does not exist */
+static long read_sysctl(const char *path)
+{
+	cleanup_free char *s = NULL;
+	size_t len;
+	if (read_file(path, 64, &s, &len) < 0)
+		return -1;
+	return strtol(s, NULL, 10);
+}
+
+/* Run fn in a forked child; its exit status is 0 or an errno. */
+static int in_child(int (*fn)(void))
+{
+	int st;
+	pid_t pid = fork();
+	if (pid < 0)
+		return errno;
+	if (pid == 0)
+		_exit(fn());
+	if (waitpid(pid, &st, 0) < 0)
+		return errno;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : EINTR;
+}
+
+static int try_userns(void)
+{
+	/* the namespaces of a jail, made at once the way clone3 makes them */
+	if (unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS |
+		    CLONE_NEWCGROUP) < 0)
+		return errno;
+	return 0;
+}
+
+static int try_seccomp(void)
+{
+	struct sock_filter allow[] = { BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW) };
+	struct sock_fprog prog = { .len = 1, .filter = allow };
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		return errno;
+	if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0)
+		return errno;
+	return 0;
+}
+
+static void check_userns(struct doctor *d)
+{
+	long max_ns = read_sysctl("/proc/sys/user/max_user_namespaces");
+	long aa = read_sysctl("/proc/sys/kernel/apparmor_restrict_unprivileged_userns");
+	long deb = read_sysctl("/proc/sys/kernel/unprivileged_userns_clone");
+	bool root = geteuid() == 0;
+	int e = in_child(try_userns);
+
+	if (e == 0) {
+		report(d, CHECK_OK, "user namespaces", NULL,
+		       "unshare(user, mount, pid, net, ipc, uts, cgroup) works");
+	} else {
+		const char *fix;
+		if (max_ns == 0)
+			fix = "sysctl -w user.max_user_namespaces=15000 and keep it in /etc/sysctl.d/90-pycell.conf";
+		else if (!root && aa == 1)
+			fix = "allow pycell user namespaces with an AppArmor profile (contrib/apparmor: copy it to "
+			      "/etc/apparmor.d/pycell and run apparmor_parser -r /etc/apparmor.d/pycell), or "
+			      "sysctl -w kernel.apparmor_restrict_unprivileged_userns=0";
+		else if (!root && deb == 0)
+			fix = "sysctl -w kernel.unprivileged_userns_clone=1 and keep it in /etc/sysctl.d/90-pycell.conf";
+		else
+			fix = "inside a container: allow unshare/clone of namespaces (Docker/Podman: "
+			      "--security-opt seccomp=unconfined --security-opt apparmor=unconfined, or run pycell "
+			      "on the host); check the kernel has CONFIG_USER_NS=y";
+		report(d, CHECK_FAIL, "user namespaces", fix, "unshare(user, mount, pid, net, ipc, uts, cgroup): %s",
+		       strerror(e));
+		d->jailable = false;
+	}
+
+	if (aa < 0)
+		report(d, CHECK_OK, "apparmor userns", NULL, "no AppArmor user namespace restriction in this kernel");
+	else if (aa == 0)
+		report(d, CHECK_OK, "apparmor userns", NULL, "kernel.apparmor_restrict_unprivileged_userns = 0");
+	else if (root)
+		report(d, CHECK_OK, "apparmor userns", NULL, "kernel.apparmor_restrict_unprivileged_userns = %ld "
+		       "(applies to unprivileged users; pycell runs as root)", aa);
+	else
+		report(d, e == 0 ? CHECK_WARN : CHECK_FAIL, "apparmor userns",
+		       "copy contrib/apparmor to /etc/apparmor.d/pycell and run apparmor_parser -r "
+		       "/etc/apparmor.d/pycell (or sysctl -w kernel.apparmor_restrict_unprivileged_userns=0)",
+		       "kernel.apparmor_restrict_unprivileged_userns = %ld: unprivileged user namespaces need "
+		       "an AppArmor profile that allows them", aa);
+
+	if (max_ns < 0)
+		report(d, CHECK_WARN, "max user namespaces", "check that /proc is mounted",
+		       "/proc/sys/user/max_user_namespaces is missing");
+	else if (max_ns == 0)
+		report(d, CHECK_FAIL, "max user namespaces",
+		       "sysctl -w user.max_user_namespaces=15000 and keep it in /etc/sysctl.d/90-pycell.conf",
+		       "user.max_user_namespaces = 0: no user namespace can be made");
+	else if (max_ns < 64)
+		report(d, CHECK_WARN, "max user namespaces",
+		       "sysctl -w user.max_user_namespaces=15000 and keep it in /etc/sysctl.d/90-pycell.conf",
+		       "user.max_user_namespaces = %ld: few concurrent runs possible", max_ns);
+	else
+		report(d, CHECK_OK, "max user namespaces", NULL, "user.max_user_namespaces = %ld", max_ns);
+}
+
+static void check_seccomp(struct doctor *d)
+{
+	cleanup_free char *actions = NULL;
+	size_t len;
+	int e = in_child(try_seccomp);
+	if (e) {
+		report(d, CHECK_FAIL, "seccomp", "use a kernel built with CONFIG_SECCOMP=y and CONFIG_SECCOMP_FILTER=y",
+		       "seccomp(SECCOMP_SET_MODE_FILTER): %s", strerror(e));
+		d->jailable = false;
+		return;
+	}
+	if (read_file("/proc/sys/kernel/seccomp/actions_avail", 4096, &actions, &len) == 0) {
+		actions[strcspn(actions, "\n")] = '\0';
+		if (!strstr(actions, "errno") || !strstr(actions, "kill_process")) {
+			report(d, CHECK_FAIL, "seccomp", "use Linux 4.14 or later",
+			       "filter actions available: %s (errno and kill_process are needed)", actions);
+			d->jailable = false;
+			return;
+		}
+		report(d, CHECK_OK, "seccomp", NULL, "filters install; actions: %s", actions);
+		return;
+	}
+	report(d, CHECK_OK, "seccomp", NULL, "filters install");
+}
+
+static const char *v2_fix(const struct cgroup_info *ci)
+{
+	switch (ci->v2_state) {
+	case CG2_OK:
+		return NULL;
+	case CG2_NOT_MOUNTED:
+	case CG2_BOUND_TO_V1:
+		return "boot with the unified cgroup hierarchy: add systemd.unified_cgroup_hierarchy=1 to "
+		       "GRUB_CMDLINE_LINUX in /etc/default/grub, run update-grub and reboot";
+	case CG2_NOT_DELEGATED:
+	case CG2_BUSY:
+	case CG2_PARTIAL:
+		return "give pycell a delegated cgroup of its own: run it as a service with Delegate=yes "
+		       "(contrib/pycell.service), or start it with systemd-run --scope -p Delegate=yes -- pycell ...; "
+		       "pycell moves itself into <cgroup>/pycell-supervisor and puts each run beside it";
+	case CG2_ROOT_NOT_ENABLED:
+		return "enable the controllers for children of the root cgroup: echo '+memory +pids +cpu' > "
+		       "/sys/fs/cgroup/cgroup.subtree_control (pycell never changes the root cgroup itself), or run "
+		       "pycell in a delegated cgroup (systemd-run --scope -p Delegate=yes -- pycell ...)";
+	case CG2_NOT_WRITABLE:
+		return "run pycell as root with CAP_DAC_OVERRIDE (a hierarchy's root directory is mode 0555), or in "
+		       "a cgroup delegated to its user (Delegate=yes)";
+	default:
+		return NULL;
+	}
+}
+
+static void check_cgroups(struct doctor *d, const struct cgroup_info *ci)
+{
+	char v1[512] = "";
+	int n_v1 = 0, n_none = 0;
+	char none[64] = "";
+	const char *v1_fix = "run pycell as root with CAP_DAC_OVERRIDE (a hierarchy's root directory is mode "
+			     "0555, so only that capability lets root make a child there), or in a cgroup "
+			     "delegated to it";
+
+	if (ci->v2_state == CG2_OK)
+		report(d, CHECK_OK, "cgroup v2", NULL, "memory, pids and cpu delegated; runs go below %s",
+		       ci->v2_parent);
+	else
+		report(d, CHECK_WARN, "cgroup v2", v2_fix(ci), "%s%s%s",
+		       ci->v2_detail ? ci->v2_detail : "not usable",
+		       ci->v2_parent ? "; run cgroups without controllers still go below " : "",
+		       ci->v2_parent ? ci->v2_parent : "");
+
+	for (int c = 0; c < CG_NCTRL; c++) {
+		if (ci->by[c] == ENF_CGROUP1) {
+			snprintf(v1 + strlen(v1), sizeof(v1) - strlen(v1), "%s%s in %s%s", n_v1 ? ", " : "",
+				 cgroup_ctrl_name(c), ci->dir[c], c == CG_MEMORY && ci->memsw ? " (with swap)" : "");
+			n_v1++;
+		} else if (ci->by[c] == ENF_NONE || ci->by[c] == ENF_RLIMIT) {
+			snprintf(none + strlen(none), sizeof(none) - strlen(none), "%s%s", n_none ? ", " : "",
+				 cgroup_ctrl_name(c));
+			n_none++;
+		}
+	}
+	if (n_v1 && !ci->v1_detail)
+		report(d, CHECK_OK, "cgroup v1", NULL, "%s", v1);
+	else if (n_v1)
+		report(d, CHECK_WARN, "cgroup v1", v1_fix, "%s; not usable: %s", v1, ci->v1_detail);
+	else if (ci->v2_state == CG2_OK)
+		report(d, CHECK_OK, "cgroup v1", NULL, "not needed: cgroup v2 has every controller");
+	else if (ci->v1_detail)
+		report(d, CHECK_WARN, "cgroup v1", v1_fix, "no usable v1 hierarchy for %s: %s", none, ci->v1_detail);
+	else
+		report(d, CHECK_WARN, "cgroup v1", v2_fix(ci), "no v1 hierarchy mounted for %s", none);
+
+	if (n_none)
+		report(d, CHECK_WARN, "limits", v2_fix(ci), "no cgroup controller for %s: %s", none,
+		       ci->by[CG_PIDS] == ENF_RLIMIT && n_none == 1
+			       ? "the pids limit falls back to RLIMIT_NPROC"
+			       : "those limits are not enforced (pids falls back to RLIMIT_NPROC where the kernel "
+				 "counts it per user namespace) and each run's result warns about it");
+	else
+		report(d, CHECK_OK, "limits", NULL, "memory by %s, pids by %s, cpu by %s (mode %s); rlimits as a "
+		       "backstop", limit_enforcer_name(ci->by[CG_MEMORY]), limit_enforcer_name(ci->by[CG_PIDS]),
+		       limit_enforcer_name(ci->by[CG_CPU]), ci->mode);
+
+	if (ci->bpf_device)
+		report(d, CHECK_OK, "device filter", NULL, "cgroup BPF device program attaches below %s",
+		       ci->v2_parent);
+	else
+		report(d, CHECK_WARN, "device filter",
+		       "run pycell as root (CAP_BPF and CAP_NET_ADMIN) on a kernel with CONFIG_CGROUP_BPF=y, a cgroup2 "
+		       "mount and a build with libbpf; without it the jail still sees only the five device nodes",
+		       "%s", ci->bpf_detail ? ci->bpf_detail : "not available");
+}
+
+static void check_python(struct doctor *d)
+{
+	if (access(DEFAULT_PYTHON, X_OK) == 0)
+		report(d, CHECK_OK, "python", NULL, "%s", DEFAULT_PYTHON);
+	else
+		report(d, CHECK_FAIL, "python", "apt-get install python3, or set \"python\" in the policy",
+		       "%s: %s", DEFAULT_PYTHON, strerror(errno));
+}
+
+static void print_text(const struct doctor *d)
+{
+	size_t i;
+	json_t *c;
+	printf("pycell doctor: what this host offers the jail\n\n");
+	json_array_foreach(d->checks, i, c) {
+		const char *fix = json_string_value(json_object_get(c, "fix"));
+		printf("  %-4s  %-20s %s\n", json_string_value(json_object_get(c, "status")),
+		       json_string_value(json_object_get(c, "name")), json_string_value(json_object_get(c, "detail")));
+		if (fix)
+			printf("        %-20s fix: %s\n", "", fix);
+	}
+	printf("\n%s\n", d->jailable ? "runs can be jailed on this host"
+				     : "runs cannot be jailed on this host: apply the fixes marked fail");
+}
+
+static const char doctor_usage[] =
+	"Usage: pycell doctor [--json]\n"
+	"Check what this host offers the jail (user namespaces, AppArmor, cgroups v2/v1, seccomp,\n"
+	"BPF device filter) and print the exact fix for what is missing.\n"
+	"Exit status 0 when runs can be jailed, 1 when they cannot.\n"
+	"\n"
+	"  --json      print one JSON object instead of text\n"
+	"  -h, --help  show this help\n";
+
+int cmd_doctor(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct doctor d = { .checks = json_array(), .jailable = true };
+	struct cgroup_env *env = NULL;
+	struct cgroup_info ci;
+	struct pc_err err;
+	bool as_json = false;
+	int o;
+
+	optind = 1;
+	while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (o) {
+		case 'j':
+			as_json = true;
+			break;
+		case 'h':
+			fputs(doctor_usage, stdout);
+			json_decref(d.checks);
+			return 0;
+		default:
+			fputs(doctor_usage, stderr);
+			json_decref(d.checks);
+			return EXIT_USAGE;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "pycell doctor: unexpected argument '%s'\n%s", argv[optind], doctor_usage);
+		json_decref(d.checks);
+		return EXIT_USAGE;
+	}
+
+	check_userns(&d);
+	check_seccomp(&d);
+	if (cgroup_env_probe(&env, &err) < 0)
+		env = NULL;
+	cgroup_env_info(env, &ci);
+	check_cgroups(&d, &ci);
+	check_python(&d);
+
+	if (as_json) {
+		json_t *lim = json_object(), *dirs = json_object();
+		json_t *out;
+		for (int c = 0; c < CG_NCTRL; c++) {
+			json_object_set_new(lim, cgroup_ctrl_name(c), json_string(limit_enforcer_name(ci.by[c])));
+			json_object_set_new(dirs, cgroup_ctrl_name(c), ci.dir[c] ? json_string(ci.dir[c]) : json_null());
+		}
+		/* limits: what enforces each; dirs: where the runs' cgroups go */
+		out = json_pack("{s:b,s:O,s:{s:s,s:s?,s:s?,s:o,s:o,s:b}}", "jailable", d.jailable, "checks", d.checks,
+				"cgroups", "mode", ci.mode, "v2_mount", ci.v2_mount, "v2_parent", ci.v2_parent,
+				"limits", lim, "dirs", dirs, "device_filter", ci.bpf_device);
+		if (out) {
+			char *s = json_dumps(out, JSON_INDENT(2));
+			if (s)
+				puts(s);
+			free(s);
+			json_decref(out);
+		}
+	} else {
+		print_text(&d);
+	}
+	cgroup_env_free(env);
+	json_decref(d.checks);
+	return d.jailable ? 0 : 1;
+}

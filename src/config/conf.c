@@ -1,0 +1,337 @@
+/* pycell: the configuration file (man pycell.conf(5)). */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "config/conf.h"
+#include "config/json_check.h"
+#include "config/policy.h"
+
+static const char *const top_keys[] = { "policy", "max_concurrent_runs", "audit_log", "upstreams",
+					"http", "host_uid_base", "warm", NULL };
+static const char *const upstream_keys[] = { "command", "env", "timeout", NULL };
+static const char *const http_keys[] = { "listen", "token_file", "allowed_origins", NULL };
+static const char *const warm_keys[] = { "enabled", "ready", NULL };
+
+#define JAIL_ID_COUNT 65536
+
+void conf_init_default(struct pycell_conf *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->policy = xstrdup("default");
+	c->max_concurrent_runs = 4;
+	c->warm_ready = 2;
+	c->http_listen = xstrdup("127.0.0.1:8765");
+	c->http_host = xstrdup("127.0.0.1");
+	c->http_port = 8765;
+	c->http_token_file = xstrdup(PYCELL_SYSCONFDIR "/token");
+	c->host_uid_base = 100000;
+}
+
+static void upstream_free(struct upstream_conf *u)
+{
+	free(u->name);
+	jc_strv_free(u->argv, u->argc);
+	jc_strv_free(u->env, u->n_env);
+}
+
+void conf_free(struct pycell_conf *c)
+{
+	if (!c)
+		return;
+	free(c->path);
+	free(c->policy);
+	free(c->audit_log);
+	for (size_t i = 0; i < c->n_upstreams; i++)
+		upstream_free(&c->upstreams[i]);
+	free(c->upstreams);
+	free(c->http_listen);
+	free(c->http_host);
+	free(c->http_token_file);
+	jc_strv_free(c->http_allowed_origins, c->n_http_allowed_origins);
+	memset(c, 0, sizeof(*c));
+}
+
+const struct upstream_conf *conf_upstream(const struct pycell_conf *c, const char *name)
+{
+	for (size_t i = 0; i < c->n_upstreams; i++)
+		if (strcmp(c->upstreams[i].name, name) == 0)
+			return &c->upstreams[i];
+	return NULL;
+}
+
+/* A string or null (NULL); `*out` is replaced. */
+static int nullable_path(const struct jc *c, const char *key, const json_t *v, char **out)
+{
+	const char *s;
+	if (json_is_null(v)) {
+		free(*out);
+		*out = NULL;
+		return 0;
+	}
+	if (jc_abs_path(c, key, v, &s) < 0)
+		return -1;
+	free(*out);
+	*out = xstrdup(s);
+	return 0;
+}
+
+static int apply_command(const struct jc *c, const char *key, const json_t *v, struct upstream_conf *u)
+{
+	static const char what[] =
+		"a non-empty array of strings such as [\"npx\", \"-y\", \"@modelcontextprotocol/server-memory\"]";
+	size_t n;
+	if (!json_is_array(v) || json_array_size(v) == 0)
+		return jc_expected(c, key, what, v);
+	n = json_array_size(v);
+	u->argv = xcalloc(n + 1, sizeof(*u->argv));
+	u->argc = n;
+	for (size_t i = 0; i < n; i++) {
+		char k[JC_KEY_MAX];
+		const char *s;
+		jc_index(k, key, i);
+		if (jc_string(c, k, json_array_get(v, i), &s) < 0)
+			return -1;
+		u->argv[i] = xstrdup(s);
+	}
+	return 0;
+}
+
+static int apply_upstream(const struct jc *c, const char *name, const json_t *v, struct upstream_conf *u)
+{
+	char key[JC_KEY_MAX], k[JC_KEY_MAX];
+	const json_t *f;
+	jc_key(key, "upstreams", name);
+	u->name = xstrdup(name);
+	u->timeout_ms = 30 * 1000;
+	if (!policy_is_name(name))
+		return jc_fail(c, "upstreams",
+			       "\"%s\" is not a server name ([a-z0-9_-]+, at most 64): it prefixes tool names as NAME.tool",
+			       name);
+	if (jc_object(c, key, v, upstream_keys) < 0)
+		return -1;
+	jc_key(k, key, "command");
+	if (!(f = json_object_get(v, "command")))
+		return jc_fail(c, k, "missing (the server's argv, such as [\"npx\", \"-y\", \"@modelcontextprotocol/server-memory\"])");
+	if (apply_command(c, k, f, u) < 0)
+		return -1;
+	jc_key(k, key, "env");
+	if ((f = json_object_get(v, "env")) && jc_env(c, k, f, &u->env, &u->n_env) < 0)
+		return -1;
+	jc_key(k, key, "timeout");
+	if ((f = json_object_get(v, "timeout")) &&
+	    jc_duration(c, k, f, 100, 3600 * 1000, false, &u->timeout_ms) < 0)
+		return -1;
+	return 0;
+}
+
+static int apply_upstreams(const struct jc *c, const json_t *v, struct pycell_conf *conf)
+{
+	const char *name;
+	json_t *val;
+	if (!json_is_object(v))
+		return jc_expected(c, "upstreams", "an object of servers such as {\"memory\": {\"command\": [...]}}", v);
+	conf->upstreams = xcalloc(json_object_size(v), sizeof(*conf->upstreams));
+	json_object_foreach ((json_t *)v, name, val) {
+		/* counted before it is filled, so conf_free releases a partial one */
+		struct upstream_conf *u = &conf->upstreams[conf->n_upstreams++];
+		if (apply_upstream(c, name, val, u) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+static bool port_valid(const char *s)
+{
+	size_t n = strspn(s, "0123456789");
+	return n >= 1 && n <= 5 && s[n] == '\0' && s[0] != '0' && atoi(s) <= 65535;
+}
+
+/* "127.0.0.1:8765", "[::1]:8765", "localhost:8765" */
+static int apply_listen(const struct jc *c, const json_t *v, struct pycell_conf *conf)
+{
+	static const char what[] = "HOST:PORT such as 127.0.0.1:8765 or [::1]:8765";
+	const char *s, *port;
+	cleanup_free char *host = NULL;
+	if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v))
+		return jc_expected(c, "http.listen", what, v);
+	s = json_string_value(v);
+	if (s[0] == '[') {
+		const char *close = strchr(s, ']');
+		struct in6_addr a6;
+		if (!close || close[1] != ':')
+			return jc_expected(c, "http.listen", what, v);
+		host = xasprintf("%.*s", (int)(close - s - 1), s + 1);
+		if (inet_pton(AF_INET6, host, &a6) != 1)
+			return jc_expected(c, "http.listen", what, v);
+		port = close + 2;
+	} else {
+		const char *colon = strchr(s, ':');
+		size_t n = colon ? (size_t)(colon - s) : 0;
+		if (n == 0 || strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-") != n)
+			return jc_expected(c, "http.listen", what, v);
+		host = xasprintf("%.*s", (int)n, s);
+		port = colon + 1;
+	}
+	if (!port_valid(port))
+		return jc_expected(c, "http.listen", what, v);
+	free(conf->http_listen);
+	free(conf->http_host);
+	conf->http_listen = xstrdup(s);
+	conf->http_host = steal_ptr(&host);
+	conf->http_port = (uint16_t)atoi(port);
+	return 0;
+}
+
+/* scheme://host[:port], nothing after: what browsers send as Origin */
+static int check_origin(const struct jc *c, const char *key, const json_t *v, const char *s)
+{
+	const char *p;
+	if (strncmp(s, "http://", 7) == 0)
+		p = s + 7;
+	else if (strncmp(s, "https://", 8) == 0)
+		p = s + 8;
+	else
+		goto bad;
+	if (*p == '[') {
+		p = strchr(p, ']');
+		if (!p)
+			goto bad;
+		p++;
+	} else {
+		size_t n = strspn(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-");
+		if (n == 0)
+			goto bad;
+		p += n;
+	}
+	if (*p == '\0' || (*p == ':' && port_valid(p + 1)))
+		return 0;
+bad:
+	return jc_expected(c, key,
+			   "an origin such as https://example.com (scheme, host and optional port, no path)", v);
+}
+
+static int apply_origins(const struct jc *c, const json_t *v, struct pycell_conf *conf)
+{
+	size_t n;
+	if (!json_is_array(v))
+		return jc_expected(c, "http.allowed_origins", "an array of origins such as [\"https://example.com\"]", v);
+	n = json_array_size(v);
+	jc_strv_free(conf->http_allowed_origins, conf->n_http_allowed_origins);
+	conf->http_allowed_origins = xcalloc(n, sizeof(char *));
+	conf->n_http_allowed_origins = 0;
+	for (size_t i = 0; i < n; i++) {
+		char k[JC_KEY_MAX];
+		const json_t *e = json_array_get(v, i);
+		const char *s;
+		jc_index(k, "http.allowed_origins", i);
+		if (jc_string(c, k, e, &s) < 0 || check_origin(c, k, e, s) < 0)
+			return -1;
+		conf->http_allowed_origins[conf->n_http_allowed_origins++] = xstrdup(s);
+	}
+	return 0;
+}
+
+static int apply_http(const struct jc *c, const json_t *o, struct pycell_conf *conf)
+{
+	const json_t *v;
+	if (jc_object(c, "http", o, http_keys) < 0)
+		return -1;
+	if ((v = json_object_get(o, "listen")) && apply_listen(c, v, conf) < 0)
+		return -1;
+	if ((v = json_object_get(o, "token_file")) &&
+	    nullable_path(c, "http.token_file", v, &conf->http_token_file) < 0)
+		return -1;
+	if ((v = json_object_get(o, "allowed_origins")) && apply_origins(c, v, conf) < 0)
+		return -1;
+	return 0;
+}
+
+static int apply_warm(const struct jc *c, const json_t *o, struct pycell_conf *conf)
+{
+	const json_t *v;
+	if (jc_object(c, "warm", o, warm_keys) < 0)
+		return -1;
+	uint64_t n;
+	if ((v = json_object_get(o, "enabled")) && jc_bool(c, "warm.enabled", v, &conf->warm_enabled) < 0)
+		return -1;
+	if ((v = json_object_get(o, "ready"))) {
+		if (jc_uint(c, "warm.ready", v, 0, WARM_READY_MAX, false, &n) < 0)
+			return -1;
+		conf->warm_ready = (uint32_t)n;
+	}
+	return 0;
+}
+
+static int conf_apply(const struct jc *c, const json_t *root, struct pycell_conf *conf)
+{
+	const json_t *v;
+	uint64_t n;
+	if (jc_object(c, NULL, root, top_keys) < 0)
+		return -1;
+	if ((v = json_object_get(root, "policy"))) {
+		const char *s = json_is_string(v) ? json_string_value(v) : "";
+		if (strlen(s) != json_string_length(v) || (!policy_is_name(s) && !policy_is_path(s)))
+			return jc_expected(c, "policy",
+					   "a policy name ([a-z0-9_-]+) or a path (containing / or ending in .json)", v);
+		free(conf->policy);
+		conf->policy = xstrdup(s);
+	}
+	if ((v = json_object_get(root, "max_concurrent_runs"))) {
+		if (jc_uint(c, "max_concurrent_runs", v, 1, 1024, false, &n) < 0)
+			return -1;
+		conf->max_concurrent_runs = (uint32_t)n;
+	}
+	if ((v = json_object_get(root, "audit_log")) && nullable_path(c, "audit_log", v, &conf->audit_log) < 0)
+		return -1;
+	if ((v = json_object_get(root, "upstreams")) && apply_upstreams(c, v, conf) < 0)
+		return -1;
+	if ((v = json_object_get(root, "http")) && apply_http(c, v, conf) < 0)
+		return -1;
+	if ((v = json_object_get(root, "host_uid_base"))) {
+		/* below 1000 are the host's system accounts; the range must fit in 32 bits */
+		if (jc_uint(c, "host_uid_base", v, 1000, UINT32_MAX - JAIL_ID_COUNT, false, &n) < 0)
+			return -1;
+		conf->host_uid_base = (uint32_t)n;
+	}
+	if ((v = json_object_get(root, "warm")) && apply_warm(c, v, conf) < 0)
+		return -1;
+	return 0;
+}
+
+int conf_parse(const char *json, const char *origin, struct pycell_conf *out, struct pc_err *err)
+{
+	struct jc c = { "config", origin, err };
+	struct pycell_conf conf;
+	json_t *root;
+	int ret;
+	if (jc_parse(&c, json, &root) < 0)
+		return -1;
+	conf_init_default(&conf);
+	ret = conf_apply(&c, root, &conf);
+	json_decref(root);
+	if (ret < 0) {
+		conf_free(&conf);
+		return -1;
+	}
+	*out = conf;
+	return 0;
+}
+
+int conf_load(const char *path, struct pycell_conf *out, struct pc_err *err)
+{
+	const char *file = path ? path : CONF_DEFAULT_PATH;
+	struct jc c = { "config", file, err };
+	cleanup_free char *text = NULL;
+	if (!path && access(file, F_OK) < 0 && errno == ENOENT) {
+		conf_init_default(out);
+		return 0;
+	}
+	if (jc_read_file(&c, file, &text) < 0 || conf_parse(text, file, out, err) < 0)
+		return -1;
+	out->path = xstrdup(file);
+	return 0;
+}

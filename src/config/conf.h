@@ -1,0 +1,58 @@
+/* pycell: the configuration file, $sysconfdir/pycell/pycell.conf or
+ * --config FILE (JSON, man pycell.conf(5)).  Named conf.h, not config.h:
+ * a src/config.h would shadow autoconf's config.h for every file in src/. */
+#ifndef PYCELL_CONF_H
+#define PYCELL_CONF_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/util.h"
+
+#define CONF_DEFAULT_PATH PYCELL_SYSCONFDIR "/pycell.conf"
+
+/* An upstream MCP server, started as a stdio MCP client; its tools are
+ * offered to jails as NAME.tool. */
+struct upstream_conf {
+	char *name;                 /* [a-z0-9_-]+ */
+	char **argv;                /* command, NULL-terminated */
+	size_t argc;
+	char **env;                 /* "KEY=VALUE" for the server process */
+	size_t n_env;
+	uint64_t timeout_ms;        /* per tool call; default 30 s */
+};
+
+struct pycell_conf {
+	char *path;                 /* file loaded, NULL when none (built-in defaults) */
+	char *policy;               /* default policy: a name or a path; "default" */
+	uint32_t max_concurrent_runs;   /* 4 */
+	char *audit_log;            /* audit JSON lines file; NULL = stderr */
+	struct upstream_conf *upstreams;
+	size_t n_upstreams;
+
+	/* `pycell serve` */
+	char *http_listen;          /* "127.0.0.1:8765" as written */
+	char *http_host;            /* parsed: "127.0.0.1", "::1" (no brackets) */
+	uint16_t http_port;
+	char *http_token_file;      /* bearer token file; NULL = no token */
+	char **http_allowed_origins;   /* exact Origin values accepted */
+	size_t n_http_allowed_origins;
+
+	uint32_t host_uid_base;     /* as root: jail ids 0..65535 map to base.. */
+	bool warm_enabled;          /* warm starts from a zygote (zygote.h) */
+	uint32_t warm_ready;        /* jails made ahead for pycell mcp (2; 0 = none) */
+};
+
+void conf_init_default(struct pycell_conf *c);
+/* Load `path`, or CONF_DEFAULT_PATH when path is NULL.  A missing default
+ * file gives the built-in defaults; a missing explicit file is an error. */
+int conf_load(const char *path, struct pycell_conf *out, struct pc_err *err);
+/* Parse a config from JSON text; `origin` names it in error messages. */
+int conf_parse(const char *json, const char *origin, struct pycell_conf *out, struct pc_err *err);
+void conf_free(struct pycell_conf *c);
+/* The upstream called `name`, or NULL. */
+const struct upstream_conf *conf_upstream(const struct pycell_conf *c, const char *name);
+
+#define WARM_READY_MAX 16
+
+#endif

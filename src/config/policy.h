@@ -1,0 +1,110 @@
+/* pycell: the policy, what one run may do.  Loaded from JSON
+ * (policy/NAME.json, man pycell-policy(5)); CLI options override fields. */
+#ifndef PYCELL_POLICY_H
+#define PYCELL_POLICY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <jansson.h>
+
+#include "base/util.h"
+
+enum net_mode { NET_NONE = 0, NET_LOOPBACK };
+
+/* Names of the syscall groups a policy may list (NULL-terminated); what
+ * each allows is jail/seccomp.c's, in the same order. */
+extern const char *const seccomp_group_names[];
+/* The groups used when a policy lists none (NULL-terminated). */
+extern const char *const seccomp_default_groups[];
+
+struct bind_spec {
+	char *src;      /* host path */
+	char *dst;      /* path inside the jail (absolute) */
+	bool optional;  /* a missing source is skipped, not a setup failure */
+	bool writable;  /* default read-only */
+};
+
+struct limits {
+	uint64_t timeout_ms;        /* wall clock; 0 = none */
+	uint64_t memory_bytes;      /* 0 = none */
+	uint32_t cpu_millis;        /* CPU share in thousandths of a core; 0 = none */
+	uint32_t pids;              /* max tasks; 0 = none */
+	uint64_t output_bytes;      /* cap per stream (stdout, stderr) */
+	uint64_t tmp_bytes;         /* size of /tmp tmpfs */
+	uint64_t workspace_bytes;   /* size of /workspace tmpfs */
+	uint64_t file_bytes;        /* RLIMIT_FSIZE; 0 = none */
+	uint32_t open_files;        /* RLIMIT_NOFILE */
+};
+
+/* One extra seccomp rule: syscall by name answers errno (or is allowed). */
+struct seccomp_rule {
+	char *syscall;
+	int action_errno;           /* >0: fail with this errno; 0: allow */
+	bool kill;                  /* kill the process */
+};
+
+struct policy {
+	char *name;                 /* "default", or the file's base name */
+	char *path;                 /* file it was loaded from, NULL for built-in */
+	char *description;          /* the file's "description", not inherited; may be NULL */
+	struct limits limits;
+
+	struct bind_spec *binds;    /* extra binds after the interpreter tree */
+	size_t n_binds;
+	bool ca_certificates;       /* bind /etc/ssl/certs (+ /usr/share/ca-certificates) */
+	bool dev_shm;               /* a size-limited tmpfs at /dev/shm (multiprocessing) */
+
+	enum net_mode network;
+
+	char **seccomp_groups;      /* names of syscall groups to allow */
+	size_t n_seccomp_groups;
+	struct seccomp_rule *seccomp_rules;
+	size_t n_seccomp_rules;
+
+	char *python;               /* interpreter path, default /usr/bin/python3 */
+	char **python_flags;        /* e.g. "-I" "-B" */
+	size_t n_python_flags;
+	char **env;                 /* "KEY=VALUE", added to the clean environment */
+	size_t n_env;
+
+	char **tools_allow;         /* exact names and "server.*" patterns */
+	size_t n_tools_allow;
+	uint32_t tools_budget;      /* max tool calls per run */
+	uint64_t tools_arg_bytes;   /* max size of one call's arguments */
+	uint64_t tools_result_bytes;
+
+	char *backend;              /* "native" | "wasm" */
+
+	/* identity inside the jail */
+	uid_t jail_uid;             /* default 1000 */
+	gid_t jail_gid;
+	char *hostname;             /* default "pycell" */
+};
+
+/* The built-in defaults, equal to policy/default.json. */
+void policy_init_default(struct policy *p);
+/* Load NAME (a shipped policy in the policy dir or /etc/pycell/policy.d)
+ * or a path (contains '/' or ends in .json).  Validates every key. */
+int policy_load(const char *name_or_path, struct policy *out, struct pc_err *err);
+/* Parse a policy from a JSON text; `origin` names it in error messages. */
+int policy_parse(const char *json, const char *origin, struct policy *out, struct pc_err *err);
+void policy_free(struct policy *p);
+/* Directories searched for policy names, in order, NULL-terminated:
+ * $sysconfdir/pycell/policy.d, then pycell_datadir()/policy.  Computed on
+ * each call ($PYCELL_DATADIR may change); valid until the next call. */
+const char *const *policy_search_path(void);
+/* The fully resolved policy as a document policy_parse accepts and turns
+ * into an equal struct (no "extends"; name and path are not included). */
+json_t *policy_to_json(const struct policy *p);
+/* Same content (everything but name and path). */
+bool policy_equal(const struct policy *a, const struct policy *b);
+/* A policy name matches [a-z0-9_-]+ (at most 64); a path contains '/' or
+ * ends in ".json".  Anything else is neither and refused. */
+bool policy_is_name(const char *s);
+bool policy_is_path(const char *s);
+/* Max depth of an "extends" chain. */
+#define POLICY_MAX_EXTENDS 8
+
+#endif

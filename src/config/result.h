@@ -1,0 +1,76 @@
+/* pycell: the result of one run, one struct for every interface. */
+#ifndef PYCELL_RESULT_H
+#define PYCELL_RESULT_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/util.h"
+
+enum run_status {
+	RUN_OK = 0,          /* exited 0 */
+	RUN_ERROR,           /* exited non-zero or killed by a signal of its own */
+	RUN_TIMEOUT,         /* wall-clock limit */
+	RUN_MEMORY_LIMIT,    /* the memory limit's OOM killer */
+	RUN_KILLED,          /* cancelled / killed by the supervisor */
+	RUN_SETUP_FAILED,    /* the jail could not be built */
+};
+
+/* Which mechanism enforced a limit. */
+enum limit_enforcer { ENF_NONE = 0, ENF_CGROUP2, ENF_CGROUP1, ENF_RLIMIT, ENF_TMPFS, ENF_SUPERVISOR };
+
+struct limit_report {
+	const char *name;    /* "memory", "pids", "cpu", "timeout", ... */
+	uint64_t value;      /* what was asked (unit per name) */
+	enum limit_enforcer by;
+};
+
+struct output_buf {
+	char *data;          /* captured bytes (up to the cap), NUL-terminated */
+	size_t len;
+	uint64_t dropped;    /* bytes beyond the cap, counted and dropped */
+	bool truncated;
+};
+
+#define RESULT_MAX_LIMITS 12
+#define RESULT_MAX_WARNINGS 8
+
+struct run_result {
+	enum run_status status;
+	int exit_code;       /* -1 when killed by a signal or never started */
+	int signal;          /* 0 when exited */
+	struct output_buf out, err;
+	char *return_value;  /* JSON text of the last expression, or NULL */
+	uint64_t duration_ms;
+	uint64_t cpu_ms;
+	uint64_t memory_peak_bytes;
+	struct limit_report limits[RESULT_MAX_LIMITS];
+	int n_limits;
+	char *warnings[RESULT_MAX_WARNINGS];
+	int n_warnings;
+	struct pc_err setup_error;  /* valid when status == RUN_SETUP_FAILED */
+	json_t *tool_calls;  /* {count, tools:{name:{calls,errors}}, denied} or NULL */
+};
+
+const char *run_status_name(enum run_status s);
+const char *limit_enforcer_name(enum limit_enforcer e);
+void result_init(struct run_result *r);
+void result_free(struct run_result *r);
+void result_add_limit(struct run_result *r, const char *name, uint64_t value, enum limit_enforcer by);
+void result_add_warning(struct run_result *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The result object of DESIGN.md.  Output bytes that are not valid UTF-8
+ * are replaced with U+FFFD so the JSON is always valid. */
+json_t *result_to_json(const struct run_result *r);
+/* A JSON string of any bytes: jansson requires UTF-8, so invalid bytes
+ * become U+FFFD (NULs are kept: json_stringn allows them). */
+json_t *json_text(const char *s, size_t len);
+/* CLI exit status: the program's, 128+signal, or the documented codes. */
+int result_exit_status(const struct run_result *r);
+
+#define EXIT_USAGE 2
+#define EXIT_MEMORY_LIMIT 123
+#define EXIT_TIMEOUT 124
+#define EXIT_SETUP_FAILED 125
+
+#endif

@@ -1,0 +1,15 @@
+/* pycell: capabilities.  The jail keeps none; the supervisor only what it uses. */
+#ifndef PYCELL_CAPS_H
+#define PYCELL_CAPS_H
+
+#include <sys/types.h>
+
+#include "base/util.h"
+
+/* In the jail child, after the mounts: switch to uid/gid, and empty the
+ * effective, permitted, inheritable, ambient and bounding sets. */
+int caps_drop_jail(uid_t uid, gid_t gid, struct pc_err *err);
+/* In the supervisor at start: not dumpable; drop capabilities not needed. */
+int caps_harden_supervisor(struct pc_err *err);
+
+#endif

@@ -1,0 +1,487 @@
+/* pycell: the jail.  The supervisor clones a child into fresh namespaces,
+ * writes its id maps, and lets it go; the child builds its root and becomes
+ * the jail's init (pid 1), which forks python (pid 2) and reports how it
+ * ended.  Any failure in the child travels back as a struct jail_msg. */
+#include "config.h"
+
+#include <fcntl.h>
+#include <linux/sched.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "jail/caps.h"
+#include "jail/cgroup.h"
+#include "jail/jail.h"
+#include "jail/net.h"
+#include "jail/rootfs.h"
+#include "jail/seccomp.h"
+
+uid_t jail_host_id_base = 100000;
+#define JAIL_ID_RANGE 65536
+
+static void send_msg(int fd, const struct jail_msg *m)
+{
+	(void)!send(fd, m, sizeof(*m), MSG_NOSIGNAL);
+}
+
+static __attribute__((noreturn)) void child_fail(int sync_fd, const struct pc_err *e)
+{
+	struct jail_msg m = { .type = JAIL_MSG_ERROR, .err = *e };
+	send_msg(sync_fd, &m);
+	_exit(127);
+}
+
+/* The supervisor's command line and environment, as the kernel shows them
+ * in /proc/PID/{cmdline,environ}: a jail's init is a clone of the
+ * supervisor, so it blanks them (paths of policies and programs, and
+ * whatever is in pycell's environment, are none of the jail's business). */
+static char *proc_area[2];
+static size_t proc_area_len[2];
+
+static void note_area(int i, char **v)
+{
+	size_t n = 0;
+	if (!v || !v[0])
+		return;
+	while (v[n + 1])
+		n++;
+	proc_area[i] = v[0];
+	proc_area_len[i] = (size_t)(v[n] + strlen(v[n]) + 1 - v[0]);
+}
+
+void jail_note_cmdline(char **argv)
+{
+	extern char **environ;
+	note_area(0, argv);
+	note_area(1, environ);
+}
+
+static void blank_cmdline(void)
+{
+	static const char name[] = "pycell-init";
+	for (int i = 0; i < 2; i++)
+		if (proc_area[i])
+			memset(proc_area[i], 0, proc_area_len[i]);
+	if (proc_area[0] && proc_area_len[0] >= sizeof(name))
+		memcpy(proc_area[0], name, sizeof(name));
+}
+
+/* ------------------------------------------------------------ jail init */
+
+static volatile pid_t python_pid;
+
+static void forward_signal(int sig)
+{
+	if (python_pid > 0)
+		kill(python_pid, sig);
+}
+
+/* pid 1: forward termination signals, reap everything, and report
+ * python's wait status.  When init exits the kernel kills whatever is left
+ * in the pid namespace, so no grandchild outlives the run. */
+static __attribute__((noreturn)) void jail_init(int sync_fd)
+{
+	static const int fwd[] = { SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 };
+	struct sigaction sa = { .sa_handler = forward_signal };
+	struct jail_msg m = { .type = JAIL_MSG_EXIT };
+	struct rusage ru;
+	int status = 0;
+
+	for (size_t i = 0; i < ARRAY_SIZE(fwd); i++)
+		sigaction(fwd[i], &sa, NULL);
+	/* init keeps none of the run's pipes: EOF on them means python and
+	 * its descendants are done writing. */
+	for (int fd = 0; fd <= 3; fd++)
+		close(fd);
+	for (;;) {
+		pid_t p = waitpid(-1, &status, 0);
+		if (p == python_pid)
+			break;
+		if (p < 0 && errno != EINTR)
+			_exit(126);
+	}
+	getrusage(RUSAGE_CHILDREN, &ru);
+	m.wait_status = status;
+	m.cpu_us = (int64_t)ru.ru_utime.tv_sec * 1000000 + ru.ru_utime.tv_usec +
+		   (int64_t)ru.ru_stime.tv_sec * 1000000 + ru.ru_stime.tv_usec;
+	m.maxrss_kb = ru.ru_maxrss;
+	send_msg(sync_fd, &m);
+	_exit(0);
+}
+
+/* ------------------------------------------------------------ the child */
+
+/* Place stdin, stdout, stderr and the tool socket at 0..3 and close
+ * everything else but a copy of the sync socket above 3 (returned).
+ * Copies come first: a source may sit at 0..3, where another one goes. */
+static int place_fds(const struct jail_spec *s, int sync_fd, struct pc_err *err)
+{
+	const int src[4] = { s->stdio[0], s->stdio[1], s->stdio[2], s->tool_fd };
+	int tmp[4], sfd = fcntl(sync_fd, F_DUPFD_CLOEXEC, 4);
+	if (sfd < 0)
+		return pc_syserr(err, "fds", "copy the sync fd");
+	for (int i = 0; i < 4; i++)
+		if ((tmp[i] = fcntl(src[i], F_DUPFD_CLOEXEC, 4)) < 0)
+			return pc_syserr(err, "fds", "copy fd %d", i);
+	for (int i = 0; i < 4; i++)
+		if (dup2(tmp[i], i) < 0)
+			return pc_syserr(err, "fds", "place fd %d", i);
+	if ((sfd > 4 && syscall(SYS_close_range, 4, sfd - 1, 0) < 0) ||
+	    syscall(SYS_close_range, sfd + 1, ~0U, 0) < 0)
+		return pc_syserr(err, "fds", "close_range");
+	return sfd;
+}
+
+/* Parked jails (a warm pool): the program comes after the root. */
+
+struct program_msg {
+	int32_t type;   /* JAIL_MSG_PROGRAM */
+	uint64_t len;   /* bytes in the memfd that comes with it */
+};
+
+int jail_unpack_files(struct jail_spec *s, const char *buf, uint64_t len)
+{
+	uint64_t off = 0;
+	s->n_files = 0;
+	while (off < len) {
+		struct jail_file *f;
+		uint64_t n;
+		size_t name_len = strnlen(buf + off, len - off);
+		if (s->n_files == JAIL_MAX_FILES || off + name_len + 1 + sizeof(n) > len)
+			return -1;
+		f = &s->files[s->n_files++];
+		f->name = buf + off;
+		off += name_len + 1;
+		memcpy(&n, buf + off, sizeof(n));
+		off += sizeof(n);
+		if (n > len - off)
+			return -1;
+		f->data = buf + off;
+		f->len = n;
+		off += n;
+	}
+	return 0;
+}
+
+int jail_deliver(const struct jail *j, int memfd, uint64_t len, struct pc_err *err)
+{
+	struct program_msg m = { .type = JAIL_MSG_PROGRAM, .len = len };
+	if (send_fds(j->sync_fd, &m, sizeof(m), &memfd, 1) < 0)
+		return pc_syserr(err, "warm", "hand the program to a ready jail");
+	return 0;
+}
+
+/* In a ready jail's init: wait for the program and pass it on to python,
+ * which waits for it on prog_fd.  Init never looks inside: python reads
+ * the files from the memfd itself.  When python goes first (its end of
+ * prog_fd closes), so does the jail: the supervisor makes another. */
+static int forward_program(int sync_fd, int prog_fd, struct pc_err *err)
+{
+	struct pollfd pf[2] = { { .fd = sync_fd, .events = POLLIN }, { .fd = prog_fd, .events = POLLIN } };
+	struct program_msg m;
+	int fd = -1, got;
+	ssize_t n;
+
+	while (poll(pf, 2, -1) < 0)
+		if (errno != EINTR)
+			return pc_syserr(err, "warm", "wait for the program");
+	if (!(pf[0].revents & POLLIN) && pf[1].revents)
+		_exit(0);
+	do
+		n = recv_fds(sync_fd, &m, sizeof(m), &fd, 1, &got);
+	while (n < 0 && errno == EINTR);
+	if (n == 0)
+		_exit(0); /* the supervisor let the ready jail go unused */
+	if (n != (ssize_t)sizeof(m) || m.type != JAIL_MSG_PROGRAM || m.len > JAIL_PARK_FILES_MAX || got != 1) {
+		if (got == 1)
+			close(fd);
+		return pc_fail(err, EPROTO, "warm", "bad program message for a ready jail");
+	}
+	if (send_fds(prog_fd, &m, sizeof(m), &fd, 1) < 0) {
+		close(fd);
+		return pc_syserr(err, "warm", "hand the program to python");
+	}
+	close(fd);
+	return 0;
+}
+
+int jail_receive_program(int prog_fd, uint64_t *len)
+{
+	struct program_msg m;
+	int fd = -1, got;
+	ssize_t n;
+
+	do
+		n = recv_fds(prog_fd, &m, sizeof(m), &fd, 1, &got);
+	while (n < 0 && errno == EINTR);
+	if (n != (ssize_t)sizeof(m) || got != 1) {
+		if (n > 0 && got == 1)
+			close(fd);
+		errno = n == 0 ? EPIPE : EPROTO;
+		return -1;
+	}
+	*len = m.len;
+	return fd;
+}
+
+/* The kernel clears the parent-death signal at every change of
+ * credentials (prctl(2)): the setresuid of step 1 as root, and the one in
+ * caps_drop_jail always.  Arm it again once the last one is done, then
+ * make sure the parent did not die before that: the supervisor (or the
+ * zygote, which dies with it) holds the other end of the sync socket
+ * alone, so a hang-up there means it is gone, and no signal would come. */
+static int rearm_parent_death(int sync_fd, struct pc_err *err)
+{
+	struct pollfd pf = { .fd = sync_fd, .events = 0 };
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+		return pc_syserr(err, "pdeathsig", "prctl(PR_SET_PDEATHSIG) after the credential change");
+	if (poll(&pf, 1, 0) < 0)
+		return pc_syserr(err, "pdeathsig", "poll the sync socket");
+	if (pf.revents & (POLLHUP | POLLERR))
+		_exit(127); /* nobody is left to tell */
+	return 0;
+}
+
+/* The child setup sequence of DESIGN.md, top to bottom. */
+static __attribute__((noreturn)) void jail_child(const struct jail_spec *s, int sync_fd, bool as_root)
+{
+	const struct policy *p = s->policy;
+	struct pc_err err = { 0 };
+	sigset_t none;
+	char go;
+	pid_t pid;
+	int fd, prog[2];
+
+	/* A clean signal state: the supervisor may block signals it reads
+	 * with a signalfd, and the zygote ignores SIGCHLD; init needs both. */
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	signal(SIGCHLD, SIG_DFL);
+	blank_cmdline();
+	/* ps tells a ready jail (made ahead, no program yet) from a running one */
+	prctl(PR_SET_NAME, s->park ? "pycell-ready" : "pycell-init");
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+		_exit(127);
+	/* The supervisor is not dumpable and we inherited that, which makes
+	 * our /proc files root's: an unprivileged parent could not write our
+	 * maps.  Become dumpable and say so (exec resets it anyway). */
+	if (!as_root && (prctl(PR_SET_DUMPABLE, 1) < 0 || write(sync_fd, "r", 1) != 1))
+		_exit(127);
+	/* 1. wait until the parent has written our id maps, then take the
+	 * jail's root id when we have a range: host root itself is not
+	 * mapped, so until then we are "nobody" */
+	if (read(sync_fd, &go, 1) != 1)
+		_exit(127);
+	/* maps written: not dumpable again, so python (same uid) cannot read
+	 * init's memory, a copy of the supervisor's, through /proc/1/mem */
+	if (prctl(PR_SET_DUMPABLE, 0) < 0)
+		_exit(127);
+	if (as_root && (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)) {
+		pc_syserr(&err, "identity", "become root of the jail's user namespace");
+		goto fail;
+	}
+	log_debug("%6llu us: jail: released by the parent", (unsigned long long)log_elapsed_us());
+	/* into the run's cgroups before anything else, then a cgroup
+	 * namespace rooted there: the jail sees "/" as its cgroup */
+	if (cgroup_enter(s->cgroup.tasks, s->cgroup.n_tasks, &err) < 0)
+		goto fail;
+	for (int i = 0; i < s->cgroup.n_tasks; i++)
+		close(s->cgroup.tasks[i]);
+	log_debug("%6llu us: jail: in its cgroups", (unsigned long long)log_elapsed_us());
+	if (unshare(CLONE_NEWCGROUP) < 0) {
+		pc_syserr(&err, "unshare", "cgroup namespace");
+		goto fail;
+	}
+	/* 2. the root filesystem */
+	if (rootfs_build(s, &err) < 0)
+		goto fail;
+	log_debug("%6llu us: jail: root filesystem built", (unsigned long long)log_elapsed_us());
+	/* 3. network, hostname, session, fds, limits, privileges, seccomp */
+	if (net_loopback_up(&err) < 0)
+		goto fail;
+	log_debug("%6llu us: jail: loopback up", (unsigned long long)log_elapsed_us());
+	if (sethostname(p->hostname, strlen(p->hostname)) < 0) {
+		pc_syserr(&err, "hostname", "sethostname %s", p->hostname);
+		goto fail;
+	}
+	if (setsid() < 0) {
+		pc_syserr(&err, "setsid", "setsid");
+		goto fail;
+	}
+	if ((fd = place_fds(s, sync_fd, &err)) < 0)
+		goto fail;
+	sync_fd = fd;
+	if (rlimits_apply(&p->limits, &err) < 0)
+		goto fail;
+	if (caps_drop_jail(p->jail_uid, p->jail_gid, &err) < 0)
+		goto fail;
+	if (rearm_parent_death(sync_fd, &err) < 0)
+		goto fail;
+	if (s->filter && seccomp_filter_install(s->filter, &err) < 0)
+		goto fail;
+	/* a ready jail makes python ahead too: it waits on prog[1] for the
+	 * program, which init passes on when the supervisor sends it */
+	if (s->park && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, prog) < 0) {
+		pc_syserr(&err, "socketpair", "the program socket");
+		goto fail;
+	}
+
+	/* 4. python as pid 2 */
+	pid = fork();
+	if (pid < 0) {
+		pc_syserr(&err, "fork", "fork python");
+		goto fail;
+	}
+	if (pid == 0) {
+		if (s->filter && seccomp_filter_install_program(s->filter, &err) < 0)
+			child_fail(sync_fd, &err);
+		if (s->run_inline) {
+			/* no exec will close it: the program must not be able to
+			 * write messages to the supervisor */
+			close(sync_fd);
+			if (s->park)
+				close(prog[0]);
+			s->run_inline(s, s->park ? prog[1] : -1);
+		}
+		execve(s->argv[0], s->argv, s->envp);
+		pc_syserr(&err, "exec", "execute %s", s->argv[0]);
+		child_fail(sync_fd, &err);
+	}
+	python_pid = pid;
+	if (s->park) {
+		close(prog[1]);
+		if (forward_program(sync_fd, prog[0], &err) < 0)
+			goto fail;
+		close(prog[0]);
+		prctl(PR_SET_NAME, "pycell-init");
+	}
+	jail_init(sync_fd);
+fail:
+	child_fail(sync_fd, &err);
+}
+
+/* ------------------------------------------------------------ the parent */
+
+/* Can we give the jail a range of host ids?  Only as root of the initial
+ * user namespace: root inside another one (unshare -r, a rootless
+ * container) owns just the ids mapped to it, so it maps its own id only,
+ * like any other user. */
+static bool maps_id_range(void)
+{
+	return geteuid() == 0 && in_initial_userns();
+}
+
+static int write_id_maps(pid_t pid, const struct policy *p, struct pc_err *err)
+{
+	const struct { const char *file; unsigned inside, own; } maps[] = {
+		{ "uid_map", (unsigned)p->jail_uid, (unsigned)geteuid() },
+		{ "gid_map", (unsigned)p->jail_gid, (unsigned)getegid() },
+	};
+	bool range = maps_id_range();
+	char path[64], map[96];
+
+	snprintf(path, sizeof(path), "/proc/%d/setgroups", (int)pid);
+	if (write_file(path, "deny") < 0 && errno != ENOENT)
+		return pc_syserr(err, "idmap", "write %s", path);
+	for (size_t i = 0; i < ARRAY_SIZE(maps); i++) {
+		/* As root, the jail gets a range of otherwise unused host ids so
+		 * code that switches to another id inside still works; its root is
+		 * jail_host_id_base, never host root.  Otherwise only our own id. */
+		if (range)
+			snprintf(map, sizeof(map), "0 %u %u\n", (unsigned)jail_host_id_base, JAIL_ID_RANGE);
+		else
+			snprintf(map, sizeof(map), "%u %u 1\n", maps[i].inside, maps[i].own);
+		snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, maps[i].file);
+		if (write_file(path, map) < 0)
+			return pc_syserr(err, "idmap", "write %s (\"%.*s\")", path, (int)strlen(map) - 1, map);
+	}
+	return 0;
+}
+
+void jail_abort(struct jail *j)
+{
+	syscall(SYS_pidfd_send_signal, j->pidfd, SIGKILL, NULL, 0);
+	waitpid(j->pid, NULL, __WALL); /* ECHILD when the zygote cloned it */
+	close(j->pidfd);
+	close(j->sync_fd);
+	j->pidfd = j->sync_fd = -1;
+}
+
+int jail_clone(const struct jail_spec *s, struct jail *j, struct pc_err *err)
+{
+	struct clone_args args = {
+		.flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC |
+			 CLONE_NEWUTS | CLONE_PIDFD,
+		.exit_signal = SIGCHLD,
+	};
+	bool as_root = maps_id_range();
+	int sv[2], pidfd = -1;
+	long pid;
+	char ready;
+
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		return pc_syserr(err, "spawn", "socketpair");
+	args.pidfd = (uint64_t)(uintptr_t)&pidfd;
+	if (s->cgroup.into) {
+		args.flags |= CLONE_INTO_CGROUP;
+		args.cgroup = (uint64_t)s->cgroup.dir_fd;
+	}
+	pid = syscall(SYS_clone3, &args, sizeof(args));
+	if (pid < 0) {
+		pc_syserr(err, "clone3", "clone3 into new namespaces");
+		close(sv[0]);
+		close(sv[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		close(sv[0]);
+		jail_child(s, sv[1], as_root);
+	}
+	close(sv[1]);
+	j->pid = (pid_t)pid;
+	j->pidfd = pidfd;
+	j->sync_fd = sv[0];
+	if (!as_root && read(j->sync_fd, &ready, 1) != 1) {
+		pc_syserr(err, "spawn", "wait for the jail child");
+		jail_abort(j);
+		return -1;
+	}
+	return 0;
+}
+
+int jail_release(const struct jail_spec *s, struct jail *j, struct pc_err *err)
+{
+	log_debug("%6llu us: jail %d: cloned", (unsigned long long)log_elapsed_us(), (int)j->pid);
+	if (write_id_maps(j->pid, s->policy, err) < 0) {
+		jail_abort(j);
+		return -1;
+	}
+	log_debug("%6llu us: jail %d: id maps written", (unsigned long long)log_elapsed_us(), (int)j->pid);
+	/* From here the child goes on alone: into its cgroups, root, limits,
+	 * privileges, exec; a step that fails comes back on the sync socket. */
+	if (write(j->sync_fd, "g", 1) != 1) {
+		pc_syserr(err, "spawn", "release the jail child");
+		jail_abort(j);
+		return -1;
+	}
+	return 0;
+}
+
+int jail_spawn(const struct jail_spec *s, struct jail *j, struct pc_err *err)
+{
+	if (jail_clone(s, j, err) < 0)
+		return -1;
+	return jail_release(s, j, err);
+}

@@ -1,0 +1,108 @@
+/* pycell: the jail: clone3 into fresh namespaces, the child setup sequence,
+ * and the tiny init that runs as pid 1. */
+#ifndef PYCELL_JAIL_H
+#define PYCELL_JAIL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "base/util.h"
+#include "config/policy.h"
+#include "jail/cgroup.h"
+
+struct seccomp_filter;
+
+struct jail_file {
+	const char *name;   /* a plain file name: "main.py" */
+	const char *data;
+	size_t len;
+};
+#define JAIL_MAX_FILES 4
+
+struct jail_spec {
+	const struct policy *policy;
+	const struct seccomp_filter *filter;  /* NULL: no filter (tests only) */
+	/* The run's cgroups (the caller owns the fds): clone3 puts the child
+	 * into dir_fd when `into` (a cgroup2 dir); the child moves itself
+	 * into each v1 tasks file (cgroup_enter) before anything else. */
+	struct {
+		bool into;
+		int dir_fd;
+		int tasks[CGROUP_MAX_TASKS];
+		int n_tasks;
+	} cgroup;
+	char *const *argv;                    /* python's argv, argv[0] = interpreter */
+	char *const *envp;
+	struct jail_file files[JAIL_MAX_FILES]; /* written read-only to /run/pycell/ */
+	int n_files;
+	const char *runtime_dir;              /* bound read-only at /run/pycell/lib */
+	int stdio[3];                         /* child ends: stdin, stdout, stderr */
+	int tool_fd;                          /* child end, becomes fd 3 */
+	/* A jail made ahead of its request (a ready jail, from the zygote,
+	 * cells only): files stays empty, and the child goes through the
+	 * whole sequence, python included; python then waits for its program
+	 * (jail_deliver), which init passes on over a socket of their own. */
+	bool park;
+	/* NULL: pid 2 execs argv.  Else pid 2 calls this instead of execve,
+	 * with the jail complete (the zygote runs the program in its already
+	 * initialised interpreter); prog_fd is its end of the program socket
+	 * in a ready jail (jail_receive_program), else -1.  Must not return. */
+	void (*run_inline)(const struct jail_spec *s, int prog_fd);
+};
+
+struct jail {
+	pid_t pid;      /* host pid of the jail's init */
+	int pidfd;      /* pidfd of init (readable when it exits) */
+	int sync_fd;    /* seqpacket: struct jail_msg from the child */
+};
+
+enum jail_msg_type { JAIL_MSG_ERROR = 1, JAIL_MSG_STARTED, JAIL_MSG_EXIT, JAIL_MSG_PROGRAM };
+
+/* Messages from the jail to the supervisor, one per packet. */
+struct jail_msg {
+	int32_t type;
+	int32_t wait_status;      /* JAIL_MSG_EXIT: python's wait status */
+	int64_t cpu_us;           /* JAIL_MSG_EXIT: user+sys of python and reaped children */
+	int64_t maxrss_kb;        /* JAIL_MSG_EXIT */
+	int64_t started_ns;       /* JAIL_MSG_STARTED: CLOCK_MONOTONIC at exec */
+	struct pc_err err;        /* JAIL_MSG_ERROR */
+};
+
+/* The most program bytes (all files) a ready jail takes. */
+#define JAIL_PARK_FILES_MAX (16u << 20)
+
+/* Files in one buffer (a memfd): for each, its name, a NUL, its length (8
+ * bytes, native order) and its bytes.  Unpack points s->files into buf;
+ * -1 when it is malformed or holds more than JAIL_MAX_FILES. */
+int jail_unpack_files(struct jail_spec *s, const char *buf, uint64_t len);
+
+/* Give a ready jail its program: memfd holds len bytes of files (the
+ * format above).  Init passes the memfd on to python, which reads the
+ * files from it: a ready jail's /run/pycell holds no program files. */
+int jail_deliver(const struct jail *j, int memfd, uint64_t len, struct pc_err *err);
+/* In a ready jail's python: wait on prog_fd for the program.  The memfd
+ * (its length in *len), or -1 with errno set. */
+int jail_receive_program(int prog_fd, uint64_t *len);
+
+/* Spawn the jail: jail_clone then jail_release.  On success the child is
+ * building its root; errors from there on arrive as JAIL_MSG_ERROR on
+ * j->sync_fd. */
+int jail_spawn(const struct jail_spec *spec, struct jail *j, struct pc_err *err);
+/* The two halves, for the zygote: clone into new namespaces (the child
+ * then waits); and, possibly in another process that received the pidfd
+ * and sync fd, write its id maps and let it go.  The zygote needs no
+ * privilege: the maps are written by the supervisor, and the cgroup
+ * files the child writes were opened by it.  On failure both kill the
+ * child and close j's fds. */
+int jail_clone(const struct jail_spec *spec, struct jail *j, struct pc_err *err);
+int jail_release(const struct jail_spec *spec, struct jail *j, struct pc_err *err);
+/* Kill a child that has not run its program, and close j's fds. */
+void jail_abort(struct jail *j);
+/* Record where main()'s argv and environ strings are, so a jail's init
+ * can blank its inherited copy of them (/proc/1/cmdline, /proc/1/environ). */
+void jail_note_cmdline(char **argv);
+/* Host uid/gid the jail's ids map to when pycell runs as root. */
+extern uid_t jail_host_id_base;
+
+#endif

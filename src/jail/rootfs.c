@@ -1,0 +1,399 @@
+/* pycell: the jail's root filesystem.
+ *
+ * The host root is reached only while the jail is built: a small base tmpfs
+ * is mounted over /tmp and pivoted to, so the host appears at /oldroot and
+ * every bind source is /oldroot/<path> (host /tmp included).  The real root
+ * is a second tmpfs at /newroot; after it is built the host is detached and
+ * /newroot becomes / with a second pivot_root, then read-only. */
+#include "config.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "jail/rootfs.h"
+
+#define OLD "/oldroot"
+#define NEW "/newroot"
+
+static int do_mount(const char *src, const char *dst, const char *type, unsigned long flags,
+		    const char *data, struct pc_err *err)
+{
+	if (mount(src, dst, type, flags, data) < 0)
+		return pc_syserr(err, "mount", "mount %s on %s", src ? src : type ? type : "(remount)", dst);
+	return 0;
+}
+
+/* Read-only (and nosuid, nodev) for a mount and everything below it.
+ * mount_setattr only changes what it is asked to, so flags the host locked
+ * on a bind (noexec, ...) need no special handling, unlike MS_REMOUNT. */
+static int make_readonly(const char *path, bool recursive, struct pc_err *err)
+{
+	struct mount_attr attr = {
+		.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+	};
+	if (mount_setattr(AT_FDCWD, path, recursive ? AT_RECURSIVE : 0, &attr, sizeof(attr)) < 0)
+		return pc_syserr(err, "mount", "make %s read-only", path);
+	return 0;
+}
+
+/* A size-limited tmpfs owned by us, or by the jail's user when `owner`. */
+static int tmpfs(const char *dst, uint64_t size, const char *mode, const struct policy *owner,
+		 unsigned long extra, struct pc_err *err)
+{
+	char opts[128];
+	int n = snprintf(opts, sizeof(opts), "size=%llu,mode=%s,nr_inodes=%llu", (unsigned long long)size,
+			 mode, (unsigned long long)(size / 4096 + 64));
+	/* The owner defaults to us; name it only when it differs, because
+	 * without a uid range (pycell not run as root) only our id is mapped. */
+	if (owner && (owner->jail_uid != geteuid() || owner->jail_gid != getegid()))
+		snprintf(opts + n, sizeof(opts) - (size_t)n, ",uid=%u,gid=%u", (unsigned)owner->jail_uid,
+			 (unsigned)owner->jail_gid);
+	return do_mount("tmpfs", dst, "tmpfs", MS_NOSUID | MS_NODEV | extra, opts, err);
+}
+
+static int mkdir_p(const char *path, mode_t mode, struct pc_err *err)
+{
+	char buf[PATH_MAX];
+	size_t len = strlen(path);
+	if (len >= sizeof(buf))
+		return pc_fail(err, ENAMETOOLONG, "mkdir", "path too long: %s", path);
+	memcpy(buf, path, len + 1);
+	for (char *p = buf + 1;; p++) {
+		if (*p == '/' || *p == '\0') {
+			char c = *p;
+			*p = '\0';
+			if (mkdir(buf, mode) < 0 && errno != EEXIST)
+				return pc_syserr(err, "mkdir", "mkdir %s", buf);
+			if (c == '\0')
+				break;
+			*p = c;
+		}
+	}
+	return 0;
+}
+
+static int write_text(const char *path, const char *data, size_t len, mode_t mode, struct pc_err *err)
+{
+	cleanup_close int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
+	if (fd < 0)
+		return pc_syserr(err, "rootfs", "create %s", path);
+	if (write_all(fd, data, len) < 0)
+		return pc_syserr(err, "rootfs", "write %s", path);
+	return 0;
+}
+
+/* If the host's src is a symbolic link, make the same link at dst: 1 when
+ * it was one, 0 when not (errno tells: EINVAL not a link, ENOENT none). */
+static int copy_link(const char *src, const char *dst, struct pc_err *err)
+{
+	char target[PATH_MAX];
+	ssize_t n = readlink(src, target, sizeof(target) - 1);
+	if (n < 0)
+		return 0;
+	target[n] = '\0';
+	if (symlink(target, dst) < 0)
+		return pc_syserr(err, "rootfs", "symlink %s", dst + strlen(NEW));
+	return 1;
+}
+
+/* Copy a small host file (under /oldroot) into the new /etc; a missing
+ * source is skipped: not every host has every one of these. */
+static int copy_host_file(const char *name, struct pc_err *err)
+{
+	char src[PATH_MAX], dst[PATH_MAX];
+	cleanup_free char *data = NULL;
+	size_t len;
+	int link;
+	snprintf(src, sizeof(src), OLD "/etc/%s", name);
+	snprintf(dst, sizeof(dst), NEW "/etc/%s", name);
+	/* a link (localtime -> /usr/share/zoneinfo/...) points into the jail's
+	 * own /usr: keep it a link, it would not resolve from here */
+	if ((link = copy_link(src, dst, err)) != 0)
+		return link < 0 ? -1 : 0;
+	if (read_file(src, 4 << 20, &data, &len) < 0) {
+		if (errno == ENOENT)
+			return 0;
+		return pc_syserr(err, "rootfs", "read /etc/%s", name);
+	}
+	return write_text(dst, data, len, 0444, err);
+}
+
+/* Bind host path src (as seen under /oldroot) to dst inside the new root,
+ * creating the mount point as a file or directory to match. */
+static int bind_path(const char *src, const char *dst, bool optional, bool writable,
+		     struct pc_err *err)
+{
+	char from[PATH_MAX], to[PATH_MAX];
+	struct stat st;
+	if (snprintf(from, sizeof(from), OLD "%s", src) >= (int)sizeof(from) ||
+	    snprintf(to, sizeof(to), NEW "%s", dst) >= (int)sizeof(to))
+		return pc_fail(err, ENAMETOOLONG, "bind", "path too long: %s", src);
+	if (stat(from, &st) < 0) {
+		if (optional && errno == ENOENT)
+			return 0;
+		return pc_syserr(err, "bind", "bind source %s", src);
+	}
+	if (S_ISDIR(st.st_mode)) {
+		if (mkdir_p(to, 0755, err) < 0)
+			return -1;
+	} else {
+		char *slash;
+		cleanup_close int fd = -1;
+		char parent[PATH_MAX];
+		memcpy(parent, to, strlen(to) + 1);
+		slash = strrchr(parent, '/');
+		*slash = '\0';
+		if (mkdir_p(parent, 0755, err) < 0)
+			return -1;
+		fd = open(to, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0444);
+		if (fd < 0)
+			return pc_syserr(err, "bind", "create mount point %s", dst);
+	}
+	if (do_mount(from, to, NULL, MS_BIND | MS_REC, NULL, err) < 0)
+		return -1;
+	if (!writable)
+		return make_readonly(to, true, err);
+	return 0;
+}
+
+/* /bin, /lib, ... are symlinks into /usr on merged-/usr hosts (Debian 12);
+ * copy the link, or bind the directory where the host has a real one. */
+static int usr_alias(const char *name, struct pc_err *err)
+{
+	char src[PATH_MAX], dst[PATH_MAX];
+	int link;
+	snprintf(src, sizeof(src), OLD "/%s", name);
+	snprintf(dst, sizeof(dst), NEW "/%s", name);
+	if ((link = copy_link(src, dst, err)) != 0)
+		return link < 0 ? -1 : 0;
+	if (errno == ENOENT)
+		return 0;
+	if (errno != EINVAL)
+		return pc_syserr(err, "rootfs", "readlink /%s", name);
+	snprintf(src, sizeof(src), "/%s", name);
+	return bind_path(src, src, true, false, err);
+}
+
+/* Debian's Python keeps part of itself in /etc: sitecustomize.py in
+ * /usr/lib/python3.X is a link to /etc/python3.X/sitecustomize.py, and
+ * /etc/python3 holds debian_config.  Bind those directories read-only, so
+ * importing sitecustomize (and walking the standard library) works. */
+static int bind_python_etc(struct pc_err *err)
+{
+	DIR *d = opendir(OLD "/etc");
+	struct dirent *de;
+	int rc = 0;
+	if (!d)
+		return pc_syserr(err, "rootfs", "list the host's /etc");
+	while (rc == 0 && (de = readdir(d))) {
+		char path[sizeof("/etc/") + sizeof(de->d_name)];
+		if (strncmp(de->d_name, "python3", 7) != 0 || de->d_type != DT_DIR)
+			continue;
+		snprintf(path, sizeof(path), "/etc/%s", de->d_name);
+		rc = bind_path(path, path, true, false, err);
+	}
+	closedir(d);
+	return rc;
+}
+
+static int build_etc(const struct policy *p, struct pc_err *err)
+{
+	static const char *const copies[] = { "ld.so.cache", "nsswitch.conf", "services",
+					      "protocols", "localtime", "host.conf", "gai.conf" };
+	char buf[1024];
+	int n;
+	if (mkdir_p(NEW "/etc", 0755, err) < 0)
+		return -1;
+	n = snprintf(buf, sizeof(buf),
+		     "root:x:0:0:root:/root:/usr/sbin/nologin\n"
+		     "pycell:x:%u:%u:pycell:" JAIL_WORKSPACE ":/usr/sbin/nologin\n"
+		     "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+		     (unsigned)p->jail_uid, (unsigned)p->jail_gid);
+	if (write_text(NEW "/etc/passwd", buf, (size_t)n, 0444, err) < 0)
+		return -1;
+	n = snprintf(buf, sizeof(buf), "root:x:0:\npycell:x:%u:\nnogroup:x:65534:\n",
+		     (unsigned)p->jail_gid);
+	if (write_text(NEW "/etc/group", buf, (size_t)n, 0444, err) < 0)
+		return -1;
+	n = snprintf(buf, sizeof(buf),
+		     "127.0.0.1\tlocalhost %s\n::1\tlocalhost ip6-localhost ip6-loopback\n",
+		     p->hostname);
+	if (write_text(NEW "/etc/hosts", buf, (size_t)n, 0444, err) < 0)
+		return -1;
+	n = snprintf(buf, sizeof(buf), "%s\n", p->hostname);
+	if (write_text(NEW "/etc/hostname", buf, (size_t)n, 0444, err) < 0)
+		return -1;
+	for (size_t i = 0; i < ARRAY_SIZE(copies); i++)
+		if (copy_host_file(copies[i], err) < 0)
+			return -1;
+	/* Debian reaches some libraries through alternatives links (numpy's
+	 * libblas.so.3 -> /etc/alternatives/libblas.so.3-x86_64-linux-gnu) */
+	if (bind_path("/etc/alternatives", "/etc/alternatives", true, false, err) < 0)
+		return -1;
+	if (bind_python_etc(err) < 0)
+		return -1;
+	if (p->ca_certificates &&
+	    (bind_path("/etc/ssl/certs", "/etc/ssl/certs", true, false, err) < 0 ||
+	     bind_path("/etc/ca-certificates", "/etc/ca-certificates", true, false, err) < 0))
+		return -1;
+	return 0;
+}
+
+static int build_dev(const struct policy *p, struct pc_err *err)
+{
+	static const char *const devs[] = { "null", "zero", "full", "random", "urandom" };
+	static const char *const links[][2] = {
+		{ "fd", "/proc/self/fd" }, { "stdin", "/proc/self/fd/0" },
+		{ "stdout", "/proc/self/fd/1" }, { "stderr", "/proc/self/fd/2" },
+	};
+	if (mkdir(NEW "/dev", 0755) < 0)
+		return pc_syserr(err, "rootfs", "mkdir /dev");
+	if (tmpfs(NEW "/dev", 64 << 10, "0755", NULL, MS_NOEXEC, err) < 0)
+		return -1;
+	for (size_t i = 0; i < ARRAY_SIZE(devs); i++) {
+		char src[64];
+		snprintf(src, sizeof(src), "/dev/%s", devs[i]);
+		if (bind_path(src, src, false, true, err) < 0)
+			return -1;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(links); i++) {
+		char dst[64];
+		snprintf(dst, sizeof(dst), NEW "/dev/%s", links[i][0]);
+		if (symlink(links[i][1], dst) < 0)
+			return pc_syserr(err, "rootfs", "symlink /dev/%s", links[i][0]);
+	}
+	/* A devpts of the jail's own (every devpts mount in a user namespace
+	 * is a new instance): pty.fork, openpty and terminal tools work, and
+	 * no pty of the host or of another jail is visible here.  ptmx is
+	 * 0666 so the jail's user can open it; max bounds how many ptys one
+	 * jail takes from the kernel's shared pool (kernel.pty.max). */
+	if (mkdir(NEW "/dev/pts", 0755) < 0)
+		return pc_syserr(err, "rootfs", "mkdir /dev/pts");
+	if (do_mount("devpts", NEW "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+		     "newinstance,ptmxmode=0666,mode=0620,max=" JAIL_MAX_PTYS, err) < 0)
+		return -1;
+	if (symlink("pts/ptmx", NEW "/dev/ptmx") < 0)
+		return pc_syserr(err, "rootfs", "symlink /dev/ptmx");
+	if (p->dev_shm) {
+		if (mkdir(NEW "/dev/shm", 01777) < 0)
+			return pc_syserr(err, "rootfs", "mkdir /dev/shm");
+		if (tmpfs(NEW "/dev/shm", p->limits.tmp_bytes, "1777", NULL, MS_NOEXEC, err) < 0)
+			return -1;
+	}
+	return make_readonly(NEW "/dev", false, err);
+}
+
+/* The program files into dir (the run dir's tmpfs), read-only. */
+static int write_program(const char *dir, const struct jail_spec *s, struct pc_err *err)
+{
+	char path[PATH_MAX];
+	for (int i = 0; i < s->n_files; i++) {
+		const struct jail_file *f = &s->files[i];
+		if (!f->name[0] || strchr(f->name, '/') || strcmp(f->name, "lib") == 0 ||
+		    strcmp(f->name, ".") == 0 || strcmp(f->name, "..") == 0)
+			return pc_fail(err, EINVAL, "rootfs", "invalid program file name \"%s\"", f->name);
+		snprintf(path, sizeof(path), "%s/%s", dir, f->name);
+		if (write_text(path, f->data, f->len, 0444, err) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* /run/pycell: the program (and cell-mode variables), then the runtime
+ * package bound read-only at lib/; the whole directory read-only.  A
+ * ready jail's holds the runtime only: its python reads the program from
+ * a memfd. */
+static int build_run_dir(const struct jail_spec *s, struct pc_err *err)
+{
+	uint64_t size = 64 << 10;
+	for (int i = 0; i < s->n_files; i++)
+		size += s->files[i].len + 4096;
+	if (mkdir_p(NEW JAIL_RUN_DIR, 0755, err) < 0)
+		return -1;
+	if (tmpfs(NEW JAIL_RUN_DIR, size, "0755", NULL, 0, err) < 0)
+		return -1;
+	if (write_program(NEW JAIL_RUN_DIR, s, err) < 0)
+		return -1;
+	if (s->runtime_dir && bind_path(s->runtime_dir, JAIL_LIB_DIR, false, false, err) < 0)
+		return -1;
+	return make_readonly(NEW JAIL_RUN_DIR, false, err);
+}
+
+static int pivot_root(const char *new_root, const char *put_old)
+{
+	return (int)syscall(SYS_pivot_root, new_root, put_old);
+}
+
+int rootfs_build(const struct jail_spec *s, struct pc_err *err)
+{
+	const struct policy *p = s->policy;
+	static const char *const aliases[] = { "bin", "sbin", "lib", "lib32", "lib64", "libx32" };
+
+	/* Nothing we mount may propagate back to the host. */
+	if (do_mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL, err) < 0)
+		return -1;
+	if (do_mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0755", err) < 0)
+		return -1;
+	if (mkdir("/tmp" OLD, 0755) < 0 || mkdir("/tmp" NEW, 0755) < 0)
+		return pc_syserr(err, "rootfs", "mkdir in the base tmpfs");
+	if (pivot_root("/tmp", "/tmp" OLD) < 0)
+		return pc_syserr(err, "pivot_root", "pivot_root to the base tmpfs");
+	if (chdir("/") < 0)
+		return pc_syserr(err, "rootfs", "chdir /");
+
+	if (tmpfs(NEW, 1 << 20, "0755", NULL, 0, err) < 0)
+		return -1;
+	if (bind_path("/usr", "/usr", false, false, err) < 0)
+		return -1;
+	for (size_t i = 0; i < ARRAY_SIZE(aliases); i++)
+		if (usr_alias(aliases[i], err) < 0)
+			return -1;
+	if (build_etc(p, err) < 0 || build_dev(p, err) < 0)
+		return -1;
+	if (mkdir(NEW "/proc", 0555) < 0)
+		return pc_syserr(err, "rootfs", "mkdir /proc");
+	if (do_mount("proc", NEW "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL, err) < 0)
+		return -1;
+	if (mkdir(NEW "/tmp", 01777) < 0 || mkdir(NEW JAIL_WORKSPACE, 0755) < 0)
+		return pc_syserr(err, "rootfs", "mkdir /tmp, /workspace");
+	if (tmpfs(NEW "/tmp", p->limits.tmp_bytes, "1777", NULL, 0, err) < 0)
+		return -1;
+	if (tmpfs(NEW JAIL_WORKSPACE, p->limits.workspace_bytes, "0755", p, 0, err) < 0)
+		return -1;
+	for (size_t i = 0; i < p->n_binds; i++) {
+		const struct bind_spec *b = &p->binds[i];
+		if (bind_path(b->src, b->dst, b->optional, b->writable, err) < 0)
+			return -1;
+	}
+	if (build_run_dir(s, err) < 0)
+		return -1;
+
+	/* Detach the host, with the base tmpfs it hangs from: one unmount
+	 * (each one that frees mounts waits for an RCU grace period).  It
+	 * must be private first, or the unmount would propagate to the
+	 * host's mount namespace. */
+	if (do_mount(NULL, OLD, NULL, MS_REC | MS_PRIVATE, NULL, err) < 0)
+		return -1;
+	if (chdir(NEW) < 0)
+		return pc_syserr(err, "rootfs", "chdir " NEW);
+	if (pivot_root(".", ".") < 0)
+		return pc_syserr(err, "pivot_root", "pivot_root into the jail root");
+	if (umount2(".", MNT_DETACH) < 0)
+		return pc_syserr(err, "umount", "detach the base tmpfs and the host root");
+	if (chdir("/") < 0)
+		return pc_syserr(err, "rootfs", "chdir /");
+	if (make_readonly("/", false, err) < 0)
+		return -1;
+	if (access(p->python, X_OK) < 0)
+		return pc_syserr(err, "python", "interpreter %s inside the jail", p->python);
+	if (chdir(JAIL_WORKSPACE) < 0)
+		return pc_syserr(err, "rootfs", "chdir " JAIL_WORKSPACE);
+	return 0;
+}

@@ -1,0 +1,749 @@
+/* pycell: the seccomp-bpf allowlist, compiled once per policy.
+ *
+ * Groups a policy selects by name ("seccomp": {"groups": [...]}); an empty
+ * list means the default ones (*):
+ *   base      always on, listed or not: what the jail's init and any
+ *             dynamically linked program need (memory, fd I/O, reading
+ *             files, poll/epoll/eventfd/signalfd/timerfd/inotify, signals,
+ *             fork-style clone, execve, wait, ids, time, rlimits, send and
+ *             receive on open sockets; ioctl, prctl, personality and
+ *             seccomp with argument filters)
+ *   threads*  clone with CLONE_THREAD (without it pthread_create fails EPERM)
+ *   process*  the jailed program may start processes: fork, vfork and
+ *             fork-style clone, execveat, pidfd_open, pidfd_send_signal.
+ *             Without it a second filter, installed in the program before
+ *             it is exec'd, answers EPERM to every way of forking (the
+ *             jail's init forks after the first filter, so that one cannot)
+ *   fs_write* create, remove, rename and link files and directories, change
+ *             modes, owners, times and xattrs (what the mounts make
+ *             writable; open(O_CREAT) and write are in base)
+ *   sockets*  socket and socketpair (AF_UNIX, plus AF_INET and AF_INET6 when
+ *             the policy's network is loopback, which implies this group;
+ *             other families EAFNOSUPPORT), bind, listen, accept, connect,
+ *             setsockopt, sendmmsg, recvmmsg
+ *   ipc*      SysV shared memory, semaphores and messages, POSIX message
+ *             queues (the jail has its own IPC namespace)
+ *   sched*    set affinity, scheduler, nice and I/O priority
+ *   memlock   mlock and friends (bounded by RLIMIT_MEMLOCK)
+ *   numa      mbind, get_mempolicy, set_mempolicy
+ *   aio       the legacy Linux AIO calls (io_setup, io_submit, ...)
+ *
+ * Whatever the groups: the known-hostile calls below answer EPERM; clone3
+ * and every unlisted call answer ENOSYS; another architecture's calls, x32
+ * numbers included, kill the process.  A policy's extra rules
+ * ("rules": [{"syscall": NAME, "action": ...}]) replace pycell's handling of
+ * that syscall entirely, argument filters included.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sched.h>
+#include <seccomp.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/personality.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+
+#include "base/log.h"
+#include "base/sha256.h"
+#include "jail/seccomp.h"
+
+struct seccomp_filter {
+	struct sock_fprog jail;     /* the jail's init and everything below it */
+	struct sock_fprog program;  /* added in the jailed program; len 0: none */
+	struct sock_filter insns[];
+};
+
+#define CLONE_NS_FLAGS                                                                           \
+	(CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER |           \
+	 CLONE_NEWPID | CLONE_NEWNET)
+#define LOW32 0xffffffffULL
+#define HIGH32 0xffffffff00000000ULL
+#define MAX_ARG_VALUES 32
+
+static const char *const base_calls[] = {
+	/* memory */
+	"brk", "mmap", "munmap", "mremap", "mprotect", "madvise", "msync", "mincore", "membarrier",
+	/* file descriptors */
+	"read", "write", "readv", "writev", "pread64", "pwrite64", "preadv", "pwritev", "preadv2",
+	"pwritev2", "lseek", "close", "close_range", "dup", "dup2", "dup3", "fcntl", "flock",
+	"fsync", "fdatasync", "sync_file_range", "ftruncate", "fallocate", "pipe", "pipe2",
+	"sendfile", "copy_file_range", "splice", "tee", "memfd_create", "ioctl",
+	"poll", "ppoll", "select", "pselect6", "epoll_create", "epoll_create1", "epoll_ctl",
+	"epoll_wait", "epoll_pwait", "epoll_pwait2", "eventfd", "eventfd2", "signalfd", "signalfd4",
+	"timerfd_create", "timerfd_settime", "timerfd_gettime",
+	"inotify_init", "inotify_init1", "inotify_add_watch", "inotify_rm_watch",
+	/* reading the file system (the loader, imports) */
+	"open", "openat", "openat2", "creat", "stat", "fstat", "lstat", "newfstatat", "statx",
+	"access", "faccessat", "faccessat2", "readlink", "readlinkat", "getdents", "getdents64",
+	"getcwd", "chdir", "fchdir", "statfs", "fstatfs", "fadvise64", "readahead", "umask",
+	"getxattr", "lgetxattr", "fgetxattr", "listxattr", "llistxattr", "flistxattr",
+	/* signals */
+	"rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "rt_sigpending", "rt_sigtimedwait",
+	"rt_sigsuspend", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "sigaltstack", "kill", "tkill",
+	"tgkill", "pause", "restart_syscall",
+	/* processes and threads */
+	"clone", "execve", "wait4", "waitid", "exit", "exit_group", "set_tid_address",
+	"set_robust_list", "get_robust_list", "rseq", "futex", "futex_waitv", "arch_prctl",
+	"prctl", "personality", "seccomp", "sched_yield", "sched_getaffinity", "sched_getparam",
+	"sched_getscheduler", "sched_get_priority_max", "sched_get_priority_min",
+	"sched_rr_get_interval", "sched_getattr", "getcpu", "getpriority",
+	"setsid", "setpgid", "getpgid", "getpgrp", "getsid",
+	/* identity (switching ids needs a capability the jail does not have) */
+	"getpid", "getppid", "gettid", "getuid", "geteuid", "getgid", "getegid", "getresuid",
+	"getresgid", "getgroups", "setuid", "setgid", "setreuid", "setregid", "setresuid",
+	"setresgid", "setfsuid", "setfsgid", "setgroups", "capget", "capset",
+	/* time */
+	"clock_gettime", "clock_getres", "clock_nanosleep", "nanosleep", "gettimeofday", "time",
+	"times", "alarm", "getitimer", "setitimer", "timer_create", "timer_settime",
+	"timer_gettime", "timer_getoverrun", "timer_delete",
+	/* limits and system information */
+	"getrlimit", "setrlimit", "prlimit64", "getrusage", "sysinfo", "uname", "getrandom",
+	/* sockets already open: the tool socket (fd 3), the init's sync socket */
+	"sendto", "recvfrom", "sendmsg", "recvmsg", "shutdown", "getsockopt", "getsockname",
+	"getpeername",
+	NULL
+};
+
+static const char *const process_calls[] = {
+	"fork", "vfork", "execveat", "pidfd_open", "pidfd_send_signal", NULL
+};
+
+static const char *const fs_write_calls[] = {
+	"mkdir", "mkdirat", "rmdir", "unlink", "unlinkat", "rename", "renameat", "renameat2",
+	"link", "linkat", "symlink", "symlinkat", "chmod", "fchmod", "fchmodat", "chown",
+	"fchown", "lchown", "fchownat", "truncate", "utime", "utimes", "futimesat", "utimensat",
+	"mknod", "mknodat", "setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr",
+	"fremovexattr", NULL
+};
+
+static const char *const socket_calls[] = {
+	"socket", "socketpair", "bind", "listen", "accept", "accept4", "connect", "setsockopt",
+	"sendmmsg", "recvmmsg", NULL
+};
+
+static const char *const ipc_calls[] = {
+	"shmget", "shmat", "shmdt", "shmctl", "semget", "semop", "semtimedop", "semctl", "msgget",
+	"msgsnd", "msgrcv", "msgctl", "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive",
+	"mq_notify", "mq_getsetattr", NULL
+};
+
+static const char *const sched_calls[] = {
+	"sched_setaffinity", "sched_setparam", "sched_setscheduler", "sched_setattr",
+	"setpriority", "ioprio_get", "ioprio_set", NULL
+};
+
+static const char *const memlock_calls[] = {
+	"mlock", "mlock2", "munlock", "mlockall", "munlockall", NULL
+};
+
+static const char *const numa_calls[] = {
+	"mbind", "get_mempolicy", "set_mempolicy", "set_mempolicy_home_node", NULL
+};
+
+static const char *const aio_calls[] = {
+	"io_setup", "io_destroy", "io_submit", "io_cancel", "io_getevents", "io_pgetevents", NULL
+};
+
+static const char *const no_calls[] = { NULL };
+
+/* Known-hostile: EPERM, so a program sees "not permitted" rather than "not
+ * implemented".  Namespaces and mounts, kernel keyrings, BPF, perf,
+ * userfaultfd and io_uring (much of the kernel's recent exploit history),
+ * other processes' memory, file handles (open_by_handle_at escapes a
+ * chroot), modules and kexec, host clocks, logs and devices. */
+static const char *const hostile_calls[] = {
+	"unshare", "setns", "mount", "umount2", "fsopen", "fsconfig", "fsmount", "fspick",
+	"move_mount", "open_tree", "mount_setattr", "pivot_root", "chroot",
+	"keyctl", "add_key", "request_key", "bpf", "perf_event_open", "userfaultfd",
+	"io_uring_setup", "io_uring_enter", "io_uring_register",
+	"ptrace", "process_vm_readv", "process_vm_writev", "process_madvise", "kcmp",
+	"pidfd_getfd", "migrate_pages", "move_pages", "open_by_handle_at", "name_to_handle_at",
+	"kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
+	"reboot", "swapon", "swapoff", "iopl", "ioperm", "modify_ldt", "acct", "syslog",
+	"quotactl", "quotactl_fd", "settimeofday", "clock_settime", "clock_adjtime", "adjtimex",
+	"vhangup", "sethostname", "setdomainname", "fanotify_init", "fanotify_mark",
+	"lookup_dcookie", "nfsservctl", "uselib",
+	NULL
+};
+
+struct group {
+	const char *name;
+	const char *const *calls;
+};
+
+/* in the order of seccomp_group_names (config/policy.c) */
+static const struct group groups[] = {
+	{ "base", base_calls },
+	{ "threads", no_calls },  /* an argument filter on clone */
+	{ "process", process_calls },
+	{ "fs_write", fs_write_calls },
+	{ "sockets", socket_calls },
+	{ "ipc", ipc_calls },
+	{ "sched", sched_calls },
+	{ "memlock", memlock_calls },
+	{ "numa", numa_calls },
+	{ "aio", aio_calls },
+};
+
+/* prctl options a Python program (and its libraries) may use; the rest,
+ * PR_SET_MM, PR_SET_SECUREBITS, PR_SET_PTRACER, PR_CAP_AMBIENT_RAISE among
+ * them, answer EPERM. */
+static const uint64_t prctl_allowed[] = {
+	PR_SET_PDEATHSIG, PR_GET_PDEATHSIG, PR_GET_DUMPABLE, PR_SET_DUMPABLE, PR_GET_KEEPCAPS,
+	PR_SET_NAME, PR_GET_NAME, PR_GET_SECCOMP, PR_CAPBSET_READ, PR_GET_SECUREBITS,
+	PR_GET_TIMERSLACK, PR_SET_TIMERSLACK, PR_SET_CHILD_SUBREAPER, PR_GET_CHILD_SUBREAPER,
+	PR_SET_NO_NEW_PRIVS, PR_GET_NO_NEW_PRIVS, PR_GET_TID_ADDRESS, PR_SET_THP_DISABLE,
+	PR_GET_THP_DISABLE, PR_GET_SPECULATION_CTRL, PR_SET_VMA,
+};
+
+/* The default persona and the query (0xffffffff); not READ_IMPLIES_EXEC,
+ * ADDR_NO_RANDOMIZE and the like. */
+static const uint64_t personality_allowed[] = { PER_LINUX, 0xffffffffULL };
+
+/* What to do with one syscall. */
+struct decision {
+	int nr;
+	const char *name;
+	uint32_t action;
+	bool builtin;  /* pycell's own handling (argument filters apply) */
+};
+
+struct plan {
+	struct decision *d;
+	size_t n;
+	bool threads, process, loopback;
+};
+
+static void plan_set(struct plan *pl, int nr, const char *name, uint32_t action, bool builtin)
+{
+	for (size_t i = 0; i < pl->n; i++) {
+		if (pl->d[i].nr == nr) {
+			pl->d[i] = (struct decision){ nr, name, action, builtin };
+			return;
+		}
+	}
+	pl->d = xrealloc(pl->d, (pl->n + 1) * sizeof(*pl->d));
+	pl->d[pl->n++] = (struct decision){ nr, name, action, builtin };
+}
+
+static void plan_calls(struct plan *pl, const char *const *names, uint32_t action)
+{
+	for (size_t i = 0; names[i]; i++) {
+		int nr = seccomp_syscall_resolve_name(names[i]);
+		/* Names this architecture or this libseccomp does not know are
+		 * left to the default action. */
+		if (nr >= 0)
+			plan_set(pl, nr, names[i], action, true);
+	}
+}
+
+static const struct decision *plan_find(const struct plan *pl, const char *name)
+{
+	int nr = seccomp_syscall_resolve_name(name);
+	for (size_t i = 0; i < pl->n; i++)
+		if (pl->d[i].nr == nr)
+			return &pl->d[i];
+	return NULL;
+}
+
+static const struct group *group_find(const char *name)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(groups); i++)
+		if (strcmp(groups[i].name, name) == 0)
+			return &groups[i];
+	return NULL;
+}
+
+static int rule_fail(struct pc_err *err, int rc, const char *name)
+{
+	return pc_fail(err, -rc, "seccomp", "add the rule for %s: %s", name, strerror(-rc));
+}
+
+static int add_cmp(scmp_filter_ctx ctx, uint32_t action, int nr, struct scmp_arg_cmp cmp)
+{
+	return seccomp_rule_add(ctx, action, nr, 1, cmp);
+}
+
+/* Add MASKED_EQ rules with `action` matching every value of argument `arg`
+ * whose bits under `space` equal none of vals[] and whose bits under
+ * `zero` are 0: one rule per subtree of the bit trie (most significant bit
+ * first) that holds none of vals[].  libseccomp allows one comparison per
+ * argument in a rule and lets an unconditional rule swallow conditional
+ * ones for the same syscall, so "everything but these" has to be spelled
+ * out as disjoint patterns. */
+static int add_complement(scmp_filter_ctx ctx, uint32_t action, int nr, unsigned arg,
+			  uint64_t space, uint64_t zero, const uint64_t *vals, size_t n,
+			  uint64_t decided, uint64_t prefix)
+{
+	uint64_t rest = space & ~decided, bit, lo[MAX_ARG_VALUES], hi[MAX_ARG_VALUES];
+	size_t nlo = 0, nhi = 0;
+	int rc;
+
+	if (n == 0)
+		return add_cmp(ctx, action, nr,
+			       SCMP_CMP(arg, SCMP_CMP_MASKED_EQ, zero | decided, prefix));
+	if (rest == 0)
+		return 0;  /* this leaf is one of vals[] */
+	bit = 1ULL << (63 - __builtin_clzll(rest));
+	for (size_t i = 0; i < n; i++) {
+		if (vals[i] & bit)
+			hi[nhi++] = vals[i];
+		else
+			lo[nlo++] = vals[i];
+	}
+	rc = add_complement(ctx, action, nr, arg, space, zero, lo, nlo, decided | bit, prefix);
+	if (rc == 0)
+		rc = add_complement(ctx, action, nr, arg, space, zero, hi, nhi, decided | bit,
+				    prefix | bit);
+	return rc;
+}
+
+/* Allow argument `arg` equal to one of vals[] (all below 2^32); fail every
+ * other value with `deny`. */
+static int add_value_allowlist(scmp_filter_ctx ctx, int nr, unsigned arg, const uint64_t *vals,
+			       size_t n, uint32_t deny)
+{
+	int rc;
+	for (size_t i = 0; i < n; i++)
+		if ((rc = add_cmp(ctx, SCMP_ACT_ALLOW, nr, SCMP_CMP(arg, SCMP_CMP_EQ, vals[i]))) < 0)
+			return rc;
+	if ((rc = add_cmp(ctx, deny, nr, SCMP_CMP(arg, SCMP_CMP_GT, LOW32))) < 0)
+		return rc;
+	return add_complement(ctx, deny, nr, arg, LOW32, HIGH32, vals, n, 0, 0);
+}
+
+/* clone: namespace flags EPERM (one pattern per flag, disjoint);
+ * CLONE_THREAD allowed with the "threads" group, else EPERM; the rest,
+ * plain fork-style clones, allowed.  The kernel reads only the low 32 bits
+ * of the flags and the masks cover them all. */
+static int add_clone(scmp_filter_ctx ctx, int nr, bool threads)
+{
+	static const uint64_t zero[] = { 0 };
+	int rc = add_complement(ctx, SCMP_ACT_ERRNO(EPERM), nr, 0, CLONE_NS_FLAGS, 0, zero, 1, 0, 0);
+	if (rc < 0)
+		return rc;
+	if (threads)
+		return add_cmp(ctx, SCMP_ACT_ALLOW, nr, SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_NS_FLAGS, 0));
+	rc = add_cmp(ctx, SCMP_ACT_ERRNO(EPERM), nr,
+		     SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_NS_FLAGS | CLONE_THREAD, CLONE_THREAD));
+	if (rc < 0)
+		return rc;
+	return add_cmp(ctx, SCMP_ACT_ALLOW, nr,
+		       SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_NS_FLAGS | CLONE_THREAD, 0));
+}
+
+/* ioctl: TIOCSTI (type into the terminal), TIOCLINUX and TIOCSETD EPERM,
+ * everything else allowed.  TIOCSETD would attach another line discipline
+ * (n_gsm, n_hdlc, ...: a long list of kernel bugs) to a pty of the jail's
+ * devpts; its argument is a pointer, which a filter cannot read, so it is
+ * refused whole: N_TTY, the only one a program needs, is there already.  The kernel truncates the request to 32 bits, so the
+ * compare is on the low 32 bits only: 0x100005412 is TIOCSTI too
+ * (CVE-2019-10063). */
+static int add_ioctl(scmp_filter_ctx ctx, int nr)
+{
+	static const uint64_t denied[] = { TIOCSTI, TIOCLINUX, TIOCSETD };
+	for (size_t i = 0; i < ARRAY_SIZE(denied); i++) {
+		int rc = add_cmp(ctx, SCMP_ACT_ERRNO(EPERM), nr,
+				 SCMP_A1(SCMP_CMP_MASKED_EQ, LOW32, denied[i]));
+		if (rc < 0)
+			return rc;
+	}
+	return add_complement(ctx, SCMP_ACT_ALLOW, nr, 1, LOW32, 0, denied, ARRAY_SIZE(denied), 0, 0);
+}
+
+static int add_builtin(scmp_filter_ctx ctx, const struct plan *pl, const struct decision *d)
+{
+	if (strcmp(d->name, "clone") == 0)
+		return add_clone(ctx, d->nr, pl->threads);
+	if (strcmp(d->name, "ioctl") == 0)
+		return add_ioctl(ctx, d->nr);
+	if (strcmp(d->name, "socket") == 0 || strcmp(d->name, "socketpair") == 0) {
+		uint64_t fam[] = { AF_UNIX, AF_INET, AF_INET6 };
+		size_t n = pl->loopback && strcmp(d->name, "socket") == 0 ? 3 : 1;
+		return add_value_allowlist(ctx, d->nr, 0, fam, n, SCMP_ACT_ERRNO(EAFNOSUPPORT));
+	}
+	if (strcmp(d->name, "prctl") == 0)
+		return add_value_allowlist(ctx, d->nr, 0, prctl_allowed, ARRAY_SIZE(prctl_allowed),
+					   SCMP_ACT_ERRNO(EPERM));
+	if (strcmp(d->name, "personality") == 0)
+		return add_value_allowlist(ctx, d->nr, 0, personality_allowed,
+					   ARRAY_SIZE(personality_allowed), SCMP_ACT_ERRNO(EPERM));
+	/* seccomp: a program may add filters of its own (they can only take
+	 * away), but not with flags: no TSYNC, no user-notification listener.
+	 * Anything else gets the default ENOSYS, "no seccomp here". */
+	if (strcmp(d->name, "seccomp") == 0)
+		return seccomp_rule_add(ctx, SCMP_ACT_ALLOW, d->nr, 2,
+					SCMP_A0(SCMP_CMP_EQ, SECCOMP_SET_MODE_FILTER),
+					SCMP_A1(SCMP_CMP_EQ, 0));
+	return seccomp_rule_add(ctx, d->action, d->nr, 0);
+}
+
+static scmp_filter_ctx new_ctx(uint32_t def_action, struct pc_err *err)
+{
+	scmp_filter_ctx ctx = seccomp_init(def_action);
+	int rc;
+	if (!ctx) {
+		pc_fail(err, ENOMEM, "seccomp", "seccomp_init failed");
+		return NULL;
+	}
+	/* Native architecture only.  libseccomp sends x32 numbers (bit 30 set
+	 * on x86_64) to the bad-architecture action as well. */
+	if ((rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS)) < 0 ||
+	    (rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2)) < 0) {
+		pc_fail(err, -rc, "seccomp", "set the filter attributes: %s", strerror(-rc));
+		seccomp_release(ctx);
+		return NULL;
+	}
+	return ctx;
+}
+
+/* Export through a memfd: seccomp_export_bpf_mem() arrived in libseccomp 2.6. */
+static int export_bpf(scmp_filter_ctx ctx, struct sock_filter **out, size_t *n, struct pc_err *err)
+{
+	cleanup_close int fd = memfd_create("pycell-seccomp", MFD_CLOEXEC);
+	off_t size;
+	int rc;
+	if (fd < 0)
+		return pc_syserr(err, "seccomp", "memfd_create");
+	if ((rc = seccomp_export_bpf(ctx, fd)) < 0)
+		return pc_fail(err, -rc, "seccomp", "export the filter: %s", strerror(-rc));
+	if ((size = lseek(fd, 0, SEEK_END)) < 0)
+		return pc_syserr(err, "seccomp", "lseek on the exported filter");
+	if (size == 0 || size % sizeof(struct sock_filter) != 0 ||
+	    size / sizeof(struct sock_filter) > BPF_MAXINSNS)
+		return pc_fail(err, E2BIG, "seccomp", "the compiled filter has %lld bytes",
+			       (long long)size);
+	*out = xmalloc((size_t)size);
+	if (pread(fd, *out, (size_t)size, 0) != size) {
+		free(*out);
+		return pc_syserr(err, "seccomp", "read the exported filter");
+	}
+	*n = (size_t)size / sizeof(struct sock_filter);
+	return 0;
+}
+
+static int compile_jail(const struct policy *p, struct plan *pl, struct sock_filter **out,
+			size_t *n, struct pc_err *err)
+{
+	scmp_filter_ctx ctx;
+	int rc = 0;
+
+	/* clone3 stays at the default ENOSYS: its flags live in a struct in
+	 * memory, which BPF cannot read, so namespace flags could not be
+	 * refused; and glibc (2.34+) falls back to clone only on ENOSYS, so
+	 * EPERM would break pthread_create, fork and posix_spawn. */
+	plan_calls(pl, hostile_calls, SCMP_ACT_ERRNO(EPERM));
+	for (size_t i = 0; i < p->n_seccomp_rules; i++) {
+		const struct seccomp_rule *r = &p->seccomp_rules[i];
+		int nr = seccomp_syscall_resolve_name(r->syscall);
+		uint32_t action = r->kill ? SCMP_ACT_KILL_PROCESS :
+				  r->action_errno > 0 ? SCMP_ACT_ERRNO((uint32_t)r->action_errno) :
+				  SCMP_ACT_ALLOW;
+		if (nr == __NR_SCMP_ERROR)
+			return pc_fail(err, EINVAL, "seccomp",
+				       "unknown system call \"%s\" in the policy's seccomp rules",
+				       r->syscall);
+		if (nr < 0)
+			return pc_fail(err, EINVAL, "seccomp",
+				       "system call \"%s\" (seccomp rules) does not exist on this architecture",
+				       r->syscall);
+		if (r->action_errno < 0 || r->action_errno > 4095)
+			return pc_fail(err, EINVAL, "seccomp", "errno %d for %s is out of range (1-4095)",
+				       r->action_errno, r->syscall);
+		plan_set(pl, nr, r->syscall, action, false);
+	}
+
+	if (!(ctx = new_ctx(SCMP_ACT_ERRNO(ENOSYS), err)))
+		return -1;
+	for (size_t i = 0; i < pl->n && rc == 0; i++) {
+		const struct decision *d = &pl->d[i];
+		if (d->builtin && d->action == SCMP_ACT_ALLOW)
+			rc = add_builtin(ctx, pl, d);
+		else if (d->action != SCMP_ACT_ERRNO(ENOSYS))
+			rc = seccomp_rule_add(ctx, d->action, d->nr, 0);
+		if (rc < 0)
+			rule_fail(err, rc, d->name);
+	}
+	if (rc == 0)
+		rc = export_bpf(ctx, out, n, err);
+	seccomp_release(ctx);
+	return rc < 0 ? -1 : 0;
+}
+
+/* The second filter, for the jailed program only, when the policy does not
+ * have "process": every way of forking answers EPERM.  Threads (clone with
+ * CLONE_THREAD) are left to the first filter.  A policy rule for one of
+ * these calls takes it out of here too. */
+static int compile_program(const struct plan *pl, struct sock_filter **out, size_t *n,
+			   struct pc_err *err)
+{
+	static const char *const forks[] = { "clone", "fork", "vfork" };
+	scmp_filter_ctx ctx;
+	int rc = 0;
+
+	if (!(ctx = new_ctx(SCMP_ACT_ALLOW, err)))
+		return -1;
+	for (size_t i = 0; i < ARRAY_SIZE(forks) && rc == 0; i++) {
+		const struct decision *d = plan_find(pl, forks[i]);
+		int nr = seccomp_syscall_resolve_name(forks[i]);
+		if (nr < 0 || (d && !d->builtin))
+			continue;
+		if (strcmp(forks[i], "clone") == 0)
+			rc = add_cmp(ctx, SCMP_ACT_ERRNO(EPERM), nr,
+				     SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0));
+		else
+			rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 0);
+		if (rc < 0)
+			rule_fail(err, rc, forks[i]);
+	}
+	if (rc == 0)
+		rc = export_bpf(ctx, out, n, err);
+	seccomp_release(ctx);
+	return rc < 0 ? -1 : 0;
+}
+
+/* Reads only the policy's seccomp groups and rules and its network mode:
+ * cache_key() hashes exactly those, so anything else read here must be
+ * added there, or a cached program would serve a policy it was not built
+ * for. */
+static int filter_build(const struct policy *p, struct seccomp_filter **out, struct pc_err *err)
+{
+	struct plan pl = { .loopback = p->network == NET_LOOPBACK };
+	cleanup_free struct sock_filter *jail = NULL;
+	cleanup_free struct sock_filter *prog = NULL;
+	size_t njail = 0, nprog = 0, ngroups = 0;
+	const char *const *names = seccomp_default_groups;
+	struct seccomp_filter *f;
+	bool sockets = false;
+	int rc = -1;
+
+	if (p->n_seccomp_groups > 0) {
+		names = (const char *const *)p->seccomp_groups;
+		ngroups = p->n_seccomp_groups;
+	} else {
+		while (names[ngroups])
+			ngroups++;
+	}
+	plan_calls(&pl, base_calls, SCMP_ACT_ALLOW);
+	for (size_t i = 0; i < ngroups; i++) {
+		const struct group *g = group_find(names[i]);
+		if (!g) {
+			pc_fail(err, EINVAL, "seccomp", "unknown seccomp group \"%s\"", names[i]);
+			goto out;
+		}
+		plan_calls(&pl, g->calls, SCMP_ACT_ALLOW);
+		pl.threads |= strcmp(g->name, "threads") == 0;
+		pl.process |= strcmp(g->name, "process") == 0;
+		sockets |= strcmp(g->name, "sockets") == 0;
+	}
+	/* a loopback network is of no use without sockets */
+	if (pl.loopback && !sockets)
+		plan_calls(&pl, socket_calls, SCMP_ACT_ALLOW);
+
+	if (compile_jail(p, &pl, &jail, &njail, err) < 0)
+		goto out;
+	if (!pl.process && compile_program(&pl, &prog, &nprog, err) < 0)
+		goto out;
+
+	f = xmalloc(sizeof(*f) + (njail + nprog) * sizeof(struct sock_filter));
+	memcpy(f->insns, jail, njail * sizeof(struct sock_filter));
+	if (nprog)
+		memcpy(f->insns + njail, prog, nprog * sizeof(struct sock_filter));
+	f->jail = (struct sock_fprog){ .len = (unsigned short)njail, .filter = f->insns };
+	f->program = (struct sock_fprog){ .len = (unsigned short)nprog,
+					  .filter = nprog ? f->insns + njail : NULL };
+	*out = f;
+	rc = 0;
+out:
+	free(pl.d);
+	return rc;
+}
+
+static int load(const struct sock_fprog *prog, const char *what, struct pc_err *err)
+{
+	if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, prog) < 0)
+		return pc_syserr(err, "seccomp", "load the %s filter (%u instructions)", what,
+				 (unsigned)prog->len);
+	return 0;
+}
+
+int seccomp_filter_install(const struct seccomp_filter *f, struct pc_err *err)
+{
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		return pc_syserr(err, "seccomp", "prctl(PR_SET_NO_NEW_PRIVS)");
+	return load(&f->jail, "jail", err);
+}
+
+int seccomp_filter_install_program(const struct seccomp_filter *f, struct pc_err *err)
+{
+	if (f->program.len == 0)
+		return 0;
+	return load(&f->program, "program", err);
+}
+
+size_t seccomp_filter_length(const struct seccomp_filter *f)
+{
+	return f->jail.len;
+}
+
+void seccomp_filter_free(struct seccomp_filter *f)
+{
+	free(f);
+}
+
+bool seccomp_filter_equal(const struct seccomp_filter *a, const struct seccomp_filter *b)
+{
+	return a->jail.len == b->jail.len && a->program.len == b->program.len &&
+	       memcmp(a->insns, b->insns,
+		      ((size_t)a->jail.len + a->program.len) * sizeof(struct sock_filter)) == 0;
+}
+
+/* ------------------------------------------------------------ the cache
+ *
+ * libseccomp takes milliseconds for a filter this size, paid by every
+ * `pycell run`.  The compiled program is kept per policy in a directory only
+ * this user can write (root: /var/cache/pycell, others: ~/.cache/pycell,
+ * PYCELL_CACHE_DIR to choose, "none" to turn off).  A file is used only if
+ * it is a regular file owned by us, not group- or other-writable, in such a
+ * directory, with the right header and size; anything else is recompiled.
+ * The key covers what the program is built from: this build of pycell, the
+ * libseccomp version, the syscall groups, the extra rules and the network. */
+
+#define CACHE_MAGIC "PYCSEC01"
+
+struct cache_header {
+	char magic[8];
+	uint32_t njail, nprog;
+};
+
+static bool dir_is_ours(const char *dir)
+{
+	struct stat st;
+	return lstat(dir, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() &&
+	       !(st.st_mode & (S_IWGRP | S_IWOTH));
+}
+
+static char *cache_dir(void)
+{
+	const char *env = getenv("PYCELL_CACHE_DIR"), *home = getenv("HOME");
+	const char *xdg = getenv("XDG_CACHE_HOME");
+	char *base, *dir;
+	if (env && strcmp(env, "none") == 0)
+		return NULL;
+	if (env && *env == '/')
+		base = xstrdup(env);
+	else if (geteuid() == 0)
+		base = xstrdup("/var/cache/pycell");
+	else if (xdg && *xdg == '/')
+		base = xasprintf("%s/pycell", xdg);
+	else if (home && *home == '/')
+		base = xasprintf("%s/.cache/pycell", home);
+	else
+		return NULL;
+	dir = xasprintf("%s/seccomp", base);
+	if ((mkdir(base, 0700) < 0 && errno != EEXIST) || (mkdir(dir, 0700) < 0 && errno != EEXIST) ||
+	    !dir_is_ours(base) || !dir_is_ours(dir)) {
+		free(base);
+		free(dir);
+		return NULL;
+	}
+	free(base);
+	return dir;
+}
+
+static void cache_key(const struct policy *p, char out[65])
+{
+	const struct scmp_version *v = seccomp_version();
+	json_t *k = json_pack("{s:s,s:s,s:[i,i,i],s:b,s:[],s:[]}", "pycell", PACKAGE_VERSION,
+			      "build", __DATE__ " " __TIME__, "libseccomp", v ? (int)v->major : 0,
+			      v ? (int)v->minor : 0, v ? (int)v->micro : 0, "loopback",
+			      p->network == NET_LOOPBACK, "groups", "rules");
+	json_t *g = json_object_get(k, "groups"), *r = json_object_get(k, "rules");
+	char *text;
+	for (size_t i = 0; i < p->n_seccomp_groups; i++)
+		json_array_append_new(g, json_string(p->seccomp_groups[i]));
+	for (size_t i = 0; i < p->n_seccomp_rules; i++)
+		json_array_append_new(r, json_pack("[s,i,b]", p->seccomp_rules[i].syscall,
+						   p->seccomp_rules[i].action_errno, p->seccomp_rules[i].kill));
+	text = json_dumps(k, JSON_COMPACT | JSON_SORT_KEYS);
+	sha256_hex(text, strlen(text), out);
+	free(text);
+	json_decref(k);
+}
+
+static struct seccomp_filter *cache_read(const char *path)
+{
+	struct cache_header h;
+	struct seccomp_filter *f;
+	struct stat st;
+	size_t n;
+	cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+	    (st.st_mode & (S_IWGRP | S_IWOTH)) || read(fd, &h, sizeof(h)) != (ssize_t)sizeof(h) ||
+	    memcmp(h.magic, CACHE_MAGIC, sizeof(h.magic)) != 0 || h.njail == 0 || h.njail > BPF_MAXINSNS ||
+	    h.nprog > BPF_MAXINSNS)
+		return NULL;
+	n = (size_t)h.njail + h.nprog;
+	if ((uint64_t)st.st_size != sizeof(h) + n * sizeof(struct sock_filter))
+		return NULL;
+	f = xmalloc(sizeof(*f) + n * sizeof(struct sock_filter));
+	if (read(fd, f->insns, n * sizeof(struct sock_filter)) != (ssize_t)(n * sizeof(struct sock_filter))) {
+		free(f);
+		return NULL;
+	}
+	f->jail = (struct sock_fprog){ .len = (unsigned short)h.njail, .filter = f->insns };
+	f->program = (struct sock_fprog){ .len = (unsigned short)h.nprog,
+					  .filter = h.nprog ? f->insns + h.njail : NULL };
+	return f;
+}
+
+static void cache_write(const char *dir, const char *path, const struct seccomp_filter *f)
+{
+	struct cache_header h = { .njail = f->jail.len, .nprog = f->program.len };
+	char *tmp = xasprintf("%s/.tmp.%d", dir, (int)getpid());
+	size_t n = (size_t)h.njail + h.nprog;
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	memcpy(h.magic, CACHE_MAGIC, sizeof(h.magic));
+	if (fd >= 0) {
+		bool ok = write_all(fd, &h, sizeof(h)) == 0 &&
+			  write_all(fd, f->insns, n * sizeof(struct sock_filter)) == 0;
+		close(fd);
+		/* rename is atomic: a reader sees the old file or the whole new one */
+		if (!ok || rename(tmp, path) < 0)
+			unlink(tmp);
+	}
+	free(tmp);
+}
+
+int seccomp_filter_compile(const struct policy *p, struct seccomp_filter **out, struct pc_err *err)
+{
+	char key[65], *path = NULL;
+	cleanup_free char *dir = cache_dir();
+	if (dir) {
+		cache_key(p, key);
+		path = xasprintf("%s/%s", dir, key);
+		*out = cache_read(path);
+		if (*out) {
+			log_debug("seccomp: program from the cache %s", path);
+			free(path);
+			return 0;
+		}
+	}
+	if (filter_build(p, out, err) < 0) {
+		free(path);
+		return -1;
+	}
+	if (path)
+		cache_write(dir, path, *out);
+	free(path);
+	return 0;
+}

@@ -1,0 +1,71 @@
+/* pycell: the MCP protocol, independent of the transport.
+ *
+ * A server holds what every client shares: the policy's run environment,
+ * the two tools, the cap on concurrent runs and the queue behind it.  A
+ * session is one client (stdio has one; Streamable HTTP one per
+ * Mcp-Session-Id): its negotiated protocol version, its log level and its
+ * requests in flight.  Everything runs on one event loop; tools/call
+ * answers later, when its run ends, while other requests are answered at
+ * once. */
+#ifndef PYCELL_MCP_H
+#define PYCELL_MCP_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "base/loop.h"
+#include "base/util.h"
+#include "run/run.h"
+
+struct mcp_server;
+struct mcp_session;
+
+/* Protocol versions, oldest first; the newest is offered by default. */
+extern const char *const mcp_protocol_versions[];
+#define MCP_LATEST_PROTOCOL "2025-11-25"
+
+struct mcp_server_config {
+	unsigned max_runs;       /* runs at once; the rest wait in a queue (0 = 4) */
+	unsigned page_size;      /* tools per tools/list page (0 = all) */
+	unsigned ready;          /* with warm starts: jails made ahead (0 = none) */
+	/* Tool calls from inside the jail (fd 3, bridge.h): called for every
+	 * run_python run right before run_start, to set the request's tool
+	 * hooks.  NULL: runs have no tools. */
+	void (*attach_tools)(void *tool_ctx, struct run_request *req);
+	/* The tools jailed code may call under policy p, for sandbox_info: a
+	 * new reference to a JSON array.  NULL: the policy's allow patterns. */
+	json_t *(*jail_tools)(void *tool_ctx, const struct policy *p);
+	void *tool_ctx;
+};
+
+/* The env must outlive the server. */
+struct mcp_server *mcp_server_new(struct loop *l, const struct run_env *env,
+				  const struct mcp_server_config *cfg, struct pc_err *err);
+/* Kills and frees every run, queued or running; sends nothing. */
+void mcp_server_free(struct mcp_server *s);
+unsigned mcp_server_running(const struct mcp_server *s);
+unsigned mcp_server_queued(const struct mcp_server *s);
+
+/* How a session's messages leave: the transport's part.  `related` is the
+ * id of the request a message belongs to (its response, or a progress
+ * notification of it), NULL for others, so that Streamable HTTP can put
+ * it on that request's stream.  The callee does not keep `msg`. */
+struct mcp_session_ops {
+	void (*send)(void *ctx, json_t *msg, const json_t *related);
+};
+
+struct mcp_session *mcp_session_new(struct mcp_server *s, const struct mcp_session_ops *ops, void *ctx);
+/* One message text (a stdio line, an HTTP body): parse, check, dispatch.
+ * Every malformed input gets its JSON-RPC error; nothing is fatal. */
+void mcp_session_handle_text(struct mcp_session *ss, const char *text, size_t len);
+/* A parsed message (object or batch array); borrowed. */
+void mcp_session_handle_message(struct mcp_session *ss, json_t *msg);
+/* The transport dropped a message over its size cap. */
+void mcp_session_oversized(struct mcp_session *ss, size_t max);
+/* The negotiated protocol version, or NULL before initialize. */
+const char *mcp_session_protocol(const struct mcp_session *ss);
+/* The client is gone: kill its runs, answer nothing more, free. */
+void mcp_session_free(struct mcp_session *ss);
+
+#endif

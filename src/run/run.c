@@ -1,0 +1,868 @@
+/* pycell: one run on the event loop.  The run owns the jail (init's pidfd,
+ * the sync socket), the three pipes, the tool socket, the timer and the
+ * cgroup; the result is final when init is reaped and both output pipes
+ * reached EOF. */
+#include "config.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/timerfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "jail/cgroup.h"
+#include "jail/jail.h"
+#include "jail/rootfs.h"
+#include "jail/seccomp.h"
+#include "run/run.h"
+#include "run/zygote.h"
+
+#define READ_CHUNK (64 << 10)
+#define TOOL_MSG_MAX (4 << 20)
+#define TOOL_SOCKET_BUFFER ((1 << 20) + (128 << 10))
+
+struct out_stream {
+	struct loop_watch w;
+	int fd;
+	enum run_stream id;
+	struct output_buf *buf;
+	uint64_t cap;
+	size_t alloc;
+};
+
+struct run {
+	struct loop *loop;
+	struct run_request req;
+	struct run_result result;
+	struct jail jail;
+	struct cgroup_run *cgroup;
+	uint64_t cpu_base_us;  /* the cgroup's CPU time before the run (ready jails) */
+	uint64_t t0;
+	uint64_t timeout_ms;
+
+	struct out_stream out, err;
+	struct loop_watch w_sync, w_pidfd, w_timer, w_stdin, w_stdin_src, w_tool;
+	int stdin_fd;          /* write end of the program's stdin pipe */
+	const char *stdin_pos; /* buffer input still to write */
+	size_t stdin_left;
+	char *src_buf;         /* streaming input read from req.stdin_fd */
+	size_t src_len, src_off;
+	bool src_eof, src_polled;
+	int timer_fd;
+	int tool_fd;
+
+	char **argv, **envp;
+	bool spawned, reaped, got_exit, got_error, timed_out, cancelled, done;
+	bool tool_done;        /* on_tool_done has been called */
+	struct jail_msg exit_msg;
+};
+
+/* ------------------------------------------------------------ env */
+
+int run_env_load(struct run_env *env, const char *policy_name, struct pc_err *err)
+{
+	memset(env, 0, sizeof(*env));
+	return policy_load(policy_name ? policy_name : "default", &env->policy, err);
+}
+
+int run_env_prepare(struct run_env *env, struct pc_err *err)
+{
+	struct pc_err ignored;
+	free(env->runtime_dir);
+	env->runtime_dir = xasprintf("%s/runtime", pycell_datadir());
+	if (!env->cgroups && cgroup_env_probe(&env->cgroups, &ignored) < 0)
+		env->cgroups = NULL;
+	log_debug("%6llu us: cgroups probed", (unsigned long long)log_elapsed_us());
+	seccomp_filter_free(env->filter);
+	env->filter = NULL;
+	return seccomp_filter_compile(&env->policy, &env->filter, err);
+}
+
+int run_env_init(struct run_env *env, const char *policy_name, struct pc_err *err)
+{
+	if (run_env_load(env, policy_name, err) < 0)
+		return -1;
+	return run_env_prepare(env, err);
+}
+
+int run_env_warm(struct run_env *env, struct pc_err *err)
+{
+	if (env->zygote)
+		return 0;
+	return zygote_start(&env->policy, env->runtime_dir, &env->zygote, err);
+}
+
+void run_env_free(struct run_env *env)
+{
+	zygote_free(env->zygote);
+	seccomp_filter_free(env->filter);
+	cgroup_env_free(env->cgroups);
+	policy_free(&env->policy);
+	free(env->runtime_dir);
+	memset(env, 0, sizeof(*env));
+}
+
+void run_request_from_env(struct run_request *req, const struct run_env *env)
+{
+	req->policy = &env->policy;
+	req->filter = env->filter;
+	req->cgroups = env->cgroups;
+	req->runtime_dir = env->runtime_dir;
+	req->zygote = env->zygote;
+}
+
+/* ------------------------------------------------------------ finishing */
+
+static void free_strv(char **v)
+{
+	if (!v)
+		return;
+	for (char **p = v; *p; p++)
+		free(*p);
+	free(v);
+}
+
+static void unwatch_close(struct run *r, struct loop_watch *w, int *fd)
+{
+	loop_del(r->loop, w);
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
+static void finish_if_complete(struct run *r)
+{
+	struct run_result *res = &r->result;
+	struct cgroup_stats st = { 0 };
+
+	if (r->done || !r->reaped || r->out.fd >= 0 || r->err.fd >= 0)
+		return;
+	r->done = true;
+	res->duration_ms = now_ms() - r->t0;
+	unwatch_close(r, &r->w_timer, &r->timer_fd);
+	unwatch_close(r, &r->w_stdin, &r->stdin_fd);
+	if (r->src_polled)
+		loop_del(r->loop, &r->w_stdin_src);
+	if (r->got_exit) {
+		res->cpu_ms = (uint64_t)r->exit_msg.cpu_us / 1000;
+		res->memory_peak_bytes = (uint64_t)r->exit_msg.maxrss_kb * 1024;
+	}
+	/* the counters only: the cgroups go in run_free, after the caller
+	 * has answered (removing them takes longer than reading them) */
+	if (r->cgroup && cgroup_run_stats(r->cgroup, &st) == 0) {
+		if (st.cpu_us)
+			res->cpu_ms = (st.cpu_us > r->cpu_base_us ? st.cpu_us - r->cpu_base_us : 0) / 1000;
+		if (st.memory_peak_bytes)
+			res->memory_peak_bytes = st.memory_peak_bytes;
+	}
+	if (r->got_error)
+		res->status = RUN_SETUP_FAILED;
+	else if (r->timed_out)
+		res->status = RUN_TIMEOUT;
+	else if (st.oom_killed)
+		res->status = RUN_MEMORY_LIMIT;
+	else if (r->cancelled || !r->got_exit)
+		res->status = RUN_KILLED;
+	else if (WIFEXITED(r->exit_msg.wait_status)) {
+		res->exit_code = WEXITSTATUS(r->exit_msg.wait_status);
+		res->status = res->exit_code == 0 ? RUN_OK : RUN_ERROR;
+	} else {
+		res->signal = WTERMSIG(r->exit_msg.wait_status);
+		res->status = RUN_ERROR;
+	}
+	if (res->status != RUN_OK && res->status != RUN_ERROR && r->got_exit) {
+		/* keep what python did report even when the run ended otherwise */
+		if (WIFEXITED(r->exit_msg.wait_status))
+			res->exit_code = WEXITSTATUS(r->exit_msg.wait_status);
+		else
+			res->signal = WTERMSIG(r->exit_msg.wait_status);
+	}
+	log_debug("run %d: %s after %llu ms", (int)r->jail.pid, run_status_name(res->status),
+		  (unsigned long long)res->duration_ms);
+	if (r->req.on_tool_done && !r->tool_done) {
+		r->tool_done = true;
+		r->req.on_tool_done(r, r->req.tool_ctx);
+	}
+	if (r->req.on_done)
+		r->req.on_done(r, r->req.ctx);
+}
+
+static void kill_jail(struct run *r)
+{
+	if (r->spawned && !r->reaped)
+		syscall(SYS_pidfd_send_signal, r->jail.pidfd, SIGKILL, NULL, 0);
+	if (r->cgroup)
+		cgroup_run_kill(r->cgroup);
+}
+
+/* ------------------------------------------------------------ callbacks */
+
+static void on_output(struct loop_watch *w, uint32_t events, void *data)
+{
+	struct run *r = data;
+	struct out_stream *s = w == &r->out.w ? &r->out : &r->err;
+	char scratch[READ_CHUNK];
+
+	for (int rounds = 0; rounds < 16; rounds++) {
+		uint64_t room = s->cap > s->buf->len ? s->cap - s->buf->len : 0;
+		char *dst = scratch;
+		size_t want = sizeof(scratch);
+		ssize_t n;
+		if (room) {
+			if (s->alloc < s->buf->len + READ_CHUNK + 1) {
+				size_t a = s->alloc ? s->alloc * 2 : READ_CHUNK + 1;
+				while (a < s->buf->len + READ_CHUNK + 1)
+					a *= 2;
+				if (a > s->cap + 1)
+					a = s->cap + 1;
+				s->buf->data = xrealloc(s->buf->data, a);
+				s->buf->data[s->buf->len] = '\0'; /* a read may bring nothing */
+				s->alloc = a;
+			}
+			dst = s->buf->data + s->buf->len;
+			want = room < READ_CHUNK ? room : READ_CHUNK;
+		}
+		n = read(s->fd, dst, want);
+		if (n > 0) {
+			if (room) {
+				if (r->req.on_output)
+					r->req.on_output(r->req.ctx, s->id, dst, (size_t)n);
+				s->buf->len += (size_t)n;
+				s->buf->data[s->buf->len] = '\0';
+			} else {
+				s->buf->dropped += (uint64_t)n;
+				s->buf->truncated = true;
+			}
+			continue;
+		}
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			return;
+		/* EOF or error: this stream is done */
+		unwatch_close(r, &s->w, &s->fd);
+		finish_if_complete(r);
+		return;
+	}
+	(void)events;
+}
+
+static void on_sync(struct loop_watch *w, uint32_t events, void *data)
+{
+	struct run *r = data;
+	struct jail_msg m;
+	for (;;) {
+		ssize_t n = recv(r->jail.sync_fd, &m, sizeof(m), MSG_DONTWAIT);
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			return;
+		if (n <= 0) {
+			unwatch_close(r, &r->w_sync, &r->jail.sync_fd);
+			return;
+		}
+		if ((size_t)n != sizeof(m))
+			continue;
+		if (m.type == JAIL_MSG_ERROR && !r->got_error) {
+			r->got_error = true;
+			r->result.setup_error = m.err;
+			r->result.setup_error.step[sizeof(m.err.step) - 1] = '\0';
+			r->result.setup_error.msg[sizeof(m.err.msg) - 1] = '\0';
+		} else if (m.type == JAIL_MSG_EXIT) {
+			r->got_exit = true;
+			r->exit_msg = m;
+		}
+	}
+	(void)w;
+	(void)events;
+}
+
+static void on_tool(struct loop_watch *w, uint32_t events, void *data);
+
+static void on_pidfd(struct loop_watch *w, uint32_t events, void *data)
+{
+	struct run *r = data;
+	siginfo_t si;
+	memset(&si, 0, sizeof(si));
+	if (waitid((idtype_t)P_PIDFD, (id_t)r->jail.pidfd, &si, WEXITED | WNOHANG) < 0) {
+		if (errno != ECHILD)
+			return;
+	} else if (si.si_pid == 0) {
+		return;
+	}
+	/* init and python sent their last messages before exiting: read
+	 * them before deciding */
+	if (r->jail.sync_fd >= 0)
+		on_sync(&r->w_sync, EPOLLIN, r);
+	if (r->tool_fd >= 0)
+		on_tool(&r->w_tool, EPOLLIN, r);
+	r->reaped = true;
+	unwatch_close(r, &r->w_pidfd, &r->jail.pidfd);
+	unwatch_close(r, &r->w_sync, &r->jail.sync_fd);
+	/* the pid namespace is gone; nothing can still hold the pipes, but a
+	 * setup failure before exec may leave them unopened by anyone */
+	unwatch_close(r, &r->w_tool, &r->tool_fd);
+	finish_if_complete(r);
+	(void)w;
+	(void)events;
+}
+
+static void on_timer(struct loop_watch *w, uint32_t events, void *data)
+{
+	struct run *r = data;
+	uint64_t ticks;
+	(void)!read(r->timer_fd, &ticks, sizeof(ticks));
+	if (!r->spawned) {
+		/* setup failed before the jail existed: deliver the result now */
+		r->reaped = true;
+		unwatch_close(r, &r->out.w, &r->out.fd);
+		unwatch_close(r, &r->err.w, &r->err.fd);
+		finish_if_complete(r);
+		return;
+	}
+	if (!r->reaped && !r->done) {
+		r->timed_out = true;
+		kill_jail(r);
+	}
+	(void)w;
+	(void)events;
+}
+
+static void stdin_close(struct run *r)
+{
+	unwatch_close(r, &r->w_stdin, &r->stdin_fd);
+	if (r->src_polled) {
+		loop_del(r->loop, &r->w_stdin_src);
+		r->src_polled = false;
+	}
+}
+
+/* Refill the streaming-input buffer from req.stdin_fd. */
+static void stdin_refill(struct run *r)
+{
+	ssize_t n;
+	if (r->src_eof || r->src_off < r->src_len)
+		return;
+	n = read(r->req.stdin_fd, r->src_buf, READ_CHUNK);
+	if (n > 0) {
+		r->src_len = (size_t)n;
+		r->src_off = 0;
+	} else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+		r->src_eof = true;
+	}
+}
+
+static void stdin_update_interest(struct run *r)
+{
+	bool have = r->stdin_left || (r->src_buf && r->src_off < r->src_len);
+	if (r->stdin_fd < 0)
+		return;
+	if (!have && (r->req.stdin_fd < 0 || r->src_eof)) {
+		stdin_close(r);
+		return;
+	}
+	loop_mod(r->loop, &r->w_stdin, have || !r->src_polled ? EPOLLOUT : 0);
+	if (r->src_polled)
+		loop_mod(r->loop, &r->w_stdin_src, have ? 0 : EPOLLIN);
+}
+
+static void on_stdin_writable(struct loop_watch *w, uint32_t events, void *data)
+{
+	struct run *r = data;
+	const char *p;
+	size_t len;
+	ssize_t n;
+
+	if (events & (EPOLLERR | EPOLLHUP)) {
+		stdin_close(r);
+		return;
+	}
+	if (r->src_buf && !r->src_polled)
+		stdin_refill(r); /* a regular file: always readable */
+	if (r->stdin_left) {
+		p = r->stdin_pos;
+		len = r->stdin_left;
+	} else if (r->src_buf && r->src_off < r->src_len) {
+		p = r->src_buf + r->src_off;
+		len = r->src_len - r->src_off;
+	} else {
+		stdin_update_interest(r);
+		return;
+	}
+	n = write(r->stdin_fd, p, len);
+	if (n < 0) {
+		if (errno != EAGAIN && errno != EINTR)
+			stdin_close(r); /* EPIPE: the program stopped reading */
+		return;
+	}
+	if (r->stdin_left) {
+		r->stdin_pos += n;
+		r->stdin_left -= (size_t)n;
+	} else {
+		r->src_off += (size_t)n;
+	}
+	stdin_update_interest(r);
+	(void)w;
+}
+
+static void on_stdin_source(struct loop_watch *w, uint32_t events, void *data)
+{
+	struct run *r = data;
+	stdin_refill(r);
+	stdin_update_interest(r);
+	(void)w;
+	(void)events;
+}
+
+static void tool_reply_error(struct run *r, json_t *id, int code, const char *msg)
+{
+	json_t *reply = json_pack("{s:s,s:O,s:{s:i,s:s}}", "jsonrpc", "2.0", "id", id, "error",
+				  "code", code, "message", msg);
+	if (reply)
+		run_tool_send(r, reply);
+	json_decref(reply);
+}
+
+static void on_tool(struct loop_watch *w, uint32_t events, void *data)
+{
+	struct run *r = data;
+	char *buf = xmalloc(TOOL_MSG_MAX + 1);
+	for (int i = 0; i < 64; i++) {
+		ssize_t n = recv(r->tool_fd, buf, TOOL_MSG_MAX + 1, MSG_DONTWAIT | MSG_TRUNC);
+		json_t *msg, *method, *id;
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			break;
+		/* SEQPACKET: 0 is an empty packet, or the end once the peer hung up */
+		if (n == 0 && !(events & EPOLLHUP))
+			continue;
+		if (n <= 0) {
+			unwatch_close(r, &r->w_tool, &r->tool_fd);
+			break;
+		}
+		if (n > TOOL_MSG_MAX) {
+			tool_reply_error(r, json_null(), -32600, "message too large");
+			continue;
+		}
+		/* \u0000 is valid JSON: refusing it would leave the call unanswered
+		 * (a parse error has no id); the bridge rejects NULs in names */
+		msg = json_loadb(buf, (size_t)n, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, NULL);
+		if (!json_is_object(msg)) {
+			tool_reply_error(r, json_null(), -32700, "parse error");
+			json_decref(msg);
+			continue;
+		}
+		method = json_object_get(msg, "method");
+		id = json_object_get(msg, "id");
+		if (json_is_string(method) && strcmp(json_string_value(method), "pycell/result") == 0 && !id) {
+			json_t *v = json_object_get(json_object_get(msg, "params"), "return_value");
+			free(r->result.return_value);
+			r->result.return_value = v ? json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+		} else if (r->req.on_tool_message) {
+			r->req.on_tool_message(r, msg, r->req.tool_ctx);
+		} else if (id) {
+			tool_reply_error(r, id, -32601, "no tools are available in this run");
+		}
+		json_decref(msg);
+	}
+	free(buf);
+	(void)w;
+	(void)events;
+}
+
+int run_tool_send(struct run *r, json_t *msg)
+{
+	char *s;
+	ssize_t n;
+	if (r->tool_fd < 0)
+		return -1;
+	s = json_dumps(msg, JSON_COMPACT);
+	if (!s)
+		return -1;
+	n = send(r->tool_fd, s, strlen(s), MSG_DONTWAIT | MSG_NOSIGNAL);
+	free(s);
+	return n < 0 ? -1 : 0;
+}
+
+/* ------------------------------------------------------------ start */
+
+/* A packet larger than the sender's SO_SNDBUF fails with EMSGSIZE, and the
+ * default (net.core.wmem_default) is ~208 KiB: raise it to the packet cap,
+ * past net.core.wmem_max when we may (SO_SNDBUFFORCE needs CAP_NET_ADMIN). */
+static void tool_sndbuf(int fd)
+{
+	int size = TOOL_MSG_MAX + (64 << 10);
+	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &size, sizeof(size)) < 0)
+		(void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
+}
+
+static char **build_argv(const struct run_request *q)
+{
+	const struct policy *p = q->policy;
+	size_t n = 0, nargs = 0;
+	char **v;
+	while (q->args && q->args[nargs])
+		nargs++;
+	v = xcalloc(p->n_python_flags + nargs + 5, sizeof(char *));
+	v[n++] = xstrdup(p->python);
+	for (size_t i = 0; i < p->n_python_flags; i++)
+		v[n++] = xstrdup(p->python_flags[i]);
+	if (q->mode == RUN_MODE_CELL) {
+		v[n++] = xstrdup("-c");
+		v[n++] = xstrdup("import pycell._cell as c; c.main()");
+	} else {
+		v[n++] = xasprintf(JAIL_RUN_DIR "/%s", q->prog_name ? q->prog_name : "main.py");
+	}
+	for (size_t i = 0; i < nargs; i++)
+		v[n++] = xstrdup(q->args[i]);
+	return v;
+}
+
+char **run_jail_envp(const struct policy *p)
+{
+	static const char *const base[] = {
+		"PATH=/usr/local/bin:/usr/bin:/bin",
+		"HOME=" JAIL_WORKSPACE,
+		"TMPDIR=/tmp",
+		"LANG=C.UTF-8",
+		"PYTHONPATH=" JAIL_LIB_DIR,
+		"PYTHONDONTWRITEBYTECODE=1",
+		"USER=pycell",
+		"LOGNAME=pycell",
+	};
+	size_t n = 0;
+	char **v = xcalloc(ARRAY_SIZE(base) + p->n_env + 1, sizeof(char *));
+	for (size_t i = 0; i < ARRAY_SIZE(base); i++) {
+		bool overridden = false;
+		size_t klen = (size_t)(strchr(base[i], '=') - base[i]);
+		for (size_t j = 0; j < p->n_env; j++)
+			if (strncmp(p->env[j], base[i], klen + 1) == 0)
+				overridden = true;
+		if (!overridden)
+			v[n++] = xstrdup(base[i]);
+	}
+	for (size_t j = 0; j < p->n_env; j++)
+		v[n++] = xstrdup(p->env[j]);
+	return v;
+}
+
+static int make_pipe(int fds[2], bool parent_reads, struct pc_err *err)
+{
+	if (pipe2(fds, O_CLOEXEC) < 0)
+		return pc_syserr(err, "spawn", "pipe");
+	return set_nonblock(parent_reads ? fds[0] : fds[1], true);
+}
+
+static void setup_failed(struct run *r, const struct pc_err *e)
+{
+	struct itimerspec now = { .it_value = { 0, 1 } };
+	r->got_error = true;
+	r->result.setup_error = *e;
+	/* deliver on_done from the loop, never from inside run_start */
+	timerfd_settime(r->timer_fd, 0, &now, NULL);
+}
+
+static struct run *run_new(struct loop *l, const struct run_request *q, struct pc_err *err)
+{
+	const struct policy *p = q->policy;
+	struct run *r = xcalloc(1, sizeof(*r));
+
+	r->loop = l;
+	r->req = *q;
+	result_init(&r->result);
+	r->out = (struct out_stream){ .fd = -1, .id = RUN_STDOUT, .buf = &r->result.out };
+	r->err = (struct out_stream){ .fd = -1, .id = RUN_STDERR, .buf = &r->result.err };
+	r->out.cap = r->err.cap = p->limits.output_bytes;
+	r->stdin_fd = r->tool_fd = r->jail.pidfd = r->jail.sync_fd = -1;
+	r->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	if (r->timer_fd < 0 || loop_add(l, &r->w_timer, r->timer_fd, EPOLLIN, on_timer, r) < 0) {
+		pc_syserr(err, "spawn", "timerfd");
+		run_free(r);
+		return NULL;
+	}
+	return r;
+}
+
+/* The program files of q in spec; *vars owns the variables' copy. */
+static void program_files(struct jail_spec *spec, const struct run_request *q, char **vars)
+{
+	spec->n_files = 0;
+	spec->files[spec->n_files++] = (struct jail_file){
+		q->mode == RUN_MODE_CELL || !q->prog_name ? "main.py" : q->prog_name, q->code, q->code_len };
+	if (q->mode == RUN_MODE_CELL) {
+		*vars = xstrdup(q->variables_json ? q->variables_json : "{}");
+		spec->files[spec->n_files++] = (struct jail_file){ "variables.json", *vars, strlen(*vars) };
+	}
+}
+
+/* Everything up to a jail that builds itself: the run's cgroups, pipes,
+ * tool socket and the clone.  A parked run (park) comes from the zygote
+ * only and gets its program later (run_start_parked).  -1 with *setup_err
+ * set when the jail could not be made. */
+static int run_spawn(struct run *r, bool park, struct pc_err *setup_err)
+{
+	const struct run_request *q = &r->req;
+	const struct policy *p = q->policy;
+	struct jail_spec spec = { 0 };
+	int in[2] = { -1, -1 }, o[2] = { -1, -1 }, e[2] = { -1, -1 }, tool[2] = { -1, -1 };
+	cleanup_free char *vars = NULL;
+
+	if (q->cgroups && cgroup_run_create(q->cgroups, &p->limits, &r->cgroup, &r->result, setup_err) < 0)
+		return -1;
+	log_debug("%6llu us: run cgroup created", (unsigned long long)log_elapsed_us());
+	if (!q->cgroups)
+		result_add_warning(&r->result, "no cgroup support: memory, pids and cpu limits rely on rlimits");
+
+	if (make_pipe(in, false, setup_err) < 0 || make_pipe(o, true, setup_err) < 0 ||
+	    make_pipe(e, true, setup_err) < 0)
+		goto fail;
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, tool) < 0) {
+		pc_syserr(setup_err, "spawn", "tool socketpair");
+		goto fail;
+	}
+	{
+		/* one packet carries a whole message (a cell's return value is
+		 * up to 1 MiB): raise the jail's send buffer past the default
+		 * 208 KiB; SO_SNDBUFFORCE lets root exceed wmem_max */
+		int sz = TOOL_SOCKET_BUFFER;
+		if (setsockopt(tool[1], SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof(sz)) < 0)
+			setsockopt(tool[1], SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
+	}
+	tool_sndbuf(tool[0]);
+	tool_sndbuf(tool[1]);
+	r->argv = build_argv(q);
+	r->envp = run_jail_envp(p);
+	spec.policy = p;
+	spec.filter = q->filter;
+	spec.argv = r->argv;
+	spec.envp = r->envp;
+	spec.park = park;
+	if (!park)
+		program_files(&spec, q, &vars);
+	spec.runtime_dir = q->runtime_dir;
+	spec.stdio[0] = in[0];
+	spec.stdio[1] = o[1];
+	spec.stdio[2] = e[1];
+	spec.tool_fd = tool[1];
+	spec.cgroup.dir_fd = cgroup_run_clone_fd(r->cgroup);
+	spec.cgroup.into = spec.cgroup.dir_fd >= 0;
+	spec.cgroup.n_tasks = cgroup_run_tasks_fds(r->cgroup, spec.cgroup.tasks);
+	if (park) {
+		if (!q->zygote || !zygote_serves(q->zygote, p)) {
+			pc_fail(setup_err, EINVAL, "warm", "no zygote serves this policy");
+			goto fail;
+		}
+		if (zygote_spawn(q->zygote, &spec, &r->jail, setup_err) < 0 ||
+		    jail_release(&spec, &r->jail, setup_err) < 0)
+			goto fail;
+		goto spawned;
+	}
+	if (q->zygote && zygote_serves(q->zygote, p)) {
+		/* a warm cell goes the way of a ready jail, given its cell at once */
+		struct pc_err warm_err = { 0 };
+		bool cell = q->mode == RUN_MODE_CELL;
+		spec.park = cell;
+		if (zygote_spawn(q->zygote, &spec, &r->jail, &warm_err) == 0 &&
+		    jail_release(&spec, &r->jail, &warm_err) == 0) {
+			if (!cell || zygote_deliver(&spec, &r->jail, &warm_err) == 0)
+				goto spawned;
+			jail_abort(&r->jail);
+		}
+		spec.park = false;
+		result_add_warning(&r->result, "warm start failed, started cold: %s: %s", warm_err.step,
+				   warm_err.msg);
+	}
+	if (jail_spawn(&spec, &r->jail, setup_err) < 0)
+		goto fail;
+spawned:
+	r->spawned = true;
+	close(in[0]);
+	close(o[1]);
+	close(e[1]);
+	close(tool[1]);
+	r->stdin_fd = in[1];
+	r->out.fd = o[0];
+	r->err.fd = e[0];
+	r->tool_fd = tool[0];
+	set_nonblock(r->tool_fd, true);
+	return 0;
+
+fail:
+	for (int i = 0; i < 2; i++) {
+		if (in[i] >= 0) close(in[i]);
+		if (o[i] >= 0) close(o[i]);
+		if (e[i] >= 0) close(e[i]);
+		if (tool[i] >= 0) close(tool[i]);
+	}
+	return -1;
+}
+
+/* The limits the supervisor and the tmpfs sizes enforce, in the result. */
+static void add_limits(struct run *r)
+{
+	const struct run_request *q = &r->req;
+	const struct limits *lim = &q->policy->limits;
+	r->timeout_ms = lim->timeout_ms;
+	if (q->timeout_ms && (!r->timeout_ms || q->timeout_ms < r->timeout_ms))
+		r->timeout_ms = q->timeout_ms;
+	if (r->timeout_ms)
+		result_add_limit(&r->result, "timeout_ms", r->timeout_ms, ENF_SUPERVISOR);
+	result_add_limit(&r->result, "output_bytes", lim->output_bytes, ENF_SUPERVISOR);
+	result_add_limit(&r->result, "tmp_bytes", lim->tmp_bytes, ENF_TMPFS);
+	result_add_limit(&r->result, "workspace_bytes", lim->workspace_bytes, ENF_TMPFS);
+}
+
+/* The request's part: its limits in the result, the loop's watches, stdin
+ * and the timer.  From here the run is on. */
+static int run_go(struct run *r, struct pc_err *err)
+{
+	const struct run_request *q = &r->req;
+	struct loop *l = r->loop;
+
+	if (!r->t0)
+		r->t0 = now_ms(); /* a parked run's time starts with its request */
+	add_limits(r);
+	if (loop_add(l, &r->out.w, r->out.fd, EPOLLIN, on_output, r) < 0 ||
+	    loop_add(l, &r->err.w, r->err.fd, EPOLLIN, on_output, r) < 0 ||
+	    loop_add(l, &r->w_sync, r->jail.sync_fd, EPOLLIN, on_sync, r) < 0 ||
+	    loop_add(l, &r->w_pidfd, r->jail.pidfd, EPOLLIN, on_pidfd, r) < 0 ||
+	    loop_add(l, &r->w_tool, r->tool_fd, EPOLLIN, on_tool, r) < 0 ||
+	    loop_add(l, &r->w_stdin, r->stdin_fd, EPOLLOUT, on_stdin_writable, r) < 0)
+		return pc_syserr(err, "spawn", "epoll_ctl");
+	if (q->stdin_data && q->stdin_len) {
+		r->stdin_pos = q->stdin_data;
+		r->stdin_left = q->stdin_len;
+	} else if (q->stdin_fd >= 0) {
+		r->src_buf = xmalloc(READ_CHUNK);
+		if (loop_add(l, &r->w_stdin_src, q->stdin_fd, EPOLLIN, on_stdin_source, r) == 0)
+			r->src_polled = true;
+		else if (errno != EPERM)
+			r->src_eof = true;
+	}
+	stdin_update_interest(r);
+	if (r->timeout_ms) {
+		struct itimerspec t = { .it_value = { (time_t)(r->timeout_ms / 1000),
+						      (long)(r->timeout_ms % 1000) * 1000000 } };
+		timerfd_settime(r->timer_fd, 0, &t, NULL);
+	}
+	return 0;
+}
+
+int run_start(struct loop *l, const struct run_request *q, struct run **out, struct pc_err *err)
+{
+	struct pc_err setup_err = { 0 };
+	struct run *r = run_new(l, q, err);
+
+	*out = r;
+	if (!r)
+		return -1;
+	r->t0 = now_ms();
+	if (run_spawn(r, false, &setup_err) < 0) {
+		add_limits(r);
+		setup_failed(r, &setup_err);
+		return 0;
+	}
+	if (run_go(r, err) < 0) {
+		run_free(r);
+		*out = NULL;
+		return -1;
+	}
+	return 0;
+}
+
+struct run *run_park(struct loop *l, const struct run_request *q, struct pc_err *err)
+{
+	struct run *r;
+	if (q->mode != RUN_MODE_CELL) {
+		pc_fail(err, EINVAL, "warm", "ready jails run cells only");
+		return NULL;
+	}
+	r = run_new(l, q, err);
+	if (r && run_spawn(r, true, err) < 0) {
+		run_free(r);
+		return NULL;
+	}
+	if (r)
+		log_debug("run %d: ready", (int)r->jail.pid);
+	return r;
+}
+
+bool run_parked_alive(const struct run *r)
+{
+	struct pollfd pf = { .fd = r->jail.pidfd, .events = POLLIN };
+	return poll(&pf, 1, 0) == 0;
+}
+
+int run_start_parked(struct run *r, const struct run_request *q, struct pc_err *err)
+{
+	struct jail_spec spec = { 0 };
+	cleanup_free char *vars = NULL;
+
+	/* same policy (the jail is built for it), same kind of program */
+	if (q->policy != r->req.policy || q->mode != RUN_MODE_CELL || r->req.mode != RUN_MODE_CELL)
+		return pc_fail(err, EINVAL, "warm", "the ready jail was made for another policy or mode");
+	if (!run_parked_alive(r))
+		return pc_fail(err, ESRCH, "warm", "the ready jail is gone");
+	spec.policy = q->policy;
+	spec.argv = r->argv;
+	spec.envp = r->envp;
+	program_files(&spec, q, &vars);
+	if (zygote_deliver(&spec, &r->jail, err) < 0)
+		return -1;
+	/* the run's CPU time starts now: what made the jail ready is not its */
+	r->cpu_base_us = cgroup_run_cpu_us(r->cgroup);
+	r->req = *q;
+	return run_go(r, err);
+}
+
+void run_cancel(struct run *r)
+{
+	if (r->done)
+		return;
+	r->cancelled = true;
+	if (!r->spawned) {
+		struct itimerspec now = { .it_value = { 0, 1 } };
+		timerfd_settime(r->timer_fd, 0, &now, NULL);
+		return;
+	}
+	kill_jail(r);
+}
+
+bool run_done(const struct run *r) { return r->done; }
+const struct run_result *run_result(const struct run *r) { return &r->result; }
+struct run_result *run_result_mut(struct run *r) { return &r->result; }
+pid_t run_pid(const struct run *r) { return r->spawned && !r->reaped ? r->jail.pid : 0; }
+
+void run_free(struct run *r)
+{
+	if (!r)
+		return;
+	if (r->spawned && !r->reaped) {
+		siginfo_t si;
+		kill_jail(r);
+		waitid((idtype_t)P_PIDFD, (id_t)r->jail.pidfd, &si, WEXITED);
+	}
+	if (r->req.on_tool_done && !r->tool_done) {
+		r->tool_done = true;
+		r->req.on_tool_done(r, r->req.tool_ctx);
+	}
+	unwatch_close(r, &r->w_pidfd, &r->jail.pidfd);
+	unwatch_close(r, &r->w_sync, &r->jail.sync_fd);
+	unwatch_close(r, &r->out.w, &r->out.fd);
+	unwatch_close(r, &r->err.w, &r->err.fd);
+	unwatch_close(r, &r->w_tool, &r->tool_fd);
+	unwatch_close(r, &r->w_timer, &r->timer_fd);
+	stdin_close(r);
+	if (r->cgroup) {
+		cgroup_run_kill(r->cgroup);
+		cgroup_run_destroy(r->cgroup);
+	}
+	free(r->src_buf);
+	free_strv(r->argv);
+	free_strv(r->envp);
+	result_free(&r->result);
+	free(r);
+}

@@ -1,0 +1,123 @@
+/* pycell: one run, from program text to result, driven by the event loop.
+ * The run object owns everything the run uses: the jail's processes, its
+ * pipes, the tool socket, the cgroup, the timer. */
+#ifndef PYCELL_RUN_H
+#define PYCELL_RUN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "base/loop.h"
+#include "config/policy.h"
+#include "config/result.h"
+
+struct run;
+struct seccomp_filter;
+struct cgroup_env;
+struct zygote;
+
+enum run_mode {
+	RUN_MODE_SCRIPT = 0,   /* python PROG ARGS..., like python3 FILE */
+	RUN_MODE_CELL,         /* run the code like a notebook cell: globals from
+	                          variables, the last expression's value returned */
+};
+
+enum run_stream { RUN_STDOUT = 1, RUN_STDERR = 2 };
+
+struct run_request {
+	const struct policy *policy;          /* borrowed, must outlive the run */
+	const struct seccomp_filter *filter;  /* compiled for policy; NULL = none */
+	struct cgroup_env *cgroups;           /* from cgroup_env_probe; NULL = rlimits only */
+	enum run_mode mode;
+	const char *code;                     /* program text */
+	size_t code_len;
+	const char *prog_name;                /* file name shown in tracebacks; "main.py" */
+	char *const *args;                    /* sys.argv[1:], NULL-terminated or NULL */
+	const char *variables_json;           /* RUN_MODE_CELL: JSON object of globals */
+
+	/* stdin of the program: a buffer, or an fd read until EOF (not closed) */
+	const char *stdin_data;
+	size_t stdin_len;
+	int stdin_fd;                         /* -1 for none */
+
+	const char *runtime_dir;              /* host dir with the pycell module */
+
+	/* Optional: called for every chunk of output kept (up to the cap). */
+	void (*on_output)(void *ctx, enum run_stream s, const char *buf, size_t len);
+	/* Called once when the result is final. */
+	void (*on_done)(struct run *r, void *ctx);
+	void *ctx;
+	/* Optional: a JSON-RPC message from the jail on fd 3 that the run does
+	 * not handle itself (pycell/result is handled), with tool_ctx.  NULL:
+	 * such messages are answered with a "no tools" error when they are
+	 * requests. */
+	void (*on_tool_message)(struct run *r, json_t *msg, void *tool_ctx);
+	/* Optional: called once with tool_ctx for every started run: when the
+	 * result is final, just before on_done (so it may add tool_calls), or
+	 * from run_free for a run freed before it finished. */
+	void (*on_tool_done)(struct run *r, void *tool_ctx);
+	void *tool_ctx;                       /* for the two above (bridge.h) */
+	/* Warm starts: clone the jail from this zygote when it serves the
+	 * policy (zygote.h); NULL or not serving = a cold start. */
+	struct zygote *zygote;
+	/* Per-run overrides; 0 = the policy's. May only tighten. */
+	uint64_t timeout_ms;
+};
+
+/* What every run of one policy shares, set up once: the policy, its
+ * compiled seccomp filter, the probed cgroup support, the runtime dir. */
+struct run_env {
+	struct policy policy;
+	struct seccomp_filter *filter;
+	struct cgroup_env *cgroups;
+	char *runtime_dir;
+	struct zygote *zygote;     /* warm starts, after run_env_warm() */
+};
+/* Load the policy (NULL = "default"), compile its filter, probe cgroups. */
+int run_env_init(struct run_env *env, const char *policy_name, struct pc_err *err);
+/* The two halves of run_env_init, for callers that change env->policy in
+ * between (CLI overrides): load the policy; then compile and probe. */
+int run_env_load(struct run_env *env, const char *policy_name, struct pc_err *err);
+int run_env_prepare(struct run_env *env, struct pc_err *err);
+void run_env_free(struct run_env *env);
+/* Turn on warm starts for this env's policy (zygote.h).  On failure the
+ * env stays on cold starts and err says why. */
+int run_env_warm(struct run_env *env, struct pc_err *err);
+/* The environment a jailed program starts with: a fixed base plus the
+ * policy's; a NULL-terminated, malloc'd vector of malloc'd strings. */
+char **run_jail_envp(const struct policy *p);
+/* Fill the policy/filter/cgroups/runtime fields of req from env. */
+void run_request_from_env(struct run_request *req, const struct run_env *env);
+
+/* Start a run.  Returns -1 only when nothing was started (out of memory or
+ * fds); a jail that fails to build ends as a RUN_SETUP_FAILED result
+ * delivered through on_done, like any other end. */
+int run_start(struct loop *l, const struct run_request *req, struct run **out, struct pc_err *err);
+/* Warm pools: a run whose jail is made ahead of its request, from the
+ * zygote of req (which must serve req's policy), in RUN_MODE_CELL.  Its
+ * jail goes through the whole sequence, and its python waits for a cell;
+ * nothing of it is watched until run_start_parked.  NULL (err set) when
+ * it could not be made.  Each parked run serves exactly one request. */
+struct run *run_park(struct loop *l, const struct run_request *req, struct pc_err *err);
+/* Is the parked run's jail still there (its init alive)? */
+bool run_parked_alive(const struct run *r);
+/* Start req (same policy pointer as the park request's, RUN_MODE_CELL) on
+ * a parked run.  On -1 nothing ran: free the run and start req otherwise. */
+int run_start_parked(struct run *r, const struct run_request *req, struct pc_err *err);
+/* Kill the run's jail; the result's status becomes RUN_KILLED (unless it had
+ * already ended).  on_done still fires. */
+void run_cancel(struct run *r);
+bool run_done(const struct run *r);
+const struct run_result *run_result(const struct run *r);
+pid_t run_pid(const struct run *r);    /* host pid of the jail's init, or 0 */
+/* Send one JSON-RPC message to the jail over fd 3 (one packet). */
+int run_tool_send(struct run *r, json_t *msg);
+/* The result being built, for the tool bridge to add tool_calls. */
+struct run_result *run_result_mut(struct run *r);
+/* Free the run; kills and reaps anything still alive. */
+void run_free(struct run *r);
+
+#endif

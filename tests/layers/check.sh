@@ -1,0 +1,55 @@
+#!/bin/sh
+# pycell: the layers of src/ (README, Layout).  Each folder is a layer and
+# may include only headers of its own layer and of the layers below it:
+#   base < config < jail < run < bridge < mcp < cli
+# Prints every include that reaches up, and one closing line in pytest's
+# words, "layers: N passed" or "layers: N failed, N passed" (a file passes
+# when all its includes point down or sideways).
+set -u
+src=${1:-$(cd "$(dirname "$0")/../../src" && pwd)}
+order="base config jail run bridge mcp cli"
+
+rank() {
+	i=0
+	for l in $order; do
+		[ "$l" = "$1" ] && { echo $i; return; }
+		i=$((i + 1))
+	done
+	echo -1
+}
+
+pass=0 fail=0
+for dir in "$src"/*/; do
+	layer=$(basename "$dir")
+	r=$(rank "$layer")
+	if [ "$r" -lt 0 ]; then
+		echo "layers: src/$layer is not a layer (known: $order)"
+		fail=$((fail + 1))
+		continue
+	fi
+	for f in "$dir"*.c "$dir"*.h; do
+		[ -e "$f" ] || continue
+		bad=$(sed -n 's/^#include "\([a-z_]*\)\/.*/\1 &/p' "$f" | while read -r to line; do
+			t=$(rank "$to")
+			if [ "$t" -lt 0 ] || [ "$t" -gt "$r" ]; then
+				echo "src/$layer/$(basename "$f"): $line (a $to header: above $layer)"
+			fi
+		done)
+		if [ -n "$bad" ]; then
+			echo "$bad"
+			fail=$((fail + 1))
+		else
+			pass=$((pass + 1))
+		fi
+	done
+done
+if ls "$src"/*.c "$src"/*.h >/dev/null 2>&1; then
+	echo "layers: files directly in src/ belong in a layer folder: $(ls "$src"/*.[ch])"
+	fail=$((fail + 1))
+fi
+if [ "$fail" -eq 0 ]; then
+	echo "layers: $pass passed"
+else
+	echo "layers: $fail failed, $pass passed"
+fi
+[ "$fail" -eq 0 ]
