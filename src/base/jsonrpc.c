@@ -89,11 +89,6 @@ void line_reader_feed(struct line_reader *lr, const char *data, size_t len,
 	}
 }
 
-size_t line_reader_pending(const struct line_reader *lr)
-{
-	return lr->discarding ? lr->discarded : lr->len;
-}
-
 /* ------------------------------------------------------------ messages */
 
 json_t *jsonrpc_parse(const char *text, size_t len, json_t **error_response)
@@ -114,12 +109,6 @@ json_t *jsonrpc_parse(const char *text, size_t len, json_t **error_response)
 bool jsonrpc_id_valid(const json_t *id)
 {
 	return id && (json_is_string(id) || json_is_integer(id) || json_is_real(id));
-}
-
-char *jsonrpc_id_text(const json_t *id)
-{
-	char *s = id ? json_dumps(id, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
-	return s ? s : xstrdup("null");
 }
 
 /* Fills `out` for a valid message and returns NULL, or returns why the

@@ -40,8 +40,6 @@ void line_reader_free(struct line_reader *lr);
 /* Feed bytes; calls ops for every complete line. */
 void line_reader_feed(struct line_reader *lr, const char *data, size_t len,
 		      const struct line_reader_ops *ops, void *ctx);
-/* Bytes of an unterminated line at EOF, or 0. */
-size_t line_reader_pending(const struct line_reader *lr);
 
 /* ------------------------------------------------------------ messages */
 
@@ -69,8 +67,6 @@ json_t *jsonrpc_parse(const char *text, size_t len, json_t **error_response);
 void jsonrpc_classify(json_t *msg, struct jsonrpc_msg *out);
 /* A valid request id: a string or an integer (MCP forbids null). */
 bool jsonrpc_id_valid(const json_t *id);
-/* The id as text for logs and maps: "7" or "\"abc\"" (caller frees). */
-char *jsonrpc_id_text(const json_t *id);
 
 /* {"jsonrpc":"2.0","id":id,"result":result}; steals result, borrows id. */
 json_t *jsonrpc_result(json_t *id, json_t *result);

@@ -264,15 +264,6 @@ int set_nonblock(int fd, bool on)
 	return fcntl(fd, F_SETFL, fl);
 }
 
-int set_cloexec(int fd, bool on)
-{
-	int fl = fcntl(fd, F_GETFD);
-	if (fl < 0)
-		return -1;
-	fl = on ? (fl | FD_CLOEXEC) : (fl & ~FD_CLOEXEC);
-	return fcntl(fd, F_SETFD, fl);
-}
-
 uint64_t now_ms(void)
 {
 	struct timespec ts;

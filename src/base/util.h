@@ -78,7 +78,6 @@ int read_fd_all(int fd, size_t max, char **out, size_t *len);
 /* write a string to a file (O_WRONLY, no create, no trunc) e.g. /proc/.. */
 int write_file(const char *path, const char *s);
 int set_nonblock(int fd, bool on);
-int set_cloexec(int fd, bool on);
 uint64_t now_ms(void);  /* CLOCK_MONOTONIC */
 /* Is this process in the initial user namespace (uid_map "0 0 4294967295")? */
 bool in_initial_userns(void);

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
+#include <sys/pidfd.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <sys/wait.h>
@@ -77,7 +78,6 @@ struct upstream {
 	bool ping_out;             /* a hang check is in flight */
 	bool killing;              /* up_kill was called for this process */
 	uint64_t started_at, restart_at, backoff_ms;
-	unsigned starts;
 	bool settled;
 	char last_err[256];        /* the server's last stderr line */
 };
@@ -597,7 +597,7 @@ static void up_kill(struct upstream *u, const char *why)
 	log_warn("upstream %s: restarting it: %s", u->conf->name, why);
 	/* the group: an npx-style launcher leaves the real server as a grandchild */
 	kill(-u->pid, SIGKILL);
-	syscall(SYS_pidfd_send_signal, u->pidfd, SIGKILL, NULL, 0);
+	pidfd_send_signal(u->pidfd, SIGKILL, NULL, 0);
 }
 
 static void describe_exit(const siginfo_t *si, char *buf, size_t len)
@@ -735,7 +735,7 @@ static int spawn(struct upstream *u, struct pc_err *err)
 	}
 	if (pid == 0)
 		child_exec(u->conf, envp, in[0], out[1], er[1], parent);
-	pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	pidfd = pidfd_open(pid, 0);
 	if (pidfd < 0) {
 		pc_syserr(err, "upstream", "upstream %s: pidfd_open", u->conf->name);
 		kill(pid, SIGKILL);
@@ -757,7 +757,6 @@ static int spawn(struct upstream *u, struct pc_err *err)
 	line_reader_init(&u->err_lines, UP_ERRLINE_MAX);
 	u->last_err[0] = '\0';
 	u->killing = false;
-	u->starts++;
 	u->started_at = now_ms();
 	if (loop_add(u->loop, &u->w_pid, u->pidfd, EPOLLIN, on_pidfd, u) < 0 ||
 	    loop_add(u->loop, &u->w_in, u->in_fd, 0, on_in, u) < 0 ||
@@ -836,7 +835,7 @@ void upstream_free(struct upstream *u)
 		close_watch(u, &u->w_in, &u->in_fd);
 		kill(-u->pid, SIGTERM);
 		if (poll(&pfd, 1, UP_STOP_MS) <= 0)
-			syscall(SYS_pidfd_send_signal, u->pidfd, SIGKILL, NULL, 0);
+			pidfd_send_signal(u->pidfd, SIGKILL, NULL, 0);
 		kill(-u->pid, SIGKILL);
 		waitid((idtype_t)P_PIDFD, (id_t)u->pidfd, &si, WEXITED);
 	}
@@ -857,7 +856,6 @@ const char *upstream_name(const struct upstream *u) { return u->conf->name; }
 bool upstream_ready(const struct upstream *u) { return u->state == UP_READY; }
 bool upstream_settled(const struct upstream *u) { return u->settled; }
 json_t *upstream_tools(const struct upstream *u) { return u->tools; }
-unsigned upstream_starts(const struct upstream *u) { return u->starts; }
 
 json_t *upstream_find_tool(const struct upstream *u, const char *name, size_t len)
 {

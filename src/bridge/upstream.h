@@ -56,8 +56,6 @@ bool upstream_settled(const struct upstream *u);
 json_t *upstream_tools(const struct upstream *u);
 /* The tool called `name` (exact bytes), or NULL. */
 json_t *upstream_find_tool(const struct upstream *u, const char *name, size_t len);
-/* How many times it has been (re)started. */
-unsigned upstream_starts(const struct upstream *u);
 
 /* tools/call `tool` with `arguments` (borrowed; NULL = {}).  Returns a
  * call id (> 0): `fn` is called exactly once later, unless the call is

@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include <fcntl.h>
+#include <limits.h>
 #include <getopt.h>
 #include <jansson.h>
 #include <linux/filter.h>
@@ -89,8 +90,28 @@ static int try_seccomp(void)
 	return 0;
 }
 
+/* The fix for AppArmor's restriction of unprivileged user namespaces
+ * (Ubuntu 23.10 and later): a profile that lets this binary create them,
+ * written out in full, so the fix works from an installed pycell too. */
+static const char *apparmor_fix(char *buf, size_t len)
+{
+	char exe[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n <= 0)
+		snprintf(exe, sizeof(exe), "/usr/local/bin/pycell");
+	else
+		exe[n] = '\0';
+	snprintf(buf, len,
+		 "let pycell create user namespaces with an AppArmor profile: printf 'abi <abi/4.0>,\\n"
+		 "include <tunables/global>\\nprofile pycell %s flags=(unconfined) {\\n  userns,\\n}\\n' "
+		 "> /etc/apparmor.d/pycell && apparmor_parser -r /etc/apparmor.d/pycell "
+		 "(or sysctl -w kernel.apparmor_restrict_unprivileged_userns=0, or run pycell as root)", exe);
+	return buf;
+}
+
 static void check_userns(struct doctor *d)
 {
+	char aa_fix[PATH_MAX + 512];
 	long max_ns = read_sysctl("/proc/sys/user/max_user_namespaces");
 	long aa = read_sysctl("/proc/sys/kernel/apparmor_restrict_unprivileged_userns");
 	long deb = read_sysctl("/proc/sys/kernel/unprivileged_userns_clone");
@@ -105,9 +126,7 @@ static void check_userns(struct doctor *d)
 		if (max_ns == 0)
 			fix = "sysctl -w user.max_user_namespaces=15000 and keep it in /etc/sysctl.d/90-pycell.conf";
 		else if (!root && aa == 1)
-			fix = "allow pycell user namespaces with an AppArmor profile (contrib/apparmor: copy it to "
-			      "/etc/apparmor.d/pycell and run apparmor_parser -r /etc/apparmor.d/pycell), or "
-			      "sysctl -w kernel.apparmor_restrict_unprivileged_userns=0";
+			fix = apparmor_fix(aa_fix, sizeof(aa_fix));
 		else if (!root && deb == 0)
 			fix = "sysctl -w kernel.unprivileged_userns_clone=1 and keep it in /etc/sysctl.d/90-pycell.conf";
 		else
@@ -127,9 +146,7 @@ static void check_userns(struct doctor *d)
 		report(d, CHECK_OK, "apparmor userns", NULL, "kernel.apparmor_restrict_unprivileged_userns = %ld "
 		       "(applies to unprivileged users; pycell runs as root)", aa);
 	else
-		report(d, e == 0 ? CHECK_WARN : CHECK_FAIL, "apparmor userns",
-		       "copy contrib/apparmor to /etc/apparmor.d/pycell and run apparmor_parser -r "
-		       "/etc/apparmor.d/pycell (or sysctl -w kernel.apparmor_restrict_unprivileged_userns=0)",
+		report(d, e == 0 ? CHECK_WARN : CHECK_FAIL, "apparmor userns", apparmor_fix(aa_fix, sizeof(aa_fix)),
 		       "kernel.apparmor_restrict_unprivileged_userns = %ld: unprivileged user namespaces need "
 		       "an AppArmor profile that allows them", aa);
 

@@ -1,7 +1,6 @@
 /* pycell: the configuration file (man pycell.conf(5)). */
 #include "config.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -11,9 +10,8 @@
 #include "config/policy.h"
 
 static const char *const top_keys[] = { "policy", "max_concurrent_runs", "audit_log", "upstreams",
-					"http", "host_uid_base", "warm", NULL };
+					"host_uid_base", "warm", NULL };
 static const char *const upstream_keys[] = { "command", "env", "timeout", NULL };
-static const char *const http_keys[] = { "listen", "token_file", "allowed_origins", NULL };
 static const char *const warm_keys[] = { "enabled", "ready", NULL };
 
 #define JAIL_ID_COUNT 65536
@@ -24,10 +22,6 @@ void conf_init_default(struct pycell_conf *c)
 	c->policy = xstrdup("default");
 	c->max_concurrent_runs = 4;
 	c->warm_ready = 2;
-	c->http_listen = xstrdup("127.0.0.1:8765");
-	c->http_host = xstrdup("127.0.0.1");
-	c->http_port = 8765;
-	c->http_token_file = xstrdup(PYCELL_SYSCONFDIR "/token");
 	c->host_uid_base = 100000;
 }
 
@@ -48,10 +42,6 @@ void conf_free(struct pycell_conf *c)
 	for (size_t i = 0; i < c->n_upstreams; i++)
 		upstream_free(&c->upstreams[i]);
 	free(c->upstreams);
-	free(c->http_listen);
-	free(c->http_host);
-	free(c->http_token_file);
-	jc_strv_free(c->http_allowed_origins, c->n_http_allowed_origins);
 	memset(c, 0, sizeof(*c));
 }
 
@@ -144,112 +134,6 @@ static int apply_upstreams(const struct jc *c, const json_t *v, struct pycell_co
 	return 0;
 }
 
-static bool port_valid(const char *s)
-{
-	size_t n = strspn(s, "0123456789");
-	return n >= 1 && n <= 5 && s[n] == '\0' && s[0] != '0' && atoi(s) <= 65535;
-}
-
-/* "127.0.0.1:8765", "[::1]:8765", "localhost:8765" */
-static int apply_listen(const struct jc *c, const json_t *v, struct pycell_conf *conf)
-{
-	static const char what[] = "HOST:PORT such as 127.0.0.1:8765 or [::1]:8765";
-	const char *s, *port;
-	cleanup_free char *host = NULL;
-	if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v))
-		return jc_expected(c, "http.listen", what, v);
-	s = json_string_value(v);
-	if (s[0] == '[') {
-		const char *close = strchr(s, ']');
-		struct in6_addr a6;
-		if (!close || close[1] != ':')
-			return jc_expected(c, "http.listen", what, v);
-		host = xasprintf("%.*s", (int)(close - s - 1), s + 1);
-		if (inet_pton(AF_INET6, host, &a6) != 1)
-			return jc_expected(c, "http.listen", what, v);
-		port = close + 2;
-	} else {
-		const char *colon = strchr(s, ':');
-		size_t n = colon ? (size_t)(colon - s) : 0;
-		if (n == 0 || strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-") != n)
-			return jc_expected(c, "http.listen", what, v);
-		host = xasprintf("%.*s", (int)n, s);
-		port = colon + 1;
-	}
-	if (!port_valid(port))
-		return jc_expected(c, "http.listen", what, v);
-	free(conf->http_listen);
-	free(conf->http_host);
-	conf->http_listen = xstrdup(s);
-	conf->http_host = steal_ptr(&host);
-	conf->http_port = (uint16_t)atoi(port);
-	return 0;
-}
-
-/* scheme://host[:port], nothing after: what browsers send as Origin */
-static int check_origin(const struct jc *c, const char *key, const json_t *v, const char *s)
-{
-	const char *p;
-	if (strncmp(s, "http://", 7) == 0)
-		p = s + 7;
-	else if (strncmp(s, "https://", 8) == 0)
-		p = s + 8;
-	else
-		goto bad;
-	if (*p == '[') {
-		p = strchr(p, ']');
-		if (!p)
-			goto bad;
-		p++;
-	} else {
-		size_t n = strspn(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-");
-		if (n == 0)
-			goto bad;
-		p += n;
-	}
-	if (*p == '\0' || (*p == ':' && port_valid(p + 1)))
-		return 0;
-bad:
-	return jc_expected(c, key,
-			   "an origin such as https://example.com (scheme, host and optional port, no path)", v);
-}
-
-static int apply_origins(const struct jc *c, const json_t *v, struct pycell_conf *conf)
-{
-	size_t n;
-	if (!json_is_array(v))
-		return jc_expected(c, "http.allowed_origins", "an array of origins such as [\"https://example.com\"]", v);
-	n = json_array_size(v);
-	jc_strv_free(conf->http_allowed_origins, conf->n_http_allowed_origins);
-	conf->http_allowed_origins = xcalloc(n, sizeof(char *));
-	conf->n_http_allowed_origins = 0;
-	for (size_t i = 0; i < n; i++) {
-		char k[JC_KEY_MAX];
-		const json_t *e = json_array_get(v, i);
-		const char *s;
-		jc_index(k, "http.allowed_origins", i);
-		if (jc_string(c, k, e, &s) < 0 || check_origin(c, k, e, s) < 0)
-			return -1;
-		conf->http_allowed_origins[conf->n_http_allowed_origins++] = xstrdup(s);
-	}
-	return 0;
-}
-
-static int apply_http(const struct jc *c, const json_t *o, struct pycell_conf *conf)
-{
-	const json_t *v;
-	if (jc_object(c, "http", o, http_keys) < 0)
-		return -1;
-	if ((v = json_object_get(o, "listen")) && apply_listen(c, v, conf) < 0)
-		return -1;
-	if ((v = json_object_get(o, "token_file")) &&
-	    nullable_path(c, "http.token_file", v, &conf->http_token_file) < 0)
-		return -1;
-	if ((v = json_object_get(o, "allowed_origins")) && apply_origins(c, v, conf) < 0)
-		return -1;
-	return 0;
-}
-
 static int apply_warm(const struct jc *c, const json_t *o, struct pycell_conf *conf)
 {
 	const json_t *v;
@@ -270,6 +154,11 @@ static int conf_apply(const struct jc *c, const json_t *root, struct pycell_conf
 {
 	const json_t *v;
 	uint64_t n;
+	/* Settings of a feature that is not built are refused, never kept and
+	 * ignored: the HTTP transport (`pycell serve`) does not exist yet. */
+	if (json_object_get(root, "http"))
+		return jc_fail(c, "http", "`pycell serve` (MCP over HTTP) is not built in this version: "
+			       "remove the http settings; pycell serves MCP over stdio (`pycell mcp`)");
 	if (jc_object(c, NULL, root, top_keys) < 0)
 		return -1;
 	if ((v = json_object_get(root, "policy"))) {
@@ -288,8 +177,6 @@ static int conf_apply(const struct jc *c, const json_t *root, struct pycell_conf
 	if ((v = json_object_get(root, "audit_log")) && nullable_path(c, "audit_log", v, &conf->audit_log) < 0)
 		return -1;
 	if ((v = json_object_get(root, "upstreams")) && apply_upstreams(c, v, conf) < 0)
-		return -1;
-	if ((v = json_object_get(root, "http")) && apply_http(c, v, conf) < 0)
 		return -1;
 	if ((v = json_object_get(root, "host_uid_base"))) {
 		/* below 1000 are the host's system accounts; the range must fit in 32 bits */

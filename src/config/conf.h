@@ -30,14 +30,6 @@ struct pycell_conf {
 	struct upstream_conf *upstreams;
 	size_t n_upstreams;
 
-	/* `pycell serve` */
-	char *http_listen;          /* "127.0.0.1:8765" as written */
-	char *http_host;            /* parsed: "127.0.0.1", "::1" (no brackets) */
-	uint16_t http_port;
-	char *http_token_file;      /* bearer token file; NULL = no token */
-	char **http_allowed_origins;   /* exact Origin values accepted */
-	size_t n_http_allowed_origins;
-
 	uint32_t host_uid_base;     /* as root: jail ids 0..65535 map to base.. */
 	bool warm_enabled;          /* warm starts from a zygote (zygote.h) */
 	uint32_t warm_ready;        /* jails made ahead for pycell mcp (2; 0 = none) */

@@ -642,7 +642,7 @@ static int apply_choice(const struct jc *c, const char *key, const json_t *v,
 }
 
 static const char *const network_names[] = { "none", "loopback", NULL };
-static const char *const backend_names[] = { "native", "wasm", NULL };
+static const char *const backend_names[] = { "native", NULL };
 
 /* Apply the keys of `root` (validated) on top of *p. */
 static int policy_apply(const struct jc *c, const json_t *root, struct policy *p)
@@ -674,6 +674,10 @@ static int policy_apply(const struct jc *c, const json_t *root, struct policy *p
 	if ((v = json_object_get(root, "tools")) && apply_tools(c, v, p) < 0)
 		return -1;
 	if ((v = json_object_get(root, "backend"))) {
+		/* refused, never accepted and run as CPython, until it exists */
+		if (json_is_string(v) && strcmp(json_string_value(v), "wasm") == 0)
+			return jc_fail(c, "backend", "\"wasm\" (Pyodide) is not built in this version: "
+				       "use \"native\" or leave backend out");
 		if (apply_choice(c, "backend", v, backend_names, &choice) < 0)
 			return -1;
 		free(p->backend);

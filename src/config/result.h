@@ -59,7 +59,7 @@ void result_init(struct run_result *r);
 void result_free(struct run_result *r);
 void result_add_limit(struct run_result *r, const char *name, uint64_t value, enum limit_enforcer by);
 void result_add_warning(struct run_result *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* The result object of DESIGN.md.  Output bytes that are not valid UTF-8
+/* The result object (man pycell(1), RESULT).  Output bytes that are not valid UTF-8
  * are replaced with U+FFFD so the JSON is always valid. */
 json_t *result_to_json(const struct run_result *r);
 /* A JSON string of any bytes: jansson requires UTF-8, so invalid bytes

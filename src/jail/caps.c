@@ -43,7 +43,6 @@ static const struct {
 			 "restricts that to CAP_SYS_ADMIN (Debian's unprivileged_userns_clone=0, "
 			 "Ubuntu's AppArmor userns restriction)" },
 	{ CAP_KILL, "signal jail processes, which run as other (mapped) uids" },
-	{ CAP_NET_BIND_SERVICE, "`pycell serve` on a port below 1024" },
 	/* kept only as root of a non-initial user namespace (harden, below) */
 	{ CAP_SETFCAP, "map our own id 0 into the jail when pycell is root of another user "
 		       "namespace (unshare -r, rootless containers): the kernel asks for it" },

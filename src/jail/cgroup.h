@@ -74,10 +74,5 @@ struct cgroup_info {
 };
 void cgroup_env_info(const struct cgroup_env *e, struct cgroup_info *out);
 const char *cgroup_ctrl_name(enum cgroup_ctrl c);
-/* RLIMIT_NPROC is counted per user namespace (Linux >= 5.14). */
-bool rlimit_nproc_per_userns(void);
-
-/* In the jail child before exec: CORE 0, FSIZE, NOFILE, NPROC. */
-int rlimits_apply(const struct limits *lim, struct pc_err *err);
 
 #endif

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/pidfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -25,6 +26,7 @@
 #include "jail/cgroup.h"
 #include "jail/jail.h"
 #include "jail/net.h"
+#include "jail/rlimits.h"
 #include "jail/rootfs.h"
 #include "jail/seccomp.h"
 
@@ -236,15 +238,127 @@ int jail_receive_program(int prog_fd, uint64_t *len)
 	return fd;
 }
 
+/* ------------------------------------------------------------ the sequence */
+
+/* What the steps share: the spec, the sync socket to the supervisor (it
+ * moves above fd 3 in the "fds" step), and whether we map a range. */
+struct child {
+	const struct jail_spec *s;
+	int sync_fd;
+	bool as_root;
+};
+
+/* Before step 1: nothing can be reported yet (the parent reads errors only
+ * once it has released us), so a failure here is a plain exit. */
+static void child_start(struct child *c)
+{
+	sigset_t none;
+	char go;
+
+	/* A clean signal state: the supervisor may block signals it reads
+	 * with a signalfd, and the zygote ignores SIGCHLD; init needs both. */
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	signal(SIGCHLD, SIG_DFL);
+	blank_cmdline();
+	/* ps tells a ready jail (made ahead, no program yet) from a running one */
+	prctl(PR_SET_NAME, c->s->park ? "pycell-ready" : "pycell-init");
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+		_exit(127);
+	/* The supervisor is not dumpable and we inherited that, which makes
+	 * our /proc files root's: an unprivileged parent could not write our
+	 * maps.  Become dumpable and say so (exec resets it anyway). */
+	if (!c->as_root && (prctl(PR_SET_DUMPABLE, 1) < 0 || write(c->sync_fd, "r", 1) != 1))
+		_exit(127);
+	/* wait until the parent has written our id maps */
+	if (read(c->sync_fd, &go, 1) != 1)
+		_exit(127);
+	/* maps written: not dumpable again, so python (same uid) cannot read
+	 * init's memory, a copy of the supervisor's, through /proc/1/mem */
+	if (prctl(PR_SET_DUMPABLE, 0) < 0)
+		_exit(127);
+}
+
+/* 1. The jail's root id when we have a range: host root itself is not
+ * mapped, so until now we are "nobody". */
+static int step_identity(struct child *c, struct pc_err *err)
+{
+	if (c->as_root && (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0))
+		return pc_syserr(err, "identity", "become root of the jail's user namespace");
+	return 0;
+}
+
+/* Into the run's cgroups before anything else, then a cgroup namespace
+ * rooted there: the jail sees "/" as its cgroup. */
+static int step_cgroups(struct child *c, struct pc_err *err)
+{
+	const struct jail_spec *s = c->s;
+	if (cgroup_enter(s->cgroup.tasks, s->cgroup.n_tasks, err) < 0)
+		return -1;
+	for (int i = 0; i < s->cgroup.n_tasks; i++)
+		close(s->cgroup.tasks[i]);
+	if (unshare(CLONE_NEWCGROUP) < 0)
+		return pc_syserr(err, "unshare", "cgroup namespace");
+	return 0;
+}
+
+/* 2. The root filesystem (rootfs.c). */
+static int step_rootfs(struct child *c, struct pc_err *err)
+{
+	return rootfs_build(c->s, err);
+}
+
+/* 3. Network, hostname, session, fds, limits, privileges, seccomp. */
+static int step_network(struct child *c, struct pc_err *err)
+{
+	(void)c;
+	return net_loopback_up(err);
+}
+
+static int step_hostname(struct child *c, struct pc_err *err)
+{
+	const char *h = c->s->policy->hostname;
+	if (sethostname(h, strlen(h)) < 0)
+		return pc_syserr(err, "hostname", "sethostname %s", h);
+	return 0;
+}
+
+static int step_session(struct child *c, struct pc_err *err)
+{
+	(void)c;
+	if (setsid() < 0)
+		return pc_syserr(err, "setsid", "setsid");
+	return 0;
+}
+
+static int step_fds(struct child *c, struct pc_err *err)
+{
+	int fd = place_fds(c->s, c->sync_fd, err);
+	if (fd < 0)
+		return -1;
+	c->sync_fd = fd;
+	return 0;
+}
+
+static int step_rlimits(struct child *c, struct pc_err *err)
+{
+	return rlimits_apply(&c->s->policy->limits, err);
+}
+
+static int step_capabilities(struct child *c, struct pc_err *err)
+{
+	return caps_drop_jail(c->s->policy->jail_uid, c->s->policy->jail_gid, err);
+}
+
 /* The kernel clears the parent-death signal at every change of
  * credentials (prctl(2)): the setresuid of step 1 as root, and the one in
  * caps_drop_jail always.  Arm it again once the last one is done, then
  * make sure the parent did not die before that: the supervisor (or the
  * zygote, which dies with it) holds the other end of the sync socket
  * alone, so a hang-up there means it is gone, and no signal would come. */
-static int rearm_parent_death(int sync_fd, struct pc_err *err)
+static int step_parent_death(struct child *c, struct pc_err *err)
 {
-	struct pollfd pf = { .fd = sync_fd, .events = 0 };
+	struct pollfd pf = { .fd = c->sync_fd, .events = 0 };
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
 		return pc_syserr(err, "pdeathsig", "prctl(PR_SET_PDEATHSIG) after the credential change");
 	if (poll(&pf, 1, 0) < 0)
@@ -254,122 +368,91 @@ static int rearm_parent_death(int sync_fd, struct pc_err *err)
 	return 0;
 }
 
-/* The child setup sequence of DESIGN.md, top to bottom. */
-static __attribute__((noreturn)) void jail_child(const struct jail_spec *s, int sync_fd, bool as_root)
+static int step_seccomp(struct child *c, struct pc_err *err)
 {
-	const struct policy *p = s->policy;
-	struct pc_err err = { 0 };
-	sigset_t none;
-	char go;
-	pid_t pid;
-	int fd, prog[2];
+	return c->s->filter ? seccomp_filter_install(c->s->filter, err) : 0;
+}
 
-	/* A clean signal state: the supervisor may block signals it reads
-	 * with a signalfd, and the zygote ignores SIGCHLD; init needs both. */
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
-	signal(SIGCHLD, SIG_DFL);
-	blank_cmdline();
-	/* ps tells a ready jail (made ahead, no program yet) from a running one */
-	prctl(PR_SET_NAME, s->park ? "pycell-ready" : "pycell-init");
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
-		_exit(127);
-	/* The supervisor is not dumpable and we inherited that, which makes
-	 * our /proc files root's: an unprivileged parent could not write our
-	 * maps.  Become dumpable and say so (exec resets it anyway). */
-	if (!as_root && (prctl(PR_SET_DUMPABLE, 1) < 0 || write(sync_fd, "r", 1) != 1))
-		_exit(127);
-	/* 1. wait until the parent has written our id maps, then take the
-	 * jail's root id when we have a range: host root itself is not
-	 * mapped, so until then we are "nobody" */
-	if (read(sync_fd, &go, 1) != 1)
-		_exit(127);
-	/* maps written: not dumpable again, so python (same uid) cannot read
-	 * init's memory, a copy of the supervisor's, through /proc/1/mem */
-	if (prctl(PR_SET_DUMPABLE, 0) < 0)
-		_exit(127);
-	if (as_root && (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)) {
-		pc_syserr(&err, "identity", "become root of the jail's user namespace");
-		goto fail;
-	}
-	log_debug("%6llu us: jail: released by the parent", (unsigned long long)log_elapsed_us());
-	/* into the run's cgroups before anything else, then a cgroup
-	 * namespace rooted there: the jail sees "/" as its cgroup */
-	if (cgroup_enter(s->cgroup.tasks, s->cgroup.n_tasks, &err) < 0)
-		goto fail;
-	for (int i = 0; i < s->cgroup.n_tasks; i++)
-		close(s->cgroup.tasks[i]);
-	log_debug("%6llu us: jail: in its cgroups", (unsigned long long)log_elapsed_us());
-	if (unshare(CLONE_NEWCGROUP) < 0) {
-		pc_syserr(&err, "unshare", "cgroup namespace");
-		goto fail;
-	}
-	/* 2. the root filesystem */
-	if (rootfs_build(s, &err) < 0)
-		goto fail;
-	log_debug("%6llu us: jail: root filesystem built", (unsigned long long)log_elapsed_us());
-	/* 3. network, hostname, session, fds, limits, privileges, seccomp */
-	if (net_loopback_up(&err) < 0)
-		goto fail;
-	log_debug("%6llu us: jail: loopback up", (unsigned long long)log_elapsed_us());
-	if (sethostname(p->hostname, strlen(p->hostname)) < 0) {
-		pc_syserr(&err, "hostname", "sethostname %s", p->hostname);
-		goto fail;
-	}
-	if (setsid() < 0) {
-		pc_syserr(&err, "setsid", "setsid");
-		goto fail;
-	}
-	if ((fd = place_fds(s, sync_fd, &err)) < 0)
-		goto fail;
-	sync_fd = fd;
-	if (rlimits_apply(&p->limits, &err) < 0)
-		goto fail;
-	if (caps_drop_jail(p->jail_uid, p->jail_gid, &err) < 0)
-		goto fail;
-	if (rearm_parent_death(sync_fd, &err) < 0)
-		goto fail;
-	if (s->filter && seccomp_filter_install(s->filter, &err) < 0)
-		goto fail;
-	/* a ready jail makes python ahead too: it waits on prog[1] for the
-	 * program, which init passes on when the supervisor sends it */
+/* The child setup sequence, top to bottom (README, Layout; SECURITY.md
+ * says what each step stops).  Each step fails with a pc_err that reaches
+ * the supervisor as a setup_failed result naming the step. */
+static const struct {
+	int (*run)(struct child *c, struct pc_err *err);
+	/* for --debug timings; NULL once fd 2 is the program's stderr */
+	const char *done;
+} steps[] = {
+	{ step_identity, "root of its user namespace" },
+	{ step_cgroups, "in its cgroups" },
+	{ step_rootfs, "root filesystem built" },
+	{ step_network, "loopback up" },
+	{ step_hostname, "hostname set" },
+	{ step_session, "own session" },
+	{ step_fds, NULL },
+	{ step_rlimits, NULL },
+	{ step_capabilities, NULL },
+	{ step_parent_death, NULL },
+	{ step_seccomp, NULL },
+};
+
+/* 4. Python as pid 2: exec'd, or run in the interpreter a zygote holds.
+ * A ready jail makes python ahead too: it waits on prog[1] for the
+ * program, which init passes on when the supervisor sends it. */
+static __attribute__((noreturn)) void start_python(struct child *c)
+{
+	const struct jail_spec *s = c->s;
+	struct pc_err err = { 0 };
+	int prog[2] = { -1, -1 };
+	pid_t pid;
+
 	if (s->park && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, prog) < 0) {
 		pc_syserr(&err, "socketpair", "the program socket");
-		goto fail;
+		child_fail(c->sync_fd, &err);
 	}
-
-	/* 4. python as pid 2 */
 	pid = fork();
 	if (pid < 0) {
 		pc_syserr(&err, "fork", "fork python");
-		goto fail;
+		child_fail(c->sync_fd, &err);
 	}
 	if (pid == 0) {
 		if (s->filter && seccomp_filter_install_program(s->filter, &err) < 0)
-			child_fail(sync_fd, &err);
+			child_fail(c->sync_fd, &err);
 		if (s->run_inline) {
 			/* no exec will close it: the program must not be able to
 			 * write messages to the supervisor */
-			close(sync_fd);
+			close(c->sync_fd);
 			if (s->park)
 				close(prog[0]);
 			s->run_inline(s, s->park ? prog[1] : -1);
 		}
 		execve(s->argv[0], s->argv, s->envp);
 		pc_syserr(&err, "exec", "execute %s", s->argv[0]);
-		child_fail(sync_fd, &err);
+		child_fail(c->sync_fd, &err);
 	}
 	python_pid = pid;
 	if (s->park) {
 		close(prog[1]);
-		if (forward_program(sync_fd, prog[0], &err) < 0)
-			goto fail;
+		if (forward_program(c->sync_fd, prog[0], &err) < 0)
+			child_fail(c->sync_fd, &err);
 		close(prog[0]);
 		prctl(PR_SET_NAME, "pycell-init");
 	}
-	jail_init(sync_fd);
-fail:
-	child_fail(sync_fd, &err);
+	jail_init(c->sync_fd);
+}
+
+static __attribute__((noreturn)) void jail_child(const struct jail_spec *s, int sync_fd, bool as_root)
+{
+	struct child c = { .s = s, .sync_fd = sync_fd, .as_root = as_root };
+	struct pc_err err = { 0 };
+
+	child_start(&c);
+	log_debug("%6llu us: jail: released by the parent", (unsigned long long)log_elapsed_us());
+	for (size_t i = 0; i < ARRAY_SIZE(steps); i++) {
+		if (steps[i].run(&c, &err) < 0)
+			child_fail(c.sync_fd, &err);
+		if (steps[i].done)
+			log_debug("%6llu us: jail: %s", (unsigned long long)log_elapsed_us(), steps[i].done);
+	}
+	start_python(&c);
 }
 
 /* ------------------------------------------------------------ the parent */
@@ -412,7 +495,7 @@ static int write_id_maps(pid_t pid, const struct policy *p, struct pc_err *err)
 
 void jail_abort(struct jail *j)
 {
-	syscall(SYS_pidfd_send_signal, j->pidfd, SIGKILL, NULL, 0);
+	pidfd_send_signal(j->pidfd, SIGKILL, NULL, 0);
 	waitpid(j->pid, NULL, __WALL); /* ECHILD when the zygote cloned it */
 	close(j->pidfd);
 	close(j->sync_fd);

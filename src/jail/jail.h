@@ -57,7 +57,7 @@ struct jail {
 	int sync_fd;    /* seqpacket: struct jail_msg from the child */
 };
 
-enum jail_msg_type { JAIL_MSG_ERROR = 1, JAIL_MSG_STARTED, JAIL_MSG_EXIT, JAIL_MSG_PROGRAM };
+enum jail_msg_type { JAIL_MSG_ERROR = 1, JAIL_MSG_EXIT, JAIL_MSG_PROGRAM };
 
 /* Messages from the jail to the supervisor, one per packet. */
 struct jail_msg {
@@ -65,7 +65,6 @@ struct jail_msg {
 	int32_t wait_status;      /* JAIL_MSG_EXIT: python's wait status */
 	int64_t cpu_us;           /* JAIL_MSG_EXIT: user+sys of python and reaped children */
 	int64_t maxrss_kb;        /* JAIL_MSG_EXIT */
-	int64_t started_ns;       /* JAIL_MSG_STARTED: CLOCK_MONOTONIC at exec */
 	struct pc_err err;        /* JAIL_MSG_ERROR */
 };
 

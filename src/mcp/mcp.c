@@ -1296,11 +1296,6 @@ void mcp_session_oversized(struct mcp_session *ss, size_t max)
 				       json_pack("{s:I}", "max_bytes", (json_int_t)max)), NULL);
 }
 
-const char *mcp_session_protocol(const struct mcp_session *ss)
-{
-	return ss->proto == PROTO_NONE ? NULL : mcp_protocol_versions[ss->proto];
-}
-
 struct mcp_session *mcp_session_new(struct mcp_server *s, const struct mcp_session_ops *ops, void *ctx)
 {
 	struct mcp_session *ss = xcalloc(1, sizeof(*ss));
@@ -1400,14 +1395,4 @@ void mcp_server_free(struct mcp_server *s)
 	free(s->python_impl);
 	free(s->python_version);
 	free(s);
-}
-
-unsigned mcp_server_running(const struct mcp_server *s)
-{
-	return s->n_running;
-}
-
-unsigned mcp_server_queued(const struct mcp_server *s)
-{
-	return s->queue.n;
 }

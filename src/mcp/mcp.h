@@ -44,8 +44,6 @@ struct mcp_server *mcp_server_new(struct loop *l, const struct run_env *env,
 				  const struct mcp_server_config *cfg, struct pc_err *err);
 /* Kills and frees every run, queued or running; sends nothing. */
 void mcp_server_free(struct mcp_server *s);
-unsigned mcp_server_running(const struct mcp_server *s);
-unsigned mcp_server_queued(const struct mcp_server *s);
 
 /* How a session's messages leave: the transport's part.  `related` is the
  * id of the request a message belongs to (its response, or a progress
@@ -63,8 +61,6 @@ void mcp_session_handle_text(struct mcp_session *ss, const char *text, size_t le
 void mcp_session_handle_message(struct mcp_session *ss, json_t *msg);
 /* The transport dropped a message over its size cap. */
 void mcp_session_oversized(struct mcp_session *ss, size_t max);
-/* The negotiated protocol version, or NULL before initialize. */
-const char *mcp_session_protocol(const struct mcp_session *ss);
 /* The client is gone: kill its runs, answer nothing more, free. */
 void mcp_session_free(struct mcp_session *ss);
 

@@ -244,11 +244,6 @@ void stdio_transport_send(struct stdio_transport *t, const json_t *msg)
 		flush_some(t);
 }
 
-size_t stdio_transport_pending(const struct stdio_transport *t)
-{
-	return t->out_len - t->out_head;
-}
-
 void stdio_transport_flush(struct stdio_transport *t, int timeout_ms)
 {
 	uint64_t deadline = now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);

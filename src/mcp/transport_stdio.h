@@ -32,8 +32,6 @@ struct stdio_transport *stdio_transport_new(struct loop *l, int in_fd, int out_f
 					    struct pc_err *err);
 /* Queue one message as a line and start writing it. */
 void stdio_transport_send(struct stdio_transport *t, const json_t *msg);
-/* Bytes written to the queue and not yet to out_fd. */
-size_t stdio_transport_pending(const struct stdio_transport *t);
 /* Write what is queued, waiting at most timeout_ms for the reader. */
 void stdio_transport_flush(struct stdio_transport *t, int timeout_ms);
 void stdio_transport_free(struct stdio_transport *t);

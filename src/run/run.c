@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/pidfd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
@@ -198,7 +199,7 @@ static void finish_if_complete(struct run *r)
 static void kill_jail(struct run *r)
 {
 	if (r->spawned && !r->reaped)
-		syscall(SYS_pidfd_send_signal, r->jail.pidfd, SIGKILL, NULL, 0);
+		pidfd_send_signal(r->jail.pidfd, SIGKILL, NULL, 0);
 	if (r->cgroup)
 		cgroup_run_kill(r->cgroup);
 }
@@ -834,7 +835,6 @@ void run_cancel(struct run *r)
 bool run_done(const struct run *r) { return r->done; }
 const struct run_result *run_result(const struct run *r) { return &r->result; }
 struct run_result *run_result_mut(struct run *r) { return &r->result; }
-pid_t run_pid(const struct run *r) { return r->spawned && !r->reaped ? r->jail.pid : 0; }
 
 void run_free(struct run *r)
 {

@@ -112,7 +112,6 @@ int run_start_parked(struct run *r, const struct run_request *req, struct pc_err
 void run_cancel(struct run *r);
 bool run_done(const struct run *r);
 const struct run_result *run_result(const struct run *r);
-pid_t run_pid(const struct run *r);    /* host pid of the jail's init, or 0 */
 /* Send one JSON-RPC message to the jail over fd 3 (one packet). */
 int run_tool_send(struct run *r, json_t *msg);
 /* The result being built, for the tool bridge to add tool_calls. */

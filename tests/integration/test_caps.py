@@ -20,8 +20,9 @@ CAP_FIELDS = ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")
 # What caps_harden_supervisor keeps when pycell runs as root (src/jail/caps.c).
 CAP_DAC_OVERRIDE, CAP_KILL, CAP_SETGID, CAP_SETUID, CAP_SETPCAP = 1, 5, 6, 7, 8
 CAP_NET_BIND_SERVICE, CAP_NET_ADMIN, CAP_SYS_ADMIN, CAP_BPF = 10, 12, 21, 39
+# (CAP_NET_BIND_SERVICE is not kept: nothing listens on a port before `pycell serve` exists)
 SUPERVISOR_KEEP = sum(1 << c for c in (CAP_DAC_OVERRIDE, CAP_KILL, CAP_SETGID, CAP_SETUID,
-                                        CAP_NET_BIND_SERVICE, CAP_SYS_ADMIN))
+                                        CAP_SYS_ADMIN))
 
 STATUS = """
     import json

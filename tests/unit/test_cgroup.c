@@ -17,8 +17,10 @@
 #include <time.h>
 
 #include "base/util.h"
+#include "unit.h"
 #include "config/result.h"
 #include "jail/cgroup.h"
+#include "jail/rlimits.h"
 
 static struct cgroup_env *env;
 static struct cgroup_info info;
@@ -40,7 +42,7 @@ static bool need(enum cgroup_ctrl c)
 {
 	if (info.by[c] == ENF_CGROUP1 || info.by[c] == ENF_CGROUP2)
 		return true;
-	fprintf(stderr, "SKIP: no %s cgroup controller on this host\n", cgroup_ctrl_name(c));
+	unit_skip("cgroup: no %s cgroup controller on this host", cgroup_ctrl_name(c));
 	return false;
 }
 
@@ -369,7 +371,7 @@ START_TEST(test_device_filter)
 	struct child c;
 	int res[2];
 	if (!info.bpf_device) {
-		fprintf(stderr, "SKIP: no device filter: %s\n", info.bpf_detail);
+		unit_skip("cgroup: test_device_filter: no device filter: %s", info.bpf_detail);
 		return;
 	}
 	run = make_run(&lim, &r);
@@ -492,6 +494,7 @@ int main(void)
 		fprintf(stderr, "SKIP: test_cgroup needs root to make cgroups\n");
 		return 77;
 	}
+	unit_skip_init();
 	tcase_add_checked_fixture(t, setup, teardown);
 	tcase_set_timeout(t, 120);
 	tcase_add_test(t, test_limits_written);
@@ -506,7 +509,7 @@ int main(void)
 	suite_add_tcase(s, t);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
+	failed = unit_report("cgroup", sr);
 	srunner_free(sr);
 	return failed ? 1 : 0;
 }

@@ -19,8 +19,6 @@ static char *jq(const char *s)
 }
 
 #define UPSTREAM_NAME_MSG " is not a server name ([a-z0-9_-]+, at most 64): it prefixes tool names as NAME.tool"
-#define LISTEN_MSG "expected HOST:PORT such as 127.0.0.1:8765 or [::1]:8765, got "
-#define ORIGIN_MSG "expected an origin such as https://example.com (scheme, host and optional port, no path), got "
 #define COMMAND_MSG "expected a non-empty array of strings such as [\"npx\", \"-y\", \"@modelcontextprotocol/server-memory\"], got "
 
 static const struct { const char *json; const char *msg; } bad[] = {
@@ -30,9 +28,8 @@ static const struct { const char *json; const char *msg; } bad[] = {
 	{ "'policy'", "config c.conf:1:8: invalid JSON: '[' or '{' expected near '\"policy\"'" },
 	{ "[{}]", "config c.conf: expected a JSON object at the top level, got [{}]" },
 	/* unknown keys */
-	{ "{'polciy': 'strict'}", "config c.conf: polciy: unknown key (expected one of policy, max_concurrent_runs, audit_log, upstreams, http, host_uid_base, warm)" },
+	{ "{'polciy': 'strict'}", "config c.conf: polciy: unknown key (expected one of policy, max_concurrent_runs, audit_log, upstreams, host_uid_base, warm)" },
 	{ "{'upstreams': {'memory': {'command': ['x'], 'args': []}}}", "config c.conf: upstreams.memory.args: unknown key (expected one of command, env, timeout)" },
-	{ "{'http': {'port': 8765}}", "config c.conf: http.port: unknown key (expected one of listen, token_file, allowed_origins)" },
 	{ "{'warm': {'size': 2}}", "config c.conf: warm.size: unknown key (expected one of enabled, ready)" },
 	{ "{'warm': {'pool_size': 2}}", "config c.conf: warm.pool_size: unknown key (expected one of enabled, ready)" },
 	/* policy */
@@ -69,30 +66,6 @@ static const struct { const char *json; const char *msg; } bad[] = {
 	{ "{'upstreams': {'memory': {'command': ['x'], 'timeout': '2h'}}}", "config c.conf: upstreams.memory.timeout: expected a duration from 100ms to 1h, got \"2h\"" },
 	{ "{'upstreams': {'memory': {'command': ['x'], 'timeout': 'later'}}}", "config c.conf: upstreams.memory.timeout: expected a duration such as 30s, 500ms or 2m, got \"later\"" },
 	{ "{'upstreams': {'ok': {'command': ['x']}, 'bad': {'command': []}}}", "config c.conf: upstreams.bad.command: " COMMAND_MSG "[]" },
-	/* http */
-	{ "{'http': '127.0.0.1:8765'}", "config c.conf: http: expected an object, got \"127.0.0.1:8765\"" },
-	{ "{'http': {'listen': 8765}}", "config c.conf: http.listen: " LISTEN_MSG "8765" },
-	{ "{'http': {'listen': '8765'}}", "config c.conf: http.listen: " LISTEN_MSG "\"8765\"" },
-	{ "{'http': {'listen': ':8765'}}", "config c.conf: http.listen: " LISTEN_MSG "\":8765\"" },
-	{ "{'http': {'listen': '127.0.0.1:'}}", "config c.conf: http.listen: " LISTEN_MSG "\"127.0.0.1:\"" },
-	{ "{'http': {'listen': '127.0.0.1:0'}}", "config c.conf: http.listen: " LISTEN_MSG "\"127.0.0.1:0\"" },
-	{ "{'http': {'listen': '127.0.0.1:65536'}}", "config c.conf: http.listen: " LISTEN_MSG "\"127.0.0.1:65536\"" },
-	{ "{'http': {'listen': '127.0.0.1:80x'}}", "config c.conf: http.listen: " LISTEN_MSG "\"127.0.0.1:80x\"" },
-	{ "{'http': {'listen': '::1:8765'}}", "config c.conf: http.listen: " LISTEN_MSG "\"::1:8765\"" },
-	{ "{'http': {'listen': '[::1]8765'}}", "config c.conf: http.listen: " LISTEN_MSG "\"[::1]8765\"" },
-	{ "{'http': {'listen': '[nope]:8765'}}", "config c.conf: http.listen: " LISTEN_MSG "\"[nope]:8765\"" },
-	{ "{'http': {'listen': 'local host:8765'}}", "config c.conf: http.listen: " LISTEN_MSG "\"local host:8765\"" },
-	{ "{'http': {'token_file': 'token'}}", "config c.conf: http.token_file: expected an absolute path, got \"token\"" },
-	{ "{'http': {'token_file': 5}}", "config c.conf: http.token_file: expected an absolute path, got 5" },
-	{ "{'http': {'allowed_origins': 'https://a.example'}}", "config c.conf: http.allowed_origins: expected an array of origins such as [\"https://example.com\"], got \"https://a.example\"" },
-	{ "{'http': {'allowed_origins': ['a.example']}}", "config c.conf: http.allowed_origins[0]: " ORIGIN_MSG "\"a.example\"" },
-	{ "{'http': {'allowed_origins': ['https://a.example/']}}", "config c.conf: http.allowed_origins[0]: " ORIGIN_MSG "\"https://a.example/\"" },
-	{ "{'http': {'allowed_origins': ['https://a.example/app']}}", "config c.conf: http.allowed_origins[0]: " ORIGIN_MSG "\"https://a.example/app\"" },
-	{ "{'http': {'allowed_origins': ['*']}}", "config c.conf: http.allowed_origins[0]: " ORIGIN_MSG "\"*\"" },
-	{ "{'http': {'allowed_origins': ['https://']}}", "config c.conf: http.allowed_origins[0]: " ORIGIN_MSG "\"https://\"" },
-	{ "{'http': {'allowed_origins': ['https://a.example:']}}", "config c.conf: http.allowed_origins[0]: " ORIGIN_MSG "\"https://a.example:\"" },
-	{ "{'http': {'allowed_origins': ['ftp://a.example']}}", "config c.conf: http.allowed_origins[0]: " ORIGIN_MSG "\"ftp://a.example\"" },
-	{ "{'http': {'allowed_origins': [1]}}", "config c.conf: http.allowed_origins[0]: expected a non-empty string, got 1" },
 	/* host_uid_base */
 	{ "{'host_uid_base': 0}", "config c.conf: host_uid_base: expected an integer from 1000 to 4294901759, got 0" },
 	{ "{'host_uid_base': 999}", "config c.conf: host_uid_base: expected an integer from 1000 to 4294901759, got 999" },
@@ -130,11 +103,6 @@ START_TEST(test_defaults)
 	ck_assert_uint_eq(c.max_concurrent_runs, 4);
 	ck_assert_ptr_null(c.audit_log);
 	ck_assert_uint_eq(c.n_upstreams, 0);
-	ck_assert_str_eq(c.http_listen, "127.0.0.1:8765");
-	ck_assert_str_eq(c.http_host, "127.0.0.1");
-	ck_assert_uint_eq(c.http_port, 8765);
-	ck_assert_str_eq(c.http_token_file, PYCELL_SYSCONFDIR "/token");
-	ck_assert_uint_eq(c.n_http_allowed_origins, 0);
 	ck_assert_uint_eq(c.host_uid_base, 100000);
 	ck_assert(!c.warm_enabled);
 	ck_assert_uint_eq(c.warm_ready, 2);
@@ -150,8 +118,6 @@ static const char full[] =
 	"   'memory': {'command': ['npx', '-y', '@modelcontextprotocol/server-memory'],"
 	"              'env': {'MEMORY_FILE_PATH': '/var/lib/pycell/memory.json'}},"
 	"   'fs_2': {'command': ['/usr/bin/mcp-fs', '/srv'], 'timeout': '5s'}},"
-	" 'http': {'listen': '[::1]:9000', 'token_file': null,"
-	"          'allowed_origins': ['https://a.example', 'http://localhost:3000', 'http://[::1]:8080']},"
 	" 'host_uid_base': 200000, 'warm': {'enabled': true, 'ready': 0}}";
 
 START_TEST(test_full)
@@ -179,12 +145,6 @@ START_TEST(test_full)
 	ck_assert_uint_eq(u->timeout_ms, 5000);
 	ck_assert_uint_eq(u->n_env, 0);
 	ck_assert_ptr_null(conf_upstream(&c, "fs"));
-	ck_assert_str_eq(c.http_listen, "[::1]:9000");
-	ck_assert_str_eq(c.http_host, "::1");
-	ck_assert_uint_eq(c.http_port, 9000);
-	ck_assert_ptr_null(c.http_token_file);
-	ck_assert_uint_eq(c.n_http_allowed_origins, 3);
-	ck_assert_str_eq(c.http_allowed_origins[2], "http://[::1]:8080");
 	ck_assert_uint_eq(c.host_uid_base, 200000);
 	ck_assert(c.warm_enabled);
 	ck_assert_uint_eq(c.warm_ready, 0);
@@ -192,21 +152,18 @@ START_TEST(test_full)
 }
 END_TEST
 
-START_TEST(test_listen_forms)
+/* `pycell serve` is not built: its settings are refused, naming the key,
+ * whatever they hold (never accepted and ignored). */
+START_TEST(test_http_is_refused)
 {
-	static const struct { const char *listen, *host; unsigned port; } ok[] = {
-		{ "0.0.0.0:80", "0.0.0.0", 80 },
-		{ "localhost:65535", "localhost", 65535 },
-		{ "[::]:1", "::", 1 },
-	};
-	for (size_t i = 0; i < ARRAY_SIZE(ok); i++) {
+	static const char *const docs[] = { "{\"http\": {\"listen\": \"127.0.0.1:8765\"}}", "{\"http\": {}}",
+					    "{\"http\": null}" };
+	for (size_t i = 0; i < ARRAY_SIZE(docs); i++) {
 		struct pycell_conf c;
 		struct pc_err err = { 0 };
-		cleanup_free char *json = xasprintf("{\"http\": {\"listen\": \"%s\"}}", ok[i].listen);
-		ck_assert_msg(conf_parse(json, "c.conf", &c, &err) == 0, "%s", err.msg);
-		ck_assert_str_eq(c.http_host, ok[i].host);
-		ck_assert_uint_eq(c.http_port, ok[i].port);
-		conf_free(&c);
+		ck_assert_int_eq(conf_parse(docs[i], "c.conf", &c, &err), -1);
+		ck_assert_str_eq(err.msg, "config c.conf: http: `pycell serve` (MCP over HTTP) is not built in this "
+					  "version: remove the http settings; pycell serves MCP over stdio (`pycell mcp`)");
 	}
 }
 END_TEST
@@ -262,7 +219,7 @@ Suite *conf_suite(void)
 	tcase_add_loop_test(bad_tc, test_bad, 0, (int)ARRAY_SIZE(bad));
 	tcase_add_test(good, test_defaults);
 	tcase_add_test(good, test_full);
-	tcase_add_test(good, test_listen_forms);
+	tcase_add_test(good, test_http_is_refused);
 	tcase_add_test(good, test_load_files);
 	tcase_add_test(good, test_load_default_path);
 	suite_add_tcase(s, bad_tc);

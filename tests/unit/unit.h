@@ -23,4 +23,11 @@ void unit_rmtree(const char *dir);
 /* Write `text` to dir/name; returns the malloc'd path. */
 char *unit_write(const char *dir, const char *name, const char *text);
 
+/* Skips (skip.c): unit_skip_init() before the run; a test that cannot run
+ * here calls unit_skip("what: why") and returns; unit_report() prints the
+ * reasons and "NAME: F failed, P passed, S skipped", and returns F. */
+void unit_skip_init(void);
+void unit_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+int unit_report(const char *name, SRunner *sr);
+
 #endif
