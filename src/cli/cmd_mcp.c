@@ -221,7 +221,7 @@ int cmd_mcp(int argc, char **argv)
 		if (run_env_warm(&env, &err) < 0)
 			log_warn("mcp: warm starts unavailable, runs start cold: %s", err.msg);
 		else
-			log_info("mcp: warm starts on (zygote pid %d)", (int)zygote_pid(env.zygote));
+			log_info("mcp: warm starts on (zygote pid %d)", (int)zygote_pid(env.warm));
 	}
 	cfg.max_runs = o.max_runs ? o.max_runs : conf.max_concurrent_runs;
 	cfg.ready = conf.warm_ready;

@@ -197,7 +197,7 @@ int cmd_run(int argc, char **argv)
 		conf_free(&conf);
 		return EXIT_SETUP_FAILED;
 	}
-	if (o.warm && !env.zygote)
+	if (o.warm && !env.warm)
 		result_add_warning(run_result_mut(r), "warm starts unavailable, started cold: %s",
 				   warm_err.msg);
 	log_debug("%6llu us: jail spawned", (unsigned long long)log_elapsed_us());

@@ -100,6 +100,9 @@ const char *const *policy_search_path(void);
 json_t *policy_to_json(const struct policy *p);
 /* Same content (everything but name and path). */
 bool policy_equal(const struct policy *a, const struct policy *b);
+/* What the seccomp filter is built from (policy_fields.h, PF_FILTER), as
+ * JSON: the filter cache's key hashes exactly this. */
+json_t *policy_filter_json(const struct policy *p);
 /* A policy name matches [a-z0-9_-]+ (at most 64); a path contains '/' or
  * ends in ".json".  Anything else is neither and refused. */
 bool policy_is_name(const char *s);

@@ -561,10 +561,3 @@ int jail_release(const struct jail_spec *s, struct jail *j, struct pc_err *err)
 	}
 	return 0;
 }
-
-int jail_spawn(const struct jail_spec *s, struct jail *j, struct pc_err *err)
-{
-	if (jail_clone(s, j, err) < 0)
-		return -1;
-	return jail_release(s, j, err);
-}

@@ -84,13 +84,11 @@ int jail_deliver(const struct jail *j, int memfd, uint64_t len, struct pc_err *e
  * (its length in *len), or -1 with errno set. */
 int jail_receive_program(int prog_fd, uint64_t *len);
 
-/* Spawn the jail: jail_clone then jail_release.  On success the child is
- * building its root; errors from there on arrive as JAIL_MSG_ERROR on
- * j->sync_fd. */
-int jail_spawn(const struct jail_spec *spec, struct jail *j, struct pc_err *err);
-/* The two halves, for the zygote: clone into new namespaces (the child
- * then waits); and, possibly in another process that received the pidfd
- * and sync fd, write its id maps and let it go.  The zygote needs no
+/* Spawn the jail in two halves (the spawners of run/ call them): clone
+ * into new namespaces (the child then waits); and, possibly in another
+ * process that received the pidfd and sync fd (a zygote's jail), write its
+ * id maps and let it go.  On success the child is building its root;
+ * errors from there on arrive as JAIL_MSG_ERROR on j->sync_fd.  The zygote needs no
  * privilege: the maps are written by the supervisor, and the cgroup
  * files the child writes were opened by it.  On failure both kill the
  * child and close j's fds. */

@@ -511,10 +511,10 @@ static int compile_program(const struct plan *pl, struct sock_filter **out, size
 	return rc < 0 ? -1 : 0;
 }
 
-/* Reads only the policy's seccomp groups and rules and its network mode:
- * cache_key() hashes exactly those, so anything else read here must be
- * added there, or a cached program would serve a policy it was not built
- * for. */
+/* Reads only the policy's rows marked PF_FILTER in config/policy_fields.c
+ * (network, seccomp.groups, seccomp.rules): cache_key() hashes exactly
+ * those, so a field read here must be marked there too, or a cached
+ * program would serve a policy it was not built for. */
 static int filter_build(const struct policy *p, struct seccomp_filter **out, struct pc_err *err)
 {
 	struct plan pl = { .loopback = p->network == NET_LOOPBACK };
@@ -663,18 +663,12 @@ static char *cache_dir(void)
 static void cache_key(const struct policy *p, char out[65])
 {
 	const struct scmp_version *v = seccomp_version();
-	json_t *k = json_pack("{s:s,s:s,s:[i,i,i],s:b,s:[],s:[]}", "pycell", PACKAGE_VERSION,
+	/* the policy's part is every field the filter is built from: the
+	 * rows marked PF_FILTER in config/policy_fields.c */
+	json_t *k = json_pack("{s:s,s:s,s:[i,i,i],s:o}", "pycell", PACKAGE_VERSION,
 			      "build", __DATE__ " " __TIME__, "libseccomp", v ? (int)v->major : 0,
-			      v ? (int)v->minor : 0, v ? (int)v->micro : 0, "loopback",
-			      p->network == NET_LOOPBACK, "groups", "rules");
-	json_t *g = json_object_get(k, "groups"), *r = json_object_get(k, "rules");
-	char *text;
-	for (size_t i = 0; i < p->n_seccomp_groups; i++)
-		json_array_append_new(g, json_string(p->seccomp_groups[i]));
-	for (size_t i = 0; i < p->n_seccomp_rules; i++)
-		json_array_append_new(r, json_pack("[s,i,b]", p->seccomp_rules[i].syscall,
-						   p->seccomp_rules[i].action_errno, p->seccomp_rules[i].kill));
-	text = json_dumps(k, JSON_COMPACT | JSON_SORT_KEYS);
+			      v ? (int)v->minor : 0, v ? (int)v->micro : 0, "policy", policy_filter_json(p));
+	char *text = json_dumps(k, JSON_COMPACT | JSON_SORT_KEYS);
 	sha256_hex(text, strlen(text), out);
 	free(text);
 	json_decref(k);

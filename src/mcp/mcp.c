@@ -701,7 +701,7 @@ static void ready_fill(struct mcp_server *s)
 		log_warn("mcp: a ready jail died while waiting; making another");
 		run_free(ready_take(s, i));
 	}
-	while (s->env->zygote && s->n_ready < s->cfg.ready && now_ms() - s->ready_failed_ms >= 1000) {
+	while (s->env->warm && s->n_ready < s->cfg.ready && now_ms() - s->ready_failed_ms >= 1000) {
 		struct run_request req = { .stdin_fd = -1 };
 		struct pc_err err = { 0 };
 		struct run *r;

@@ -24,7 +24,8 @@
 #include "jail/rootfs.h"
 #include "jail/seccomp.h"
 #include "run/run.h"
-#include "run/zygote.h"
+#include "run/program.h"
+#include "run/spawner.h"
 
 #define READ_CHUNK (64 << 10)
 #define TOOL_MSG_MAX (4 << 20)
@@ -44,6 +45,7 @@ struct run {
 	struct run_request req;
 	struct run_result result;
 	struct jail jail;
+	struct spawner *spawner;  /* what made the jail (deliver: a ready jail's cell) */
 	struct cgroup_run *cgroup;
 	uint64_t cpu_base_us;  /* the cgroup's CPU time before the run (ready jails) */
 	uint64_t t0;
@@ -96,14 +98,22 @@ int run_env_init(struct run_env *env, const char *policy_name, struct pc_err *er
 
 int run_env_warm(struct run_env *env, struct pc_err *err)
 {
-	if (env->zygote)
+	struct spawner *sp;
+	if (env->warm)
 		return 0;
-	return zygote_start(&env->policy, env->runtime_dir, &env->zygote, err);
+	sp = spawner_warm_new();
+	if (sp->ops->prepare(sp, &env->policy, env->runtime_dir, err) < 0) {
+		sp->ops->free(sp);
+		return -1;
+	}
+	env->warm = sp;
+	return 0;
 }
 
 void run_env_free(struct run_env *env)
 {
-	zygote_free(env->zygote);
+	if (env->warm)
+		env->warm->ops->free(env->warm);
 	seccomp_filter_free(env->filter);
 	cgroup_env_free(env->cgroups);
 	policy_free(&env->policy);
@@ -117,19 +127,10 @@ void run_request_from_env(struct run_request *req, const struct run_env *env)
 	req->filter = env->filter;
 	req->cgroups = env->cgroups;
 	req->runtime_dir = env->runtime_dir;
-	req->zygote = env->zygote;
+	req->spawner = env->warm;
 }
 
 /* ------------------------------------------------------------ finishing */
-
-static void free_strv(char **v)
-{
-	if (!v)
-		return;
-	for (char **p = v; *p; p++)
-		free(*p);
-	free(v);
-}
 
 static void unwatch_close(struct run *r, struct loop_watch *w, int *fd)
 {
@@ -500,56 +501,6 @@ static void tool_sndbuf(int fd)
 		(void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
 }
 
-static char **build_argv(const struct run_request *q)
-{
-	const struct policy *p = q->policy;
-	size_t n = 0, nargs = 0;
-	char **v;
-	while (q->args && q->args[nargs])
-		nargs++;
-	v = xcalloc(p->n_python_flags + nargs + 5, sizeof(char *));
-	v[n++] = xstrdup(p->python);
-	for (size_t i = 0; i < p->n_python_flags; i++)
-		v[n++] = xstrdup(p->python_flags[i]);
-	if (q->mode == RUN_MODE_CELL) {
-		v[n++] = xstrdup("-c");
-		v[n++] = xstrdup("import pycell._cell as c; c.main()");
-	} else {
-		v[n++] = xasprintf(JAIL_RUN_DIR "/%s", q->prog_name ? q->prog_name : "main.py");
-	}
-	for (size_t i = 0; i < nargs; i++)
-		v[n++] = xstrdup(q->args[i]);
-	return v;
-}
-
-char **run_jail_envp(const struct policy *p)
-{
-	static const char *const base[] = {
-		"PATH=/usr/local/bin:/usr/bin:/bin",
-		"HOME=" JAIL_WORKSPACE,
-		"TMPDIR=/tmp",
-		"LANG=C.UTF-8",
-		"PYTHONPATH=" JAIL_LIB_DIR,
-		"PYTHONDONTWRITEBYTECODE=1",
-		"USER=pycell",
-		"LOGNAME=pycell",
-	};
-	size_t n = 0;
-	char **v = xcalloc(ARRAY_SIZE(base) + p->n_env + 1, sizeof(char *));
-	for (size_t i = 0; i < ARRAY_SIZE(base); i++) {
-		bool overridden = false;
-		size_t klen = (size_t)(strchr(base[i], '=') - base[i]);
-		for (size_t j = 0; j < p->n_env; j++)
-			if (strncmp(p->env[j], base[i], klen + 1) == 0)
-				overridden = true;
-		if (!overridden)
-			v[n++] = xstrdup(base[i]);
-	}
-	for (size_t j = 0; j < p->n_env; j++)
-		v[n++] = xstrdup(p->env[j]);
-	return v;
-}
-
 static int make_pipe(int fds[2], bool parent_reads, struct pc_err *err)
 {
 	if (pipe2(fds, O_CLOEXEC) < 0)
@@ -587,24 +538,35 @@ static struct run *run_new(struct loop *l, const struct run_request *q, struct p
 	return r;
 }
 
-/* The program files of q in spec; *vars owns the variables' copy. */
-static void program_files(struct jail_spec *spec, const struct run_request *q, char **vars)
-{
-	spec->n_files = 0;
-	spec->files[spec->n_files++] = (struct jail_file){
-		q->mode == RUN_MODE_CELL || !q->prog_name ? "main.py" : q->prog_name, q->code, q->code_len };
-	if (q->mode == RUN_MODE_CELL) {
-		*vars = xstrdup(q->variables_json ? q->variables_json : "{}");
-		spec->files[spec->n_files++] = (struct jail_file){ "variables.json", *vars, strlen(*vars) };
-	}
-}
-
 /* Everything up to a jail that builds itself: the run's cgroups, pipes,
  * tool socket and the clone.  A parked run (park) comes from the zygote
  * only and gets its program later (run_start_parked).  -1 with *setup_err
  * set when the jail could not be made. */
+/* Clone a jail with sp and release it; a jail made ahead whose program
+ * is at hand (deliver) gets it at once, after its release. */
+static int spawn_with(struct spawner *sp, struct jail_spec *spec, struct jail *j, bool deliver,
+		      struct pc_err *err)
+{
+	if (sp->ops->spawn(sp, spec, j, err) < 0 || sp->ops->release(sp, spec, j, err) < 0)
+		return -1;
+	if (deliver && sp->ops->deliver(sp, spec, j, err) < 0) {
+		jail_abort(j);
+		return -1;
+	}
+	return 0;
+}
+
+static struct program program_of(const struct run_request *q)
+{
+	return (struct program){ .mode = q->mode, .code = q->code, .code_len = q->code_len,
+				 .prog_name = q->prog_name, .args = q->args,
+				 .variables_json = q->variables_json };
+}
+
 static int run_spawn(struct run *r, bool park, struct pc_err *setup_err)
 {
+	struct spawner *sp;
+	struct program prog;
 	const struct run_request *q = &r->req;
 	const struct policy *p = q->policy;
 	struct jail_spec spec = { 0 };
@@ -634,15 +596,16 @@ static int run_spawn(struct run *r, bool park, struct pc_err *setup_err)
 	}
 	tool_sndbuf(tool[0]);
 	tool_sndbuf(tool[1]);
-	r->argv = build_argv(q);
-	r->envp = run_jail_envp(p);
+	prog = program_of(q);
+	r->argv = program_argv(p, &prog);
+	r->envp = program_envp(p);
 	spec.policy = p;
 	spec.filter = q->filter;
 	spec.argv = r->argv;
 	spec.envp = r->envp;
 	spec.park = park;
 	if (!park)
-		program_files(&spec, q, &vars);
+		program_files(&spec, &prog, &vars);
 	spec.runtime_dir = q->runtime_dir;
 	spec.stdio[0] = in[0];
 	spec.stdio[1] = o[1];
@@ -652,33 +615,33 @@ static int run_spawn(struct run *r, bool park, struct pc_err *setup_err)
 	spec.cgroup.into = spec.cgroup.dir_fd >= 0;
 	spec.cgroup.n_tasks = cgroup_run_tasks_fds(r->cgroup, spec.cgroup.tasks);
 	if (park) {
-		if (!q->zygote || !zygote_serves(q->zygote, p)) {
-			pc_fail(setup_err, EINVAL, "warm", "no zygote serves this policy");
+		/* jails made ahead come from a spawner that can deliver to them */
+		sp = q->spawner;
+		if (!sp || !sp->ops->deliver || !sp->ops->serves(sp, p)) {
+			pc_fail(setup_err, EINVAL, "warm", "no spawner makes ready jails for this policy");
 			goto fail;
 		}
-		if (zygote_spawn(q->zygote, &spec, &r->jail, setup_err) < 0 ||
-		    jail_release(&spec, &r->jail, setup_err) < 0)
+		if (spawn_with(sp, &spec, &r->jail, false, setup_err) < 0)
 			goto fail;
 		goto spawned;
 	}
-	if (q->zygote && zygote_serves(q->zygote, p)) {
-		/* a warm cell goes the way of a ready jail, given its cell at once */
-		struct pc_err warm_err = { 0 };
-		bool cell = q->mode == RUN_MODE_CELL;
-		spec.park = cell;
-		if (zygote_spawn(q->zygote, &spec, &r->jail, &warm_err) == 0 &&
-		    jail_release(&spec, &r->jail, &warm_err) == 0) {
-			if (!cell || zygote_deliver(&spec, &r->jail, &warm_err) == 0)
-				goto spawned;
-			jail_abort(&r->jail);
-		}
+	sp = q->spawner;
+	if (sp && sp->ops->serves(sp, p)) {
+		/* a spawner that makes jails ahead starts a cell the same way,
+		 * and gives it its cell at once */
+		struct pc_err sp_err = { 0 };
+		spec.park = q->mode == RUN_MODE_CELL && sp->ops->deliver;
+		if (spawn_with(sp, &spec, &r->jail, spec.park, &sp_err) == 0)
+			goto spawned;
 		spec.park = false;
-		result_add_warning(&r->result, "warm start failed, started cold: %s: %s", warm_err.step,
-				   warm_err.msg);
+		result_add_warning(&r->result, "%s start failed, started cold: %s: %s", sp->ops->name,
+				   sp_err.step, sp_err.msg);
 	}
-	if (jail_spawn(&spec, &r->jail, setup_err) < 0)
+	sp = spawner_cold();
+	if (spawn_with(sp, &spec, &r->jail, false, setup_err) < 0)
 		goto fail;
 spawned:
+	r->spawner = sp;
 	r->spawned = true;
 	close(in[0]);
 	close(o[1]);
@@ -801,6 +764,7 @@ int run_start_parked(struct run *r, const struct run_request *q, struct pc_err *
 {
 	struct jail_spec spec = { 0 };
 	cleanup_free char *vars = NULL;
+	struct program prog;
 
 	/* same policy (the jail is built for it), same kind of program */
 	if (q->policy != r->req.policy || q->mode != RUN_MODE_CELL || r->req.mode != RUN_MODE_CELL)
@@ -810,8 +774,9 @@ int run_start_parked(struct run *r, const struct run_request *q, struct pc_err *
 	spec.policy = q->policy;
 	spec.argv = r->argv;
 	spec.envp = r->envp;
-	program_files(&spec, q, &vars);
-	if (zygote_deliver(&spec, &r->jail, err) < 0)
+	prog = program_of(q);
+	program_files(&spec, &prog, &vars);
+	if (r->spawner->ops->deliver(r->spawner, &spec, &r->jail, err) < 0)
 		return -1;
 	/* the run's CPU time starts now: what made the jail ready is not its */
 	r->cpu_base_us = cgroup_run_cpu_us(r->cgroup);
@@ -861,8 +826,8 @@ void run_free(struct run *r)
 		cgroup_run_destroy(r->cgroup);
 	}
 	free(r->src_buf);
-	free_strv(r->argv);
-	free_strv(r->envp);
+	program_strv_free(r->argv);
+	program_strv_free(r->envp);
 	result_free(&r->result);
 	free(r);
 }

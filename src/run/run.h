@@ -13,17 +13,12 @@
 #include "base/loop.h"
 #include "config/policy.h"
 #include "config/result.h"
+#include "run/program.h"
 
 struct run;
 struct seccomp_filter;
 struct cgroup_env;
-struct zygote;
-
-enum run_mode {
-	RUN_MODE_SCRIPT = 0,   /* python PROG ARGS..., like python3 FILE */
-	RUN_MODE_CELL,         /* run the code like a notebook cell: globals from
-	                          variables, the last expression's value returned */
-};
+struct spawner;
 
 enum run_stream { RUN_STDOUT = 1, RUN_STDERR = 2 };
 
@@ -60,9 +55,10 @@ struct run_request {
 	 * from run_free for a run freed before it finished. */
 	void (*on_tool_done)(struct run *r, void *tool_ctx);
 	void *tool_ctx;                       /* for the two above (bridge.h) */
-	/* Warm starts: clone the jail from this zygote when it serves the
-	 * policy (zygote.h); NULL or not serving = a cold start. */
-	struct zygote *zygote;
+	/* How to start the jail (spawner.h): when it serves the policy; NULL
+	 * or not serving = a cold start, and one that fails falls back to
+	 * cold with a warning in the result. */
+	struct spawner *spawner;
 	/* Per-run overrides; 0 = the policy's. May only tighten. */
 	uint64_t timeout_ms;
 };
@@ -74,7 +70,7 @@ struct run_env {
 	struct seccomp_filter *filter;
 	struct cgroup_env *cgroups;
 	char *runtime_dir;
-	struct zygote *zygote;     /* warm starts, after run_env_warm() */
+	struct spawner *warm;      /* warm starts, after run_env_warm(); NULL: cold */
 };
 /* Load the policy (NULL = "default"), compile its filter, probe cgroups. */
 int run_env_init(struct run_env *env, const char *policy_name, struct pc_err *err);
@@ -83,12 +79,9 @@ int run_env_init(struct run_env *env, const char *policy_name, struct pc_err *er
 int run_env_load(struct run_env *env, const char *policy_name, struct pc_err *err);
 int run_env_prepare(struct run_env *env, struct pc_err *err);
 void run_env_free(struct run_env *env);
-/* Turn on warm starts for this env's policy (zygote.h).  On failure the
- * env stays on cold starts and err says why. */
+/* Turn on warm starts for this env's policy (a warm spawner: zygote.h).
+ * On failure the env stays on cold starts and err says why. */
 int run_env_warm(struct run_env *env, struct pc_err *err);
-/* The environment a jailed program starts with: a fixed base plus the
- * policy's; a NULL-terminated, malloc'd vector of malloc'd strings. */
-char **run_jail_envp(const struct policy *p);
 /* Fill the policy/filter/cgroups/runtime fields of req from env. */
 void run_request_from_env(struct run_request *req, const struct run_env *env);
 

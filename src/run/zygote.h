@@ -7,38 +7,51 @@
  * socket travel back to the supervisor, which releases the jail and drives
  * it exactly like a cold one.
  *
- *	struct zygote *z;
- *	zygote_start(&env.policy, env.runtime_dir, &z, &err);  // once
- *	run request: req.zygote = z;                            // per run
- *	zygote_free(z);
- */
+ * Two halves: the supervisor's is the warm spawner (spawn_warm.c, behind
+ * spawner.h); the zygote's is zygote.c, with the Python it runs in
+ * runtime/pycell/_warm.py.  This header is what they share: the protocol
+ * of the control socket. */
 #ifndef PYCELL_ZYGOTE_H
 #define PYCELL_ZYGOTE_H
 
-#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
 
 #include "base/util.h"
-#include "config/policy.h"
-#include "jail/jail.h"
+#include "jail/cgroup.h"
+#include "run/spawner.h"
 
-struct zygote;
+#define ZYGOTE_FD 3
+#define WARM_FILE ".warm.json"
+#define ZYGOTE_CONFIG_MAX (1 << 20)  /* its configuration, one packet */
 
-/* Start a zygote for this policy.  Fails (and the caller stays on cold
- * starts) when the policy's interpreter has no loadable libpython or uses
- * flags a zygote cannot honour. */
-int zygote_start(const struct policy *p, const char *runtime_dir, struct zygote **out,
-		 struct pc_err *err);
-/* Can this zygote serve a run of policy p (same interpreter and jail)? */
-bool zygote_serves(const struct zygote *z, const struct policy *p);
-/* Clone a jail from the zygote; on success j holds the pidfd and sync fd
- * and the child waits for jail_release().  Without spec->park it runs a
- * script: spec's files, with argv/envp as sys.argv and os.environ.  With
- * spec->park it becomes a ready jail for one cell (zygote_deliver). */
-int zygote_spawn(struct zygote *z, const struct jail_spec *spec, struct jail *j, struct pc_err *err);
-/* Hand a ready jail its cell: the files of spec (main.py, variables.json). */
-int zygote_deliver(const struct jail_spec *spec, const struct jail *j, struct pc_err *err);
-pid_t zygote_pid(const struct zygote *z);
-void zygote_free(struct zygote *z);
+enum { Z_SPAWN = 1 };
+
+/* The fds of a request: stdin, stdout, stderr, tool socket, the memfd
+ * with the files, then the run's cgroup2 dir when cgroup_into, then
+ * n_cgroup_tasks cgroup v1 tasks files. */
+enum { REQ_FD_MEMFD = 4, REQ_FIXED_FDS = 5, REQ_MAX_FDS = REQ_FIXED_FDS + 1 + CGROUP_MAX_TASKS };
+_Static_assert(REQ_MAX_FDS <= FDS_MAX, "a request's fds fit one packet");
+
+struct spawn_req {
+	uint32_t type;
+	uint64_t files_len;   /* bytes in the memfd */
+	uint32_t cgroup_into;
+	uint32_t n_cgroup_tasks;
+	uint32_t park;        /* a ready jail for a cell: no files (an empty memfd) */
+};
+
+struct spawn_reply {
+	int32_t ok;
+	int32_t pid;
+	struct pc_err err;
+};
+
+/* Interpreter flags a zygote can honour: each has an environment variable
+ * that Py_Initialize reads ("" for one that needs none); NULL for others. */
+const char *zygote_flag_env(const char *flag);
+/* The zygote's pid, for logs; 0 when sp is not a warm spawner. */
+pid_t zygote_pid(const struct spawner *sp);
 
 /* The hidden subcommand the zygote runs as (`pycell __zygote`). */
 int cmd_zygote(int argc, char **argv);

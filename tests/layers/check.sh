@@ -43,6 +43,24 @@ for dir in "$src"/*/; do
 		fi
 	done
 done
+# Inside run/: run.c drives every spawner through spawner.h and names none
+# of them; a spawner knows nothing of the run that uses it.
+for f in "$src"/run/run.c "$src"/run/run.h; do
+	bad=$(grep -n '^#include "run/\(zygote\|spawn_[a-z]*\)\.h"' "$f")
+	if [ -n "$bad" ]; then
+		echo "src/run/$(basename "$f"): names a spawner: $bad"
+		fail=$((fail + 1))
+	fi
+done
+for f in "$src"/run/spawn_*.c "$src"/run/zygote.c "$src"/run/zygote.h "$src"/run/spawner.h "$src"/run/program.h; do
+	[ -e "$f" ] || continue
+	bad=$(grep -n '^#include "run/run\.h"' "$f")
+	if [ -n "$bad" ]; then
+		echo "src/run/$(basename "$f"): a spawner includes run.h: $bad"
+		fail=$((fail + 1))
+	fi
+done
+
 if ls "$src"/*.c "$src"/*.h >/dev/null 2>&1; then
 	echo "layers: files directly in src/ belong in a layer folder: $(ls "$src"/*.[ch])"
 	fail=$((fail + 1))

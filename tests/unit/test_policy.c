@@ -9,6 +9,7 @@
 
 #include "config/json_check.h"
 #include "config/policy.h"
+#include "config/policy_fields.h"
 #include "jail/seccomp.h"
 #include "unit.h"
 
@@ -815,6 +816,147 @@ START_TEST(test_extends_skips_self)
 }
 END_TEST
 
+/* ------------------------------------------------------------ the table of fields */
+
+static int by_offset(const void *a, const void *b)
+{
+	const size_t *x = a, *y = b;
+	return x[0] < y[0] ? -1 : x[0] > y[0];
+}
+
+/* Every byte of struct policy belongs to a row of the table (a member or
+ * its count) or is the padding the compiler puts before a member: a field
+ * added to the struct without a row fails here. */
+START_TEST(test_table_covers_the_struct)
+{
+	size_t spans[2 * 64][3], n = 0, end = 0;
+	for (size_t i = 0; i < policy_n_fields; i++) {
+		const struct policy_field *f = &policy_fields[i];
+		ck_assert_uint_lt(n + 2, ARRAY_SIZE(spans));
+		memcpy(spans[n++], (size_t[3]){ f->off, f->size, f->align }, sizeof(spans[0]));
+		if (f->cnt_size)
+			memcpy(spans[n++], (size_t[3]){ f->cnt_off, f->cnt_size, f->cnt_align }, sizeof(spans[0]));
+	}
+	qsort(spans, n, sizeof(spans[0]), by_offset);
+	for (size_t i = 0; i < n; i++) {
+		size_t aligned = (end + spans[i][2] - 1) / spans[i][2] * spans[i][2];
+		ck_assert_msg(spans[i][0] == aligned,
+			      "bytes %zu..%zu of struct policy are in no row of policy_fields", end, spans[i][0]);
+		end = spans[i][0] + spans[i][1];
+	}
+	ck_assert_msg((end + __alignof__(struct policy) - 1) / __alignof__(struct policy) *
+				  __alignof__(struct policy) == sizeof(struct policy),
+		      "bytes %zu..%zu of struct policy are in no row of policy_fields", end, sizeof(struct policy));
+}
+END_TEST
+
+/* Change row i of p to a value that differs from any default. */
+static void mutate(struct policy *p, const struct policy_field *f)
+{
+	void *v = (char *)p + f->off;
+	size_t *cnt = f->cnt_size ? (size_t *)((char *)p + f->cnt_off) : NULL;
+	switch (f->type) {
+	case PF_STRING:
+	case PF_PATH:
+	case PF_NAME:
+		free(*(char **)v);
+		*(char **)v = xstrdup("/changed");
+		break;
+	case PF_DURATION:
+	case PF_SIZE:
+		*(uint64_t *)v += 4096;
+		break;
+	case PF_U32:
+	case PF_CPU:
+		*(uint32_t *)v += 1;
+		break;
+	case PF_BOOL:
+		*(bool *)v = !*(bool *)v;
+		break;
+	case PF_ENUM:
+		*(int *)v = !*(int *)v;
+		break;
+	case PF_STRV:
+	case PF_ENV:
+		jc_strv_free(*(char ***)v, *cnt);
+		*(char ***)v = xcalloc(1, sizeof(char *));
+		(*(char ***)v)[0] = xstrdup("CHANGED=1");
+		*cnt = 1;
+		break;
+	case PF_BINDS: {
+		struct bind_spec *b = xcalloc(*cnt + 1, sizeof(*b));
+		memcpy(b, *(struct bind_spec **)v, *cnt * sizeof(*b));
+		b[*cnt] = (struct bind_spec){ xstrdup("/opt"), xstrdup("/opt"), true, false };
+		free(*(struct bind_spec **)v);
+		*(struct bind_spec **)v = b;
+		++*cnt;
+		break;
+	}
+	case PF_RULES: {
+		struct seccomp_rule *r = xcalloc(*cnt + 1, sizeof(*r));
+		memcpy(r, *(struct seccomp_rule **)v, *cnt * sizeof(*r));
+		r[*cnt] = (struct seccomp_rule){ xstrdup("uname"), EPERM, false };
+		free(*(struct seccomp_rule **)v);
+		*(struct seccomp_rule **)v = r;
+		++*cnt;
+		break;
+	}
+	case PF_META:
+	default:
+		break;
+	}
+}
+
+/* Each row is compared (a zygote serves only an equal policy), written to
+ * JSON, and in the seccomp cache's key exactly when the filter reads it. */
+START_TEST(test_every_row_is_compared_written_and_keyed)
+{
+	const struct policy_field *f = &policy_fields[_i];
+	struct policy a, b;
+	json_t *ja, *jb, *fa, *fb;
+	policy_init_default(&a);
+	policy_init_default(&b);
+	mutate(&b, f);
+	ja = policy_to_json(&a);
+	jb = policy_to_json(&b);
+	fa = policy_filter_json(&a);
+	fb = policy_filter_json(&b);
+	if (f->type == PF_META) {
+		ck_assert(policy_equal(&a, &b));
+	} else {
+		ck_assert_msg(!policy_equal(&a, &b), "%s.%s: not compared", f->section ? f->section : "", f->key);
+		ck_assert_msg(!json_equal(ja, jb), "%s.%s: not written", f->section ? f->section : "", f->key);
+		ck_assert_msg(json_equal(fa, fb) == !(f->flags & PF_FILTER), "%s.%s: cache key %s it",
+			      f->section ? f->section : "", f->key, f->flags & PF_FILTER ? "misses" : "has");
+	}
+	json_decref(ja);
+	json_decref(jb);
+	json_decref(fa);
+	json_decref(fb);
+	policy_free(&a);
+	policy_free(&b);
+}
+END_TEST
+
+/* Every key of the table is documented in pycell-policy(5). */
+START_TEST(test_every_row_is_in_the_man_page)
+{
+	cleanup_free char *path = xasprintf("%s/man/pycell-policy.5", unit_srcdir());
+	cleanup_free char *man = NULL;
+	size_t len;
+	ck_assert_msg(read_file(path, 1 << 20, &man, &len) == 0, "read %s", path);
+	for (size_t i = 0; i < policy_n_fields; i++) {
+		const struct policy_field *f = &policy_fields[i];
+		char key[128];
+		if (f->type == PF_META)
+			continue;
+		snprintf(key, sizeof(key), "%s%s%s", f->section ? f->section : "", f->section ? "." : "", f->key);
+		ck_assert_msg(strstr(man, key) != NULL, "%s is not in %s", key, path);
+		ck_assert_msg(f->doc && *f->doc, "%s has no doc line", key);
+	}
+}
+END_TEST
+
 Suite *policy_suite(void)
 {
 	Suite *s = suite_create("policy");
@@ -829,6 +971,9 @@ Suite *policy_suite(void)
 	tcase_add_test(good, test_to_json_units);
 	tcase_add_test(good, test_accepted_forms);
 	tcase_add_test(good, test_names);
+	tcase_add_test(good, test_table_covers_the_struct);
+	tcase_add_loop_test(good, test_every_row_is_compared_written_and_keyed, 0, (int)policy_n_fields);
+	tcase_add_test(files, test_every_row_is_in_the_man_page);
 	tcase_add_test(files, test_default_json_equals_builtin);
 	tcase_add_loop_test(files, test_shipped_round_trip, 0, (int)ARRAY_SIZE(shipped));
 	tcase_add_test(files, test_strict_is_stricter);

@@ -1,0 +1,77 @@
+/* pycell: what a jail is given to run (program.h). */
+#include "config.h"
+
+#include <string.h>
+
+#include "jail/rootfs.h"
+#include "run/program.h"
+
+void program_strv_free(char **v)
+{
+	if (!v)
+		return;
+	for (char **p = v; *p; p++)
+		free(*p);
+	free(v);
+}
+
+char **program_argv(const struct policy *p, const struct program *prog)
+{
+	size_t n = 0, nargs = 0;
+	char **v;
+	while (prog->args && prog->args[nargs])
+		nargs++;
+	v = xcalloc(p->n_python_flags + nargs + 5, sizeof(char *));
+	v[n++] = xstrdup(p->python);
+	for (size_t i = 0; i < p->n_python_flags; i++)
+		v[n++] = xstrdup(p->python_flags[i]);
+	if (prog->mode == RUN_MODE_CELL) {
+		v[n++] = xstrdup("-c");
+		v[n++] = xstrdup("import pycell._cell as c; c.main()");
+	} else {
+		v[n++] = xasprintf(JAIL_RUN_DIR "/%s", prog->prog_name ? prog->prog_name : "main.py");
+	}
+	for (size_t i = 0; i < nargs; i++)
+		v[n++] = xstrdup(prog->args[i]);
+	return v;
+}
+
+char **program_envp(const struct policy *p)
+{
+	static const char *const base[] = {
+		"PATH=/usr/local/bin:/usr/bin:/bin",
+		"HOME=" JAIL_WORKSPACE,
+		"TMPDIR=/tmp",
+		"LANG=C.UTF-8",
+		"PYTHONPATH=" JAIL_LIB_DIR,
+		"PYTHONDONTWRITEBYTECODE=1",
+		"USER=pycell",
+		"LOGNAME=pycell",
+	};
+	size_t n = 0;
+	char **v = xcalloc(ARRAY_SIZE(base) + p->n_env + 1, sizeof(char *));
+	for (size_t i = 0; i < ARRAY_SIZE(base); i++) {
+		bool overridden = false;
+		size_t klen = (size_t)(strchr(base[i], '=') - base[i]);
+		for (size_t j = 0; j < p->n_env; j++)
+			if (strncmp(p->env[j], base[i], klen + 1) == 0)
+				overridden = true;
+		if (!overridden)
+			v[n++] = xstrdup(base[i]);
+	}
+	for (size_t j = 0; j < p->n_env; j++)
+		v[n++] = xstrdup(p->env[j]);
+	return v;
+}
+
+void program_files(struct jail_spec *spec, const struct program *prog, char **vars)
+{
+	spec->n_files = 0;
+	spec->files[spec->n_files++] = (struct jail_file){
+		prog->mode == RUN_MODE_CELL || !prog->prog_name ? "main.py" : prog->prog_name, prog->code,
+		prog->code_len };
+	if (prog->mode == RUN_MODE_CELL) {
+		*vars = xstrdup(prog->variables_json ? prog->variables_json : "{}");
+		spec->files[spec->n_files++] = (struct jail_file){ "variables.json", *vars, strlen(*vars) };
+	}
+}

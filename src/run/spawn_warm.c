@@ -1,0 +1,403 @@
+/* pycell: the warm spawner, the supervisor's side of warm starts: it
+ * starts a zygote (zygote.c) for the policy and asks it, over a control
+ * socket, to clone each jail; the run's pidfd and sync socket come back,
+ * and the jail is released and driven exactly like a cold one. */
+#include "config.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+#include <jansson.h>
+
+#include "base/log.h"
+#include "jail/rootfs.h"
+#include "run/program.h"
+#include "run/spawner.h"
+#include "run/zygote.h"
+
+#define ZYGOTE_REPLY_MS 10000
+
+struct zygote {
+	struct spawner base;  /* first: a struct spawner * is a struct zygote * */
+	uint64_t started_ms;  /* to restart a dead zygote at most once a second */
+	pid_t pid;
+	int ctl;              /* supervisor end of the control socket */
+	struct policy policy; /* the policy the zygote was started with */
+	char *runtime_dir;
+	bool dead;
+	bool have_policy;     /* policy holds a parsed copy (free it) */
+};
+
+static const struct spawner_ops warm_ops;
+
+static struct zygote *zygote_of(struct spawner *sp)
+{
+	return (struct zygote *)sp;
+}
+
+static const struct zygote *zygote_of_const(const struct spawner *sp)
+{
+	return (const struct zygote *)sp;
+}
+
+static int wait_readable(int fd, int ms)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	int n;
+	do
+		n = poll(&p, 1, ms);
+	while (n < 0 && errno == EINTR);
+	if (n == 0)
+		errno = ETIMEDOUT;
+	return n > 0 ? 0 : -1;
+}
+
+
+const char *zygote_flag_env(const char *flag)
+{
+	static const char *const map[][2] = {
+		{ "-B", "PYTHONDONTWRITEBYTECODE=1" }, { "-u", "PYTHONUNBUFFERED=1" },
+		{ "-O", "PYTHONOPTIMIZE=1" }, { "-OO", "PYTHONOPTIMIZE=2" },
+		{ "-s", "PYTHONNOUSERSITE=1" }, { "-q", "" },
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(map); i++)
+		if (strcmp(flag, map[i][0]) == 0)
+			return map[i][1];
+	return NULL;
+}
+
+/* "libpython3.11.so.1.0" for an interpreter whose real name is python3.11 */
+static int libpython_name(const char *python, char *out, size_t len, struct pc_err *err)
+{
+	char real[PATH_MAX];
+	const char *base;
+	unsigned minor;
+	char tail;
+	if (!realpath(python, real))
+		return pc_syserr(err, "warm", "interpreter %s", python);
+	base = strrchr(real, '/') + 1;
+	if (sscanf(base, "python3.%u%c", &minor, &tail) != 1)
+		return pc_fail(err, ENOTSUP, "warm", "interpreter %s (%s) is not named python3.N", python, real);
+	snprintf(out, len, "libpython3.%u.so.1.0", minor);
+	return 0;
+}
+
+/* ------------------------------------------------------------ supervisor side */
+static int zygote_exec(struct zygote *z, struct pc_err *err);
+
+/* Start a zygote for this policy.  Fails (and the caller stays on cold
+ * starts) when the policy's interpreter has no loadable libpython or uses
+ * flags a zygote cannot honour. */
+static int warm_prepare(struct spawner *sp, const struct policy *p, const char *runtime_dir,
+			struct pc_err *err)
+{
+	struct zygote *z = zygote_of(sp);
+	cleanup_free char *ps = NULL;
+	json_t *pj;
+
+	z->runtime_dir = xstrdup(runtime_dir);
+	/* our own copy, parsed the way the zygote parses it */
+	pj = policy_to_json(p);
+	ps = json_dumps(pj, JSON_COMPACT);
+	json_decref(pj);
+	if (!ps)
+		return pc_fail(err, ENOMEM, "warm", "the policy for the zygote");
+	if (policy_parse(ps, "zygote", &z->policy, err) < 0)
+		return -1;
+	z->have_policy = true;
+	return zygote_exec(z, err);
+}
+
+static int zygote_restart(struct zygote *z, struct pc_err *err)
+{
+	if (now_ms() - z->started_ms < 1000)
+		return pc_fail(err, EPIPE, "warm", "the zygote is gone (restarted less than a second ago)");
+	log_warn("warm starts: the zygote (pid %d) stopped; starting a new one", (int)z->pid);
+	if (z->ctl >= 0)
+		close(z->ctl);
+	kill(z->pid, SIGKILL);
+	waitpid(z->pid, NULL, 0);
+	z->ctl = -1;
+	z->pid = 0;
+	return zygote_exec(z, err);
+}
+
+/* Start the zygote process for z's policy and wait until it is ready. */
+static int zygote_exec(struct zygote *z, struct pc_err *err)
+{
+	const struct policy *p = &z->policy;
+	const char *runtime_dir = z->runtime_dir;
+	static const char *const pass_env[] = { "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS" };
+	char *envp[ARRAY_SIZE(pass_env) + 1] = { 0 };
+	char *argv[] = { "pycell", "__zygote", NULL };
+	char libname[64];
+	struct spawn_reply reply;
+	json_t *cfg;
+	char *text;
+	int sv[2], n_env = 0;
+	pid_t pid, parent;
+
+	z->started_ms = now_ms();
+	z->dead = true; /* until it answers */
+
+	for (size_t i = 0; i < p->n_python_flags; i++)
+		if (!zygote_flag_env(p->python_flags[i]))
+			return pc_fail(err, ENOTSUP, "warm", "interpreter flag %s has no warm-start equivalent",
+				       p->python_flags[i]);
+	if (libpython_name(p->python, libname, sizeof(libname), err) < 0)
+		return -1;
+	for (size_t i = 0; i < ARRAY_SIZE(pass_env); i++) {
+		const char *v = getenv(pass_env[i]);
+#ifdef __SANITIZE_ADDRESS__
+		/* the leak check at exit needs ptrace, which warm jails deny */
+		if (i == 0) {
+			envp[n_env++] = xasprintf("%s=%s%sdetect_leaks=0", pass_env[i], v ? v : "", v ? ":" : "");
+			continue;
+		}
+#endif
+		if (v)
+			envp[n_env++] = xasprintf("%s=%s", pass_env[i], v);
+	}
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		return pc_syserr(err, "warm", "socketpair");
+	parent = getpid();
+	pid = fork();
+	if (pid < 0) {
+		pc_syserr(err, "warm", "fork the zygote");
+		close(sv[0]);
+		close(sv[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+		/* dies with the supervisor, and takes its jails along (jail.c) */
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent || null < 0 || dup2(null, 0) < 0 ||
+		    dup2(null, 1) < 0 || dup2(sv[1], ZYGOTE_FD) < 0 ||
+		    syscall(SYS_close_range, ZYGOTE_FD + 1, ~0U, 0) < 0)
+			_exit(127);
+		execve("/proc/self/exe", argv, envp);
+		_exit(127);
+	}
+	for (int i = 0; i < n_env; i++)
+		free(envp[i]);
+	close(sv[1]);
+
+	z->pid = pid;
+	z->ctl = sv[0];
+	cfg = json_pack("{s:o,s:s,s:s,s:I}", "policy", policy_to_json(p), "runtime_dir", runtime_dir,
+			"libpython", libname, "host_id_base", (json_int_t)jail_host_id_base);
+	text = json_dumps(cfg, JSON_COMPACT);
+	json_decref(cfg);
+	if (!text || send(z->ctl, text, strlen(text), MSG_NOSIGNAL) < 0) {
+		pc_syserr(err, "warm", "configure the zygote");
+		goto fail;
+	}
+	free(text);
+	text = NULL;
+	if (wait_readable(z->ctl, ZYGOTE_REPLY_MS) < 0 ||
+	    recv(z->ctl, &reply, sizeof(reply), 0) != (ssize_t)sizeof(reply)) {
+		pc_syserr(err, "warm", "the zygote did not start");
+		goto fail;
+	}
+	if (!reply.ok) {
+		*err = reply.err;
+		goto fail;
+	}
+	z->dead = false;
+	log_debug("zygote %d ready (%s)", (int)pid, libname);
+	return 0;
+fail:
+	free(text);
+	return -1;
+}
+
+/* Can this zygote serve a run of policy p (same interpreter and jail)? */
+static bool warm_serves(const struct spawner *sp, const struct policy *p)
+{
+	const struct zygote *z = zygote_of_const(sp);
+	return z->have_policy && policy_equal(&z->policy, p);
+}
+
+pid_t zygote_pid(const struct spawner *sp)
+{
+	return sp && sp->ops == &warm_ops ? zygote_of_const(sp)->pid : 0;
+}
+
+/* The program files in one memfd: for each file its name, a NUL, its
+ * length (8 bytes, native order) and its bytes.  A script's also carry
+ * .warm.json: its sys.argv, environment and sys.path[0], for the prelude
+ * (a cell's are the same for every cell, set in the ready jail ahead). */
+static int pack_files(const struct jail_spec *s, bool script, uint64_t *len, struct pc_err *err)
+{
+	const struct policy *p = s->policy;
+	cleanup_free char *wtext = NULL;
+	int fd, n_files = s->n_files + (script ? 1 : 0);
+	uint64_t total = 0;
+
+	if (script) {
+		json_t *warm = json_object(), *argv = json_array(), *env = json_object();
+		bool ok = true;
+		/* sys.argv as python would set it from the cold argv; json_string
+		 * refuses bytes that are not UTF-8 (python would decode them with
+		 * surrogateescape: such runs stay cold) */
+		for (size_t i = 1 + p->n_python_flags; s->argv[i]; i++)
+			ok &= json_array_append_new(argv, json_string(s->argv[i])) == 0;
+		for (size_t i = 0; s->envp[i]; i++) {
+			const char *eq = strchr(s->envp[i], '=');
+			char *k = xasprintf("%.*s", (int)(eq - s->envp[i]), s->envp[i]);
+			ok &= json_object_set_new(env, k, json_string(eq + 1)) == 0;
+			free(k);
+		}
+		json_object_set_new(warm, "argv", argv);
+		json_object_set_new(warm, "env", env);
+		json_object_set_new(warm, "path0", json_string(JAIL_RUN_DIR));
+		wtext = ok ? json_dumps(warm, JSON_COMPACT) : NULL;
+		json_decref(warm);
+		if (!wtext)
+			return pc_fail(err, EINVAL, "warm", "arguments or environment are not valid UTF-8");
+	}
+
+	fd = memfd_create("pycell-run", MFD_CLOEXEC);
+	if (fd < 0)
+		return pc_syserr(err, "warm", "memfd_create");
+	for (int i = 0; i < n_files; i++) {
+		const char *name = i < s->n_files ? s->files[i].name : WARM_FILE;
+		const char *data = i < s->n_files ? s->files[i].data : wtext;
+		uint64_t n = i < s->n_files ? s->files[i].len : strlen(wtext);
+		if (write_all(fd, name, strlen(name) + 1) < 0 || write_all(fd, &n, sizeof(n)) < 0 ||
+		    write_all(fd, data, n) < 0) {
+			pc_syserr(err, "warm", "write the program for the zygote");
+			close(fd);
+			return -1;
+		}
+		total += strlen(name) + 1 + sizeof(n) + n;
+	}
+	*len = total;
+	return fd;
+}
+
+/* Hand a ready jail its cell: the files of spec (main.py, variables.json). */
+static int warm_deliver(struct spawner *sp, const struct jail_spec *s, const struct jail *j,
+			struct pc_err *err)
+{
+	uint64_t len;
+	cleanup_close int memfd = pack_files(s, false, &len, err);
+	if (memfd < 0)
+		return -1;
+	if (len > JAIL_PARK_FILES_MAX)
+		return pc_fail(err, EFBIG, "warm", "the program is too large for a ready jail");
+	return jail_deliver(j, memfd, len, err);
+}
+
+/* Clone a jail from the zygote; on success j holds the pidfd and sync fd
+ * and the child waits for its release.  Without spec->park it runs a
+ * script: spec's files, with argv/envp as sys.argv and os.environ.  With
+ * spec->park it becomes a ready jail for one cell (warm_deliver). */
+static int warm_spawn(struct spawner *sp, const struct jail_spec *s, struct jail *j, struct pc_err *err)
+{
+	struct zygote *z = zygote_of(sp);
+	struct spawn_req req = { .type = Z_SPAWN, .park = s->park };
+	struct spawn_reply reply;
+	int fds[2];
+	cleanup_close int memfd = -1;
+
+	if (z->dead && zygote_restart(z, err) < 0)
+		return -1;
+	if (s->park) {
+		memfd = memfd_create("pycell-ready", MFD_CLOEXEC);
+		if (memfd < 0)
+			return pc_syserr(err, "warm", "memfd_create");
+	} else {
+		memfd = pack_files(s, true, &req.files_len, err);
+	}
+	if (memfd < 0)
+		return -1;
+	{
+		int out[REQ_MAX_FDS] = { s->stdio[0], s->stdio[1], s->stdio[2], s->tool_fd, memfd };
+		int n = REQ_FIXED_FDS;
+		if (s->cgroup.into)
+			out[n++] = s->cgroup.dir_fd;
+		for (int i = 0; i < s->cgroup.n_tasks; i++)
+			out[n++] = s->cgroup.tasks[i];
+		req.cgroup_into = s->cgroup.into;
+		req.n_cgroup_tasks = (uint32_t)s->cgroup.n_tasks;
+		if (send_fds(z->ctl, &req, sizeof(req), out, n) < 0)
+			goto dead;
+	}
+	if (wait_readable(z->ctl, ZYGOTE_REPLY_MS) < 0)
+		goto dead;
+	{
+		/* a failure reply carries no fds */
+		char ctl[CMSG_SPACE(sizeof(int) * 2)];
+		struct iovec iov = { &reply, sizeof(reply) };
+		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
+				     .msg_controllen = sizeof(ctl) };
+		struct cmsghdr *c;
+		ssize_t n = recvmsg(z->ctl, &mh, MSG_CMSG_CLOEXEC);
+		if (n != (ssize_t)sizeof(reply))
+			goto dead;
+		c = CMSG_FIRSTHDR(&mh);
+		if (!reply.ok) {
+			*err = reply.err;
+			return -1;
+		}
+		if (!c || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(fds)))
+			goto dead;
+		memcpy(fds, CMSG_DATA(c), sizeof(fds));
+	}
+	j->pid = reply.pid;
+	j->pidfd = fds[0];
+	j->sync_fd = fds[1];
+	return 0;
+dead:
+	pc_syserr(err, "warm", "the zygote stopped answering");
+	z->dead = true;
+	return -1;
+}
+
+static int warm_release(struct spawner *sp, const struct jail_spec *s, struct jail *j, struct pc_err *err)
+{
+	return jail_release(s, j, err);
+}
+
+static void warm_free(struct spawner *sp)
+{
+	struct zygote *z = zygote_of(sp);
+	if (z->ctl >= 0)
+		close(z->ctl);
+	if (z->pid > 0) {
+		kill(z->pid, SIGKILL);
+		waitpid(z->pid, NULL, 0);
+	}
+	if (z->have_policy)
+		policy_free(&z->policy);
+	free(z->runtime_dir);
+	free(z);
+}
+
+static const struct spawner_ops warm_ops = {
+	.name = "warm",
+	.prepare = warm_prepare,
+	.serves = warm_serves,
+	.spawn = warm_spawn,
+	.release = warm_release,
+	.deliver = warm_deliver,
+	.free = warm_free,
+};
+
+struct spawner *spawner_warm_new(void)
+{
+	struct zygote *z = xcalloc(1, sizeof(*z));
+	z->base.ops = &warm_ops;
+	z->ctl = -1;
+	return &z->base;
+}
