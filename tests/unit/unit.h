@@ -12,6 +12,7 @@ Suite *result_suite(void);   /* test_result.c */
 Suite *cli_suite(void);      /* test_cli.c */
 Suite *seccomp_suite(void);
 Suite *seccomp_cache_suite(void); /* test_seccomp_cache.c: the compiled-program cache */  /* test_seccomp.c: seccomp filter, capabilities */
+Suite *mcp_suite(void);      /* test_mcp.c: tool definitions and schemas */
 Suite *bridge_suite(void);   /* test_bridge.c: tool allowlist, SHA-256 */
 
 /* The source tree ($PYCELL_SRCDIR, set by `make check`; else "."), for

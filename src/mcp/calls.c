@@ -1,0 +1,306 @@
+/* pycell: MCP: a request answered later: a run_python run (queued for a
+ * run slot, started, its progress, its end), and sandbox_info waiting for
+ * the interpreter's version. */
+#include "config.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <sys/timerfd.h>
+
+#include "base/jsonrpc.h"
+#include "base/log.h"
+#include "mcp/internal.h"
+
+void mcp_call_free(struct mcp_call *c)
+{
+	struct mcp_batch *b = c->batch;
+	mcp_list_remove(c);
+	if (c->srv->version_call == c)
+		c->srv->version_call = NULL;
+	run_free(c->run);
+	json_decref(c->id);
+	json_decref(c->progress_token);
+	free(c->code);
+	free(c->variables_json);
+	free(c->stdin_data);
+	free(c);
+	if (b) {
+		b->pending--;
+		mcp_batch_maybe_send(b);
+	}
+}
+
+/* The call answers inside batch b: b waits for it. */
+void mcp_call_join_batch(struct mcp_call *c, struct mcp_batch *b)
+{
+	c->batch = b;
+	if (b)
+		b->pending++;
+}
+
+struct mcp_call *mcp_call_new(struct mcp_server *s, struct mcp_session *ss, struct mcp_batch *b,
+				 enum call_kind kind, json_t *id)
+{
+	struct mcp_call *c = xcalloc(1, sizeof(*c));
+	c->srv = s;
+	c->session = ss;
+	c->kind = kind;
+	c->id = json_incref(id);
+	c->t_received = now_ms();
+	if (kind == CALL_RUN_PYTHON)
+		c->seq = ++s->next_seq;
+	mcp_call_join_batch(c, b);
+	return c;
+}
+
+/* The run's wall-clock limit: its own, else the policy's (0: none). */
+uint64_t mcp_call_timeout_ms(const struct mcp_call *c)
+{
+	return c->timeout_ms ? c->timeout_ms : c->srv->env->policy.limits.timeout_ms;
+}
+
+/* The call's response (stolen); dropped when it was cancelled. */
+void mcp_call_reply(struct mcp_call *c, json_t *msg)
+{
+	if (c->cancelled || !c->session) {
+		json_decref(msg);
+		return;
+	}
+	mcp_reply(c->session, c->batch, msg);
+}
+
+/* notifications/progress, in milliseconds since the request arrived; the
+ * value must grow with every notification, and the last one equals the
+ * total when there is one. */
+void mcp_call_progress(struct mcp_call *c, const char *message, bool final)
+{
+	json_t *params;
+	uint64_t p;
+	if (!c->progress_token || !c->session || c->cancelled)
+		return;
+	p = now_ms() - c->t_received;
+	if (c->progress_total) {
+		if (final)
+			p = c->progress_total;
+		else if (p >= c->progress_total)
+			p = c->progress_total - 1;
+	}
+	if (p <= c->last_progress) {
+		if (!final && c->n_progress)
+			return;
+		p = c->last_progress + (c->n_progress ? 1 : 0);
+	}
+	c->last_progress = p;
+	c->n_progress++;
+	params = json_pack("{s:O,s:I}", "progressToken", c->progress_token, "progress", (json_int_t)p);
+	if (c->progress_total)
+		json_object_set_new(params, "total", json_integer((json_int_t)c->progress_total));
+	if (c->session->proto >= PROTO_2025_03_26)
+		json_object_set_new(params, "message", json_string(message));
+	mcp_send(c->session, jsonrpc_notification("notifications/progress", params), c->id);
+}
+
+static void tick_update(struct mcp_server *s)
+{
+	bool want = false;
+	struct itimerspec its = { { 0, 0 }, { 0, 0 } };
+	for (struct mcp_call *c = s->active.head; c && !want; c = c->next)
+		want = c->state == CALL_RUNNING && c->progress_token && c->session && !c->cancelled;
+	if (want == s->tick_armed)
+		return;
+	if (want) {
+		its.it_interval.tv_sec = PROGRESS_INTERVAL_MS / 1000;
+		its.it_interval.tv_nsec = (PROGRESS_INTERVAL_MS % 1000) * 1000000L;
+		its.it_value = its.it_interval;
+	}
+	timerfd_settime(s->tick_fd, 0, &its, NULL);
+	s->tick_armed = want;
+}
+
+void mcp_on_tick(struct loop_watch *w, uint32_t events, void *data)
+{
+	struct mcp_server *s = data;
+	uint64_t n;
+	(void)!read(s->tick_fd, &n, sizeof(n));
+	for (struct mcp_call *c = s->active.head; c; c = c->next) {
+		char msg[64];
+		uint64_t ran = now_ms() - c->t_started;
+		/* the tick is the server's, not the run's: a run that just
+		 * started waits for the next one */
+		if (c->state != CALL_RUNNING || c->ended || ran < PROGRESS_INTERVAL_MS / 2)
+			continue;
+		snprintf(msg, sizeof(msg), "running for %llu s", (unsigned long long)((ran + 500) / 1000));
+		mcp_call_progress(c, msg, false);
+	}
+	tick_update(s);
+	(void)w;
+	(void)events;
+}
+
+static void kick(struct mcp_server *s)
+{
+	uint64_t one = 1;
+	(void)!write(s->defer_fd, &one, sizeof(one));
+}
+
+static void call_on_done(struct run *r, void *ctx)
+{
+	struct mcp_call *c = ctx;
+	c->ended = true;
+	c->ended_next = c->srv->ended;
+	c->srv->ended = c;
+	kick(c->srv);
+	(void)r;
+}
+
+/* ------------------------------------------------------------ ends */
+
+static void finish_run_python(struct mcp_call *c)
+{
+	struct mcp_server *s = c->srv;
+	const struct run_result *r = run_result(c->run);
+	json_t *res;
+	cleanup_free char *text = NULL;
+
+	s->n_running--;
+	log_debug("mcp: run %llu: %s in %llu ms%s", c->seq, run_status_name(r->status),
+		  (unsigned long long)r->duration_ms, c->cancelled ? " (cancelled)" : "");
+	if (r->status == RUN_SETUP_FAILED)
+		log_error("mcp: run %llu: sandbox setup failed: %s: %s", c->seq, r->setup_error.step,
+			  r->setup_error.msg);
+	if (c->cancelled || !c->session)
+		return;
+	mcp_log(c->session, r->status == RUN_SETUP_FAILED ? MLOG_ERROR : MLOG_INFO, "run %llu: %s in %llu ms",
+	     c->seq, run_status_name(r->status), (unsigned long long)r->duration_ms);
+	res = result_to_json(r);
+	text = mcp_result_text(res, r, &s->env->policy, mcp_call_timeout_ms(c));
+	mcp_call_progress(c, run_status_name(r->status), true);
+	mcp_call_reply(c, jsonrpc_result(c->id, mcp_tool_result(c->session, text, res, r->status != RUN_OK)));
+}
+
+static void finish_version(struct mcp_call *c)
+{
+	struct mcp_server *s = c->srv;
+	const struct run_result *r = c->run ? run_result(c->run) : NULL;
+	char impl[32], ver[32];
+
+	if (!r) {
+		/* could not start: ensure_version_probe logged why */
+	} else if (r->status == RUN_OK && r->out.data && sscanf(r->out.data, "%31s %31s", impl, ver) == 2) {
+		s->python_impl = xstrdup(impl);
+		s->python_version = xstrdup(ver);
+	} else {
+		log_warn("mcp: could not ask the interpreter for its version: %s%s%s",
+			 run_status_name(r->status), r->status == RUN_SETUP_FAILED ? ": " : "",
+			 r->status == RUN_SETUP_FAILED ? r->setup_error.msg : "");
+	}
+	for (struct mcp_call *w = s->active.head, *next; w; w = next) {
+		next = w->next;
+		if (w->kind == CALL_SANDBOX_INFO) {
+			mcp_answer_sandbox_info(w);
+			mcp_call_free(w);
+		}
+	}
+}
+
+/* ------------------------------------------------------------ scheduling */
+
+static int call_start(struct mcp_call *c, struct pc_err *err)
+{
+	struct mcp_server *s = c->srv;
+	struct run_request req = { .stdin_fd = -1 };
+
+	run_request_from_env(&req, s->env);
+	req.mode = c->kind == CALL_PY_VERSION ? RUN_MODE_SCRIPT : RUN_MODE_CELL;
+	req.code = c->code;
+	req.code_len = c->code_len;
+	req.prog_name = "main.py";
+	req.variables_json = c->variables_json;
+	req.stdin_data = c->stdin_data;
+	req.stdin_len = c->stdin_len;
+	req.timeout_ms = c->timeout_ms;
+	req.on_done = call_on_done;
+	req.ctx = c;
+	if (s->cfg.attach_tools && c->kind == CALL_RUN_PYTHON)
+		s->cfg.attach_tools(s->cfg.tool_ctx, &req);
+	c->state = CALL_RUNNING;
+	c->t_started = now_ms();
+	/* the next ready jail is made once this run has been answered
+	 * (on_defer): made now, it would compete with this run for the CPU
+	 * and hold the loop for the zygote's round trip */
+	if (c->kind == CALL_RUN_PYTHON && (c->run = run_pool_start(s->pool, &req)))
+		return 0;
+	return run_start(s->loop, &req, &c->run, err);
+}
+
+void mcp_schedule(struct mcp_server *s)
+{
+	struct mcp_call *c;
+	while (s->n_running < s->cfg.max_runs && (c = s->queue.head)) {
+		struct pc_err err = { 0 };
+		mcp_list_remove(c);
+		mcp_list_push(&s->active, c);
+		if (call_start(c, &err) < 0) {
+			log_error("mcp: run %llu: could not start: %s", c->seq, err.msg);
+			mcp_log(c->session, MLOG_ERROR, "run %llu: could not start: %s", c->seq, err.msg);
+			mcp_call_reply(c, jsonrpc_result(c->id, mcp_tool_error(c->session,
+				"The sandbox could not be started (%s). This is a problem of the server, not of "
+				"the code; try again later.", err.msg)));
+			mcp_call_free(c);
+			continue;
+		}
+		s->n_running++;
+		if (mcp_call_timeout_ms(c))
+			c->progress_total = c->t_started - c->t_received + mcp_call_timeout_ms(c);
+		log_debug("mcp: run %llu started (%u running, %u queued)", c->seq, s->n_running, s->queue.n);
+		mcp_log(c->session, MLOG_INFO, "run %llu started", c->seq);
+		mcp_call_progress(c, "started", false);
+	}
+	tick_update(s);
+}
+
+void mcp_on_defer(struct loop_watch *w, uint32_t events, void *data)
+{
+	struct mcp_server *s = data;
+	uint64_t n;
+	(void)!read(s->defer_fd, &n, sizeof(n));
+	while (s->ended) {
+		struct mcp_call *c = s->ended;
+		s->ended = c->ended_next;
+		if (c->kind == CALL_PY_VERSION)
+			finish_version(c);
+		else
+			finish_run_python(c);
+		mcp_call_free(c);
+	}
+	mcp_schedule(s);
+	run_pool_fill(s->pool);
+	(void)w;
+	(void)events;
+}
+
+void mcp_version_probe(struct mcp_server *s)
+{
+	static const char code[] =
+		"import sys\nprint(sys.implementation.name, '%d.%d.%d' % sys.version_info[:3])\n";
+	struct pc_err err = { 0 };
+	struct mcp_call *c;
+	if (s->version_call)
+		return;
+	c = mcp_call_new(s, NULL, NULL, CALL_PY_VERSION, NULL);
+	c->code = xstrdup(code);
+	c->code_len = strlen(code);
+	mcp_list_push(&s->active, c);
+	s->version_call = c;
+	/* Not counted against max_runs: it is ours, short, and asked once. */
+	if (call_start(c, &err) < 0) {
+		log_warn("mcp: could not start the version probe: %s", err.msg);
+		/* answer the waiting sandbox_info calls without a version */
+		c->ended = true;
+		c->ended_next = s->ended;
+		s->ended = c;
+		c->run = NULL;
+		kick(s);
+	}
+}
+

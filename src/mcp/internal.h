@@ -1,0 +1,169 @@
+/* pycell: the MCP layer's own header, shared by its files and nothing
+ * else (the rest of pycell sees mcp.h):
+ *   protocol.c  sending, dispatch of requests and notifications, sessions,
+ *               the server
+ *   calls.c     a request answered later: its run, progress, cancellation,
+ *               the queue and the run slots, sandbox_info's version probe
+ *   tools.c     the tools: definitions (schemas from src/mcp/schemas/,
+ *               embedded at build time) and run_python's arguments
+ *   render.c    what a result looks like to the client: text and
+ *               structured content, sandbox_info */
+#ifndef PYCELL_MCP_INTERNAL_H
+#define PYCELL_MCP_INTERNAL_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/loop.h"
+#include "config/result.h"
+#include "mcp/mcp.h"
+#include "run/pool.h"
+#include "run/run.h"
+
+enum proto {
+	PROTO_NONE = -1,   /* not initialized */
+	PROTO_2024_11_05 = 0,
+	PROTO_2025_03_26,  /* + tool annotations, progress messages, batches */
+	PROTO_2025_06_18,  /* + structured content, output schemas, titles; - batches */
+	PROTO_2025_11_25,
+};
+#define PROTO_LATEST PROTO_2025_11_25
+
+/* MCP (RFC 5424) log levels, least severe first. */
+extern const char *const mlog_names[];   /* "debug" ... "emergency", NULL */
+enum mlog { MLOG_DEBUG, MLOG_INFO, MLOG_NOTICE, MLOG_WARNING, MLOG_ERROR, MLOG_OFF = 8 };
+
+/* A queued run holds its code; a client that floods tools/call gets an
+ * error instead of unbounded memory. */
+#define MAX_QUEUED 256
+#define DEFAULT_MAX_RUNS 4
+#define PROGRESS_INTERVAL_MS 1000
+
+enum call_kind { CALL_RUN_PYTHON, CALL_SANDBOX_INFO, CALL_PY_VERSION };
+enum call_state { CALL_QUEUED, CALL_RUNNING, CALL_WAITING };
+
+struct call_list {
+	struct mcp_call *head, *tail;
+	unsigned n;
+};
+
+/* The replies of one batch are sent together, as one array, when its last
+ * request is answered. */
+struct mcp_batch {
+	struct mcp_session *session;  /* NULL once the client left */
+	json_t *replies;
+	unsigned pending;             /* requests still being worked on */
+	bool dispatching;
+};
+
+/* A request answered later: a run, or sandbox_info waiting for the
+ * interpreter's version.  Also the server's own version probe. */
+struct mcp_call {
+	struct mcp_call *prev, *next;
+	struct call_list *list;
+	struct mcp_call *ended_next;  /* on the server's list of ended runs */
+	struct mcp_server *srv;
+	struct mcp_session *session;  /* NULL: the server's own, or the client left */
+	struct mcp_batch *batch;
+	enum call_kind kind;
+	enum call_state state;
+	json_t *id;
+	json_t *progress_token;
+	uint64_t last_progress, progress_total;   /* ms */
+	unsigned n_progress;
+	uint64_t t_received, t_started;
+	unsigned long long seq;
+	bool cancelled, ended;
+
+	char *code;
+	size_t code_len;
+	char *variables_json;
+	char *stdin_data;
+	size_t stdin_len;
+	uint64_t timeout_ms;
+	struct run *run;
+};
+
+struct mcp_server {
+	struct loop *loop;
+	const struct run_env *env;
+	struct mcp_server_config cfg;
+	struct call_list queue;       /* waiting for a run slot, in order */
+	struct call_list active;      /* running, and sandbox_info waiting */
+	struct mcp_call *ended;       /* runs whose on_done fired */
+	unsigned n_running;
+	unsigned long long next_seq;
+	/* Runs end inside run.c's callbacks; their replies are sent and their
+	 * slots reused from this eventfd's callback, never re-entrantly. */
+	int defer_fd;
+	struct loop_watch w_defer;
+	int tick_fd;                  /* progress every second while runs carry a token */
+	struct loop_watch w_tick;
+	bool tick_armed;
+	char *python_impl, *python_version;
+	struct mcp_call *version_call;
+	json_t *tools;
+	struct run_pool *pool;        /* warm starts: jails made ahead (run/pool.h) */
+};
+
+struct mcp_session {
+	struct mcp_server *srv;
+	struct mcp_session_ops ops;
+	void *ctx;
+	enum proto proto;
+	enum mlog log_min;
+	char *client;
+};
+
+/* ---- protocol.c */
+void mcp_send(struct mcp_session *ss, json_t *msg, const json_t *related);
+/* Send a response (stolen), or add it to its batch. */
+void mcp_reply(struct mcp_session *ss, struct mcp_batch *b, json_t *msg);
+void mcp_batch_maybe_send(struct mcp_batch *b);
+/* notifications/message to the client, when it asked for this level. */
+void mcp_log(struct mcp_session *ss, enum mlog level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void mcp_list_push(struct call_list *l, struct mcp_call *c);
+void mcp_list_remove(struct mcp_call *c);
+
+/* ---- calls.c */
+struct mcp_call *mcp_call_new(struct mcp_server *s, struct mcp_session *ss, struct mcp_batch *b,
+			      enum call_kind kind, json_t *id);
+void mcp_call_free(struct mcp_call *c);
+/* The call answers inside batch b: b waits for it. */
+void mcp_call_join_batch(struct mcp_call *c, struct mcp_batch *b);
+/* The call's response (stolen); dropped when it was cancelled. */
+void mcp_call_reply(struct mcp_call *c, json_t *msg);
+void mcp_call_progress(struct mcp_call *c, const char *message, bool final);
+/* The run's wall-clock limit: its own, else the policy's (0: none). */
+uint64_t mcp_call_timeout_ms(const struct mcp_call *c);
+/* Start queued runs while there are slots. */
+void mcp_schedule(struct mcp_server *s);
+/* Ask the interpreter its version once (sandbox_info waits for it). */
+void mcp_version_probe(struct mcp_server *s);
+void mcp_answer_sandbox_info(struct mcp_call *c);
+/* The server's eventfd (runs that ended) and progress timer. */
+void mcp_on_defer(struct loop_watch *w, uint32_t events, void *data);
+void mcp_on_tick(struct loop_watch *w, uint32_t events, void *data);
+
+/* ---- tools.c */
+/* [run_python, sandbox_info] for policy p: a new reference, or NULL. */
+json_t *mcp_tools_new(const struct policy *p);
+/* The tool as a client of this protocol version knows it. */
+json_t *mcp_tool_for(const json_t *tool, enum proto v);
+/* Check run_python's arguments into c; NULL or why they are wrong (in why). */
+const char *mcp_run_python_args(struct mcp_server *s, const json_t *args, struct mcp_call *c, char *why,
+				size_t whylen);
+/* The tool schemas, JSON text from src/mcp/schemas/ (schemas.c, made by make). */
+extern const char mcp_schema_run_python_input[], mcp_schema_run_python_output[];
+extern const char mcp_schema_sandbox_info_input[], mcp_schema_sandbox_info_output[];
+
+/* ---- render.c */
+/* The readable text block of a run_python result. */
+char *mcp_result_text(const json_t *res, const struct run_result *r, const struct policy *p,
+		      uint64_t timeout_ms);
+json_t *mcp_tool_result(struct mcp_session *ss, const char *text, json_t *structured, bool is_error);
+json_t *mcp_tool_error(struct mcp_session *ss, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+json_t *mcp_sandbox_info(struct mcp_server *s);
+
+#endif

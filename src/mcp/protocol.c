@@ -1,0 +1,540 @@
+/* pycell: MCP: sending, dispatch of requests and notifications, sessions,
+ * and the server that holds them (internal.h says who does what). */
+#include "config.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/timerfd.h>
+
+#include "base/jsonrpc.h"
+#include "base/log.h"
+#include "mcp/internal.h"
+
+const char *const mcp_protocol_versions[] = { "2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", NULL };
+const char *const mlog_names[] = { "debug", "info", "notice", "warning", "error", "critical", "alert",
+				   "emergency", NULL };
+
+/* ------------------------------------------------------------ lists */
+
+void mcp_list_push(struct call_list *l, struct mcp_call *c)
+{
+	c->list = l;
+	c->next = NULL;
+	c->prev = l->tail;
+	if (l->tail)
+		l->tail->next = c;
+	else
+		l->head = c;
+	l->tail = c;
+	l->n++;
+}
+
+void mcp_list_remove(struct mcp_call *c)
+{
+	struct call_list *l = c->list;
+	if (!l)
+		return;
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		l->head = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	else
+		l->tail = c->prev;
+	l->n--;
+	c->list = NULL;
+	c->prev = c->next = NULL;
+}
+
+/* ------------------------------------------------------------ sending */
+
+void mcp_send(struct mcp_session *ss, json_t *msg, const json_t *related)
+{
+	if (ss)
+		ss->ops.send(ss->ctx, msg, related);
+	json_decref(msg);
+}
+
+void mcp_batch_maybe_send(struct mcp_batch *b)
+{
+	if (b->dispatching || b->pending)
+		return;
+	if (b->session && json_array_size(b->replies) > 0) {
+		mcp_send(b->session, b->replies, NULL);
+		b->replies = NULL;
+	}
+	json_decref(b->replies);
+	free(b);
+}
+
+void mcp_reply(struct mcp_session *ss, struct mcp_batch *b, json_t *msg)
+{
+	if (b) {
+		json_array_append_new(b->replies, msg);
+		return;
+	}
+	mcp_send(ss, msg, json_object_get(msg, "id"));
+}
+
+void mcp_log(struct mcp_session *ss, enum mlog level, const char *fmt, ...)
+{
+	char buf[1024];
+	va_list ap;
+	if (!ss || ss->proto == PROTO_NONE || level < ss->log_min)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	mcp_send(ss, jsonrpc_notification("notifications/message",
+					      json_pack("{s:s,s:s,s:s}", "level", mlog_names[level],
+							"logger", "pycell", "data", buf)), NULL);
+}
+
+/* ------------------------------------------------------------ requests */
+
+/* A request answered later: its id must not be taken by another. */
+static struct mcp_call *find_call(struct mcp_session *ss, const json_t *id)
+{
+	struct call_list *lists[] = { &ss->srv->queue, &ss->srv->active };
+	for (size_t i = 0; i < ARRAY_SIZE(lists); i++)
+		for (struct mcp_call *c = lists[i]->head; c; c = c->next)
+			if (c->session == ss && !c->cancelled && json_equal(c->id, id))
+				return c;
+	return NULL;
+}
+
+static void tools_call_run_python(struct mcp_session *ss, struct mcp_batch *b, json_t *id,
+				  const json_t *args, const json_t *token)
+{
+	struct mcp_server *s = ss->srv;
+	struct mcp_call *c;
+	char why[512];
+
+	if (s->queue.n >= MAX_QUEUED) {
+		mcp_reply(ss, b, jsonrpc_result(id, mcp_tool_error(ss, "The server is busy: %u runs are already waiting. "
+			"Wait for some to finish, then try again.", s->queue.n)));
+		return;
+	}
+	c = mcp_call_new(s, ss, NULL, CALL_RUN_PYTHON, id);
+	if (mcp_run_python_args(s, args, c, why, sizeof(why))) {
+		mcp_reply(ss, b, jsonrpc_result(id, mcp_tool_error(ss, "Invalid arguments for run_python: %s", why)));
+		mcp_call_free(c);
+		return;
+	}
+	mcp_call_join_batch(c, b);
+	if (token)
+		c->progress_token = json_incref((json_t *)token);
+	c->state = CALL_QUEUED;
+	mcp_list_push(&s->queue, c);
+	if (s->n_running >= s->cfg.max_runs) {
+		char msg[96];
+		snprintf(msg, sizeof(msg), "queued: %u runs ahead", s->queue.n - 1 + s->n_running);
+		mcp_log(ss, MLOG_DEBUG, "run %llu %s", c->seq, msg);
+		mcp_call_progress(c, msg, false);
+	}
+	mcp_schedule(s);
+}
+
+static void tools_call_sandbox_info(struct mcp_session *ss, struct mcp_batch *b, json_t *id, const json_t *args)
+{
+	struct mcp_server *s = ss->srv;
+	struct mcp_call *c;
+	if (args && !json_is_null(args) && (!json_is_object(args) || json_object_size(args) > 0)) {
+		mcp_reply(ss, b, jsonrpc_result(id, mcp_tool_error(ss, "Invalid arguments for sandbox_info: it takes no "
+			"arguments; call it with {}")));
+		return;
+	}
+	c = mcp_call_new(s, ss, b, CALL_SANDBOX_INFO, id);
+	if (s->python_version) {
+		mcp_answer_sandbox_info(c);
+		mcp_call_free(c);
+		return;
+	}
+	c->state = CALL_WAITING;
+	mcp_list_push(&s->active, c);
+	mcp_version_probe(s);
+}
+
+static void handle_tools_call(struct mcp_session *ss, struct mcp_batch *b, json_t *id, json_t *params)
+{
+	json_t *name = json_object_get(params, "name");
+	json_t *args = json_object_get(params, "arguments");
+	json_t *token = json_object_get(json_object_get(params, "_meta"), "progressToken");
+	if (!json_is_string(name)) {
+		mcp_reply(ss, b, jsonrpc_error(id, JSONRPC_INVALID_PARAMS,
+			"Invalid params: tools/call needs \"name\", the tool's name as a string", NULL));
+		return;
+	}
+	if (token && !json_is_string(token) && !json_is_integer(token))
+		token = NULL;
+	if (strcmp(json_string_value(name), "run_python") == 0)
+		tools_call_run_python(ss, b, id, args, token);
+	else if (strcmp(json_string_value(name), "sandbox_info") == 0)
+		tools_call_sandbox_info(ss, b, id, args);
+	else
+		mcp_reply(ss, b, jsonrpc_error(id, JSONRPC_INVALID_PARAMS, "Unknown tool: this server has run_python "
+			"and sandbox_info", json_pack("{s:O}", "name", name)));
+}
+
+/* Our cursors are "tools:N", N the index of the page's first tool. */
+static bool parse_cursor(const json_t *cursor, size_t n, size_t *start)
+{
+	const char *cs = json_string_value(cursor);
+	char *end = NULL;
+	unsigned long v;
+	if (!cs || strncmp(cs, "tools:", 6) != 0 || cs[6] < '0' || cs[6] > '9')
+		return false;
+	errno = 0;
+	v = strtoul(cs + 6, &end, 10);
+	if (errno || *end || v == 0 || v >= n)
+		return false;
+	*start = v;
+	return true;
+}
+
+static void handle_tools_list(struct mcp_session *ss, struct mcp_batch *b, json_t *id, json_t *params)
+{
+	struct mcp_server *s = ss->srv;
+	json_t *cursor = json_object_get(params, "cursor");
+	size_t start = 0, n = json_array_size(s->tools), page = s->cfg.page_size ? s->cfg.page_size : n;
+	json_t *tools, *result;
+
+	if (cursor && !json_is_null(cursor) && !parse_cursor(cursor, n, &start)) {
+		mcp_reply(ss, b, jsonrpc_error(id, JSONRPC_INVALID_PARAMS,
+			"Invalid params: unknown cursor; pass the nextCursor of a previous tools/list", NULL));
+		return;
+	}
+	tools = json_array();
+	for (size_t i = start; i < n && i < start + page; i++)
+		json_array_append_new(tools, mcp_tool_for(json_array_get(s->tools, i), ss->proto));
+	result = json_pack("{s:o}", "tools", tools);
+	if (start + page < n)
+		json_object_set_new(result, "nextCursor", json_sprintf("tools:%zu", start + page));
+	mcp_reply(ss, b, jsonrpc_result(id, result));
+}
+
+static void handle_initialize(struct mcp_session *ss, struct mcp_batch *b, json_t *id, json_t *params)
+{
+	json_t *version = json_object_get(params, "protocolVersion");
+	json_t *client = json_object_get(params, "clientInfo");
+	enum proto v = PROTO_LATEST;
+	json_t *server_info, *result;
+
+	if (ss->proto != PROTO_NONE) {
+		mcp_reply(ss, b, jsonrpc_error(id, JSONRPC_INVALID_REQUEST,
+			"Invalid Request: the session is already initialized", NULL));
+		return;
+	}
+	if (b) {
+		mcp_reply(ss, b, jsonrpc_error(id, JSONRPC_INVALID_REQUEST,
+			"Invalid Request: initialize must not be part of a batch", NULL));
+		return;
+	}
+	if (!json_is_string(version)) {
+		mcp_reply(ss, b, jsonrpc_error(id, JSONRPC_INVALID_PARAMS,
+			"Invalid params: initialize needs \"protocolVersion\", a string such as \""
+			MCP_LATEST_PROTOCOL "\"", NULL));
+		return;
+	}
+	/* A version we do not speak gets the newest we do; the client decides
+	 * whether it can go on. */
+	for (int i = 0; mcp_protocol_versions[i]; i++)
+		if (strcmp(json_string_value(version), mcp_protocol_versions[i]) == 0)
+			v = (enum proto)i;
+	ss->proto = v;
+	free(ss->client);
+	ss->client = xasprintf("%s %s", json_string_value(json_object_get(client, "name")) ?: "unknown-client",
+			       json_string_value(json_object_get(client, "version")) ?: "");
+	log_info("mcp: %s initialized with protocol %s (asked for %s)", ss->client, mcp_protocol_versions[v],
+		 json_string_value(version));
+
+	server_info = json_pack("{s:s,s:s}", "name", "pycell", "version", PACKAGE_VERSION);
+	if (v >= PROTO_2025_06_18)
+		json_object_set_new(server_info, "title", json_string("pycell: Python in a Linux sandbox"));
+	result = json_pack("{s:s,s:{s:{s:b},s:{}},s:o,s:s}",
+		"protocolVersion", mcp_protocol_versions[v],
+		"capabilities", "tools", "listChanged", 0, "logging",
+		"serverInfo", server_info,
+		"instructions",
+			"pycell runs Python code in a fresh, isolated sandbox for every call. Use run_python to "
+			"compute, parse or transform data; the value of the last expression comes back as "
+			"return_value. Nothing persists between calls. sandbox_info shows the Python version "
+			"and the limits.");
+	mcp_reply(ss, b, jsonrpc_result(id, result));
+}
+
+static void handle_set_level(struct mcp_session *ss, struct mcp_batch *b, json_t *id, json_t *params)
+{
+	json_t *level = json_object_get(params, "level");
+	for (int i = 0; json_is_string(level) && mlog_names[i]; i++) {
+		if (strcmp(json_string_value(level), mlog_names[i]) == 0) {
+			ss->log_min = (enum mlog)i;
+			mcp_reply(ss, b, jsonrpc_result(id, json_object()));
+			return;
+		}
+	}
+	mcp_reply(ss, b, jsonrpc_error(id, JSONRPC_INVALID_PARAMS, "Invalid params: \"level\" must be one of debug, "
+		"info, notice, warning, error, critical, alert, emergency", NULL));
+}
+
+static void handle_request(struct mcp_session *ss, struct mcp_batch *b, const struct jsonrpc_msg *m)
+{
+	static const char *const methods[] = { "tools/list", "tools/call", "logging/setLevel", NULL };
+	const char *method = m->method;
+	json_t *params = m->params;
+	bool known = false;
+
+	if (strcmp(method, "ping") == 0) {
+		mcp_reply(ss, b, jsonrpc_result(m->id, json_object()));
+		return;
+	}
+	if (params && !json_is_object(params)) {
+		mcp_reply(ss, b, jsonrpc_error(m->id, JSONRPC_INVALID_PARAMS, "Invalid params: \"params\" must be an "
+			"object", NULL));
+		return;
+	}
+	if (strcmp(method, "initialize") == 0) {
+		handle_initialize(ss, b, m->id, params);
+		return;
+	}
+	for (int i = 0; methods[i]; i++)
+		known |= strcmp(method, methods[i]) == 0;
+	if (!known) {
+		mcp_reply(ss, b, jsonrpc_error(m->id, JSONRPC_METHOD_NOT_FOUND, "Method not found",
+			json_pack("{s:s}", "method", method)));
+		return;
+	}
+	if (ss->proto == PROTO_NONE) {
+		mcp_reply(ss, b, jsonrpc_error(m->id, JSONRPC_INVALID_REQUEST,
+			"Invalid Request: the session is not initialized; send initialize first", NULL));
+		return;
+	}
+	if (find_call(ss, m->id)) {
+		mcp_reply(ss, b, jsonrpc_error(m->id, JSONRPC_INVALID_REQUEST,
+			"Invalid Request: this id belongs to a request still in progress", NULL));
+		return;
+	}
+	if (strcmp(method, "tools/list") == 0)
+		handle_tools_list(ss, b, m->id, params);
+	else if (strcmp(method, "tools/call") == 0)
+		handle_tools_call(ss, b, m->id, params);
+	else
+		handle_set_level(ss, b, m->id, params);
+}
+
+static void cancel_call(struct mcp_call *c, const char *reason)
+{
+	log_debug("mcp: request %llu cancelled by the client%s%s", c->seq, reason ? ": " : "", reason ? reason : "");
+	mcp_log(c->session, MLOG_INFO, "run %llu cancelled%s%s", c->seq, reason ? ": " : "", reason ? reason : "");
+	c->cancelled = true;
+	if (c->state == CALL_RUNNING && c->kind == CALL_RUN_PYTHON) {
+		run_cancel(c->run);   /* on_done follows; no response, as the spec says */
+		return;
+	}
+	mcp_call_free(c);
+}
+
+static void handle_notification(struct mcp_session *ss, const char *method, json_t *params)
+{
+	json_t *id;
+	struct mcp_call *c;
+	/* notifications/initialized needs nothing: this server sends no
+	 * requests that would have to wait for it.  Others are ignored. */
+	if (strcmp(method, "notifications/cancelled") != 0) {
+		log_debug("mcp: notification %s", method);
+		return;
+	}
+	id = json_object_get(params, "requestId");
+	c = jsonrpc_id_valid(id) ? find_call(ss, id) : NULL;
+	if (c)
+		cancel_call(c, json_string_value(json_object_get(params, "reason")));
+}
+
+static void dispatch(struct mcp_session *ss, json_t *msg, struct mcp_batch *b)
+{
+	struct jsonrpc_msg m;
+	jsonrpc_classify(msg, &m);
+	switch (m.kind) {
+	case JSONRPC_INVALID:
+		log_debug("mcp: invalid request: %s", m.why);
+		mcp_log(ss, MLOG_WARNING, "invalid request: %s", m.why);
+		mcp_reply(ss, b, jsonrpc_errorf(m.id, JSONRPC_INVALID_REQUEST, "Invalid Request: %s", m.why));
+		break;
+	case JSONRPC_RESPONSE:
+		/* we send no requests, so there is nothing to match it with */
+		log_debug("mcp: ignoring a response from the client");
+		break;
+	case JSONRPC_NOTIFICATION:
+		handle_notification(ss, m.method, m.params);
+		break;
+	case JSONRPC_REQUEST:
+		handle_request(ss, b, &m);
+		break;
+	default:
+		break;
+	}
+}
+
+static bool batches_allowed(const struct mcp_session *ss)
+{
+	/* JSON-RPC batches were part of MCP from 2025-03-26 until 2025-06-18
+	 * removed them; 2024-11-05 inherits them from JSON-RPC itself. */
+	return ss->proto == PROTO_2024_11_05 || ss->proto == PROTO_2025_03_26;
+}
+
+void mcp_session_handle_message(struct mcp_session *ss, json_t *msg)
+{
+	struct mcp_batch *b;
+	size_t i;
+	json_t *el;
+
+	if (!json_is_array(msg)) {
+		dispatch(ss, msg, NULL);
+		return;
+	}
+	if (!batches_allowed(ss) || json_array_size(msg) == 0) {
+		const char *why = json_array_size(msg) == 0 ? "Invalid Request: an empty batch"
+			: ss->proto == PROTO_NONE ? "Invalid Request: a batch before initialize"
+			: "Invalid Request: JSON-RPC batches are not supported in this protocol version";
+		mcp_send(ss, jsonrpc_error(NULL, JSONRPC_INVALID_REQUEST, why, NULL), NULL);
+		return;
+	}
+	b = xcalloc(1, sizeof(*b));
+	b->session = ss;
+	b->replies = json_array();
+	b->dispatching = true;
+	json_array_foreach(msg, i, el)
+		dispatch(ss, el, b);
+	b->dispatching = false;
+	mcp_batch_maybe_send(b);
+}
+
+void mcp_session_handle_text(struct mcp_session *ss, const char *text, size_t len)
+{
+	json_t *err = NULL;
+	json_t *msg;
+	size_t i = 0;
+	while (i < len && (text[i] == ' ' || text[i] == '\t' || text[i] == '\r'))
+		i++;
+	if (i == len)
+		return;   /* blank lines between messages are harmless */
+	msg = jsonrpc_parse(text, len, &err);
+	if (!msg) {
+		log_debug("mcp: parse error in a %zu-byte message", len);
+		mcp_log(ss, MLOG_WARNING, "parse error in a %zu-byte message", len);
+		mcp_send(ss, err, NULL);
+		return;
+	}
+	mcp_session_handle_message(ss, msg);
+	json_decref(msg);
+}
+
+void mcp_session_oversized(struct mcp_session *ss, size_t max)
+{
+	log_warn("mcp: dropped a message over the %zu-byte limit", max);
+	mcp_log(ss, MLOG_WARNING, "dropped a message over the %zu-byte limit", max);
+	mcp_send(ss, jsonrpc_error(NULL, JSONRPC_INVALID_REQUEST, "Invalid Request: the message is too large",
+				       json_pack("{s:I}", "max_bytes", (json_int_t)max)), NULL);
+}
+
+struct mcp_session *mcp_session_new(struct mcp_server *s, const struct mcp_session_ops *ops, void *ctx)
+{
+	struct mcp_session *ss = xcalloc(1, sizeof(*ss));
+	ss->srv = s;
+	ss->ops = *ops;
+	ss->ctx = ctx;
+	ss->proto = PROTO_NONE;
+	/* quiet until the client picks a level with logging/setLevel */
+	ss->log_min = MLOG_OFF;
+	return ss;
+}
+
+void mcp_session_free(struct mcp_session *ss)
+{
+	struct mcp_server *s;
+	struct call_list *lists[2];
+	if (!ss)
+		return;
+	s = ss->srv;
+	lists[0] = &s->queue;
+	lists[1] = &s->active;
+	for (size_t i = 0; i < ARRAY_SIZE(lists); i++) {
+		for (struct mcp_call *c = lists[i]->head, *next; c; c = next) {
+			next = c->next;
+			if (c->session != ss)
+				continue;
+			if (c->batch)
+				c->batch->session = NULL;
+			c->session = NULL;
+			c->cancelled = true;
+			if (c->state == CALL_RUNNING)
+				run_cancel(c->run);
+			else
+				mcp_call_free(c);
+		}
+	}
+	free(ss->client);
+	free(ss);
+}
+
+/* ------------------------------------------------------------ server */
+
+struct mcp_server *mcp_server_new(struct loop *l, const struct run_env *env,
+				  const struct mcp_server_config *cfg, struct pc_err *err)
+{
+	struct mcp_server *s = xcalloc(1, sizeof(*s));
+	s->loop = l;
+	s->env = env;
+	s->cfg = *cfg;
+	if (!s->cfg.max_runs)
+		s->cfg.max_runs = DEFAULT_MAX_RUNS;
+	s->tick_fd = -1;
+	s->defer_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (s->defer_fd < 0 || loop_add(l, &s->w_defer, s->defer_fd, EPOLLIN, mcp_on_defer, s) < 0) {
+		pc_syserr(err, "mcp", "eventfd");
+		goto fail;
+	}
+	s->tick_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	if (s->tick_fd < 0 || loop_add(l, &s->w_tick, s->tick_fd, EPOLLIN, mcp_on_tick, s) < 0) {
+		pc_syserr(err, "mcp", "timerfd");
+		goto fail;
+	}
+	s->tools = mcp_tools_new(&env->policy);
+	if (!s->tools) {
+		pc_fail(err, 0, "mcp", "could not build the tool definitions");
+		goto fail;
+	}
+	s->pool = run_pool_new(l, env, s->cfg.ready);
+	run_pool_fill(s->pool);
+	return s;
+fail:
+	mcp_server_free(s);
+	return NULL;
+}
+
+void mcp_server_free(struct mcp_server *s)
+{
+	if (!s)
+		return;
+	/* run_free kills and reaps each jail; nothing is sent */
+	while (s->queue.head)
+		mcp_call_free(s->queue.head);
+	while (s->active.head) {
+		s->active.head->cancelled = true;
+		mcp_call_free(s->active.head);
+	}
+	run_pool_free(s->pool);
+	loop_del(s->loop, &s->w_defer);
+	loop_del(s->loop, &s->w_tick);
+	if (s->defer_fd >= 0)
+		close(s->defer_fd);
+	if (s->tick_fd >= 0)
+		close(s->tick_fd);
+	json_decref(s->tools);
+	free(s->python_impl);
+	free(s->python_version);
+	free(s);
+}

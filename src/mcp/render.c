@@ -1,0 +1,164 @@
+/* pycell: MCP: what a result looks like to the client: the readable
+ * text block beside the structured content, tool errors, sandbox_info. */
+#include "config.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/jsonrpc.h"
+#include "config/json_check.h"
+#include "mcp/internal.h"
+
+struct sbuf {
+	char *s;
+	size_t len, cap;
+};
+
+static void sb_add(struct sbuf *b, const char *s, size_t n)
+{
+	if (b->len + n + 1 > b->cap) {
+		size_t cap = b->cap ? b->cap : 256;
+		while (cap < b->len + n + 1)
+			cap *= 2;
+		b->s = xrealloc(b->s, cap);
+		b->cap = cap;
+	}
+	memcpy(b->s + b->len, s, n);
+	b->len += n;
+	b->s[b->len] = '\0';
+}
+
+static void sb_addf(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_addf(struct sbuf *b, const char *fmt, ...)
+{
+	char *s;
+	int n;
+	va_list ap;
+	va_start(ap, fmt);
+	n = vasprintf(&s, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	sb_add(b, s, (size_t)n);
+	free(s);
+}
+
+static void sb_section(struct sbuf *b, const json_t *res, const char *stream)
+{
+	const json_t *text = json_object_get(res, stream);
+	json_int_t dropped = json_integer_value(json_object_get(json_object_get(res, "dropped_bytes"), stream));
+	bool truncated = json_is_true(json_object_get(json_object_get(res, "truncated"), stream));
+	size_t n = json_string_length(text);
+	if (!n && !truncated)
+		return;
+	if (truncated)
+		sb_addf(b, "\n--- %s (truncated: %zu bytes kept, %lld dropped) ---\n", stream, n, (long long)dropped);
+	else
+		sb_addf(b, "\n--- %s ---\n", stream);
+	sb_add(b, json_string_value(text), n);
+	if (n && json_string_value(text)[n - 1] != '\n')
+		sb_add(b, "\n", 1);
+}
+
+/* The readable text block of a run_python result. */
+char *mcp_result_text(const json_t *res, const struct run_result *r, const struct policy *p,
+			 uint64_t timeout_ms)
+{
+	struct sbuf b = { 0 };
+	const json_t *rv = json_object_get(res, "return_value");
+	double secs = (double)r->duration_ms / 1000;
+	char mem[32];
+
+	switch (r->status) {
+	case RUN_OK:
+		sb_addf(&b, "status: ok (exit code 0, %.3g s)\n", secs);
+		break;
+	case RUN_ERROR:
+		if (r->signal)
+			sb_addf(&b, "status: error: killed by signal %d (%s) after %.3g s\n", r->signal,
+				sigabbrev_np(r->signal) ? sigabbrev_np(r->signal) : "?", secs);
+		else
+			sb_addf(&b, "status: error (exit code %d, %.3g s)\n", r->exit_code, secs);
+		break;
+	case RUN_TIMEOUT:
+		sb_addf(&b, "status: timeout: killed at the time limit of %g s\n", (double)timeout_ms / 1000);
+		break;
+	case RUN_MEMORY_LIMIT:
+		jc_format_size(mem, sizeof(mem), p->limits.memory_bytes);
+		sb_addf(&b, "status: memory_limit: killed for using more than %s of memory\n", mem);
+		break;
+	case RUN_KILLED:
+		sb_addf(&b, "status: killed: the run was stopped before it finished\n");
+		break;
+	case RUN_SETUP_FAILED:
+		sb_addf(&b, "status: setup_failed: the sandbox could not be set up (%s: %s). This is a "
+			"problem of the server, not of the code.\n", r->setup_error.step, r->setup_error.msg);
+		break;
+	default:
+		sb_addf(&b, "status: %s\n", run_status_name(r->status));
+		break;
+	}
+	sb_section(&b, res, "stdout");
+	sb_section(&b, res, "stderr");
+	if (rv && !json_is_null(rv)) {
+		cleanup_free char *s = json_dumps(rv, JSON_ENCODE_ANY | JSON_COMPACT);
+		sb_addf(&b, "\n--- return_value ---\n%s\n", s ? s : "?");
+	}
+	return b.s;
+}
+
+json_t *mcp_tool_result(struct mcp_session *ss, const char *text, json_t *structured, bool is_error)
+{
+	json_t *r = json_pack("{s:[{s:s,s:s}],s:b}", "content", "type", "text", "text", text, "isError", is_error);
+	if (structured && ss->proto >= PROTO_2025_06_18)
+		json_object_set(r, "structuredContent", structured);
+	json_decref(structured);
+	return r;
+}
+
+json_t *mcp_tool_error(struct mcp_session *ss, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+json_t *mcp_tool_error(struct mcp_session *ss, const char *fmt, ...)
+{
+	char buf[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	return mcp_tool_result(ss, buf, NULL, true);
+}
+
+json_t *mcp_sandbox_info(struct mcp_server *s)
+{
+	const struct policy *p = &s->env->policy;
+	json_t *pj = policy_to_json(p);
+	json_t *tools;
+	json_t *info;
+	if (s->cfg.jail_tools) {
+		tools = s->cfg.jail_tools(s->cfg.tool_ctx, p);
+	} else {
+		tools = json_array();
+		for (size_t i = 0; i < p->n_tools_allow; i++)
+			json_array_append_new(tools, json_pack("{s:s}", "pattern", p->tools_allow[i]));
+	}
+	info = json_pack("{s:s?,s:s?,s:s,s:s,s:O,s:O,s:o,s:I,s:I,s:s}",
+		"python_version", s->python_version,
+		"python_implementation", s->python_impl,
+		"backend", p->backend ? p->backend : "native",
+		"policy", p->name ? p->name : "default",
+		"limits", json_object_get(pj, "limits"),
+		"network", json_object_get(pj, "network"),
+		"tools", tools ? tools : json_array(),
+		"tool_budget", (json_int_t)p->tools_budget,
+		"max_concurrent_runs", (json_int_t)s->cfg.max_runs,
+		"pycell_version", PACKAGE_VERSION);
+	json_decref(pj);
+	return info;
+}
+
+void mcp_answer_sandbox_info(struct mcp_call *c)
+{
+	json_t *info = mcp_sandbox_info(c->srv);
+	cleanup_free char *text = json_dumps(info, JSON_INDENT(2));
+	mcp_call_reply(c, jsonrpc_result(c->id, mcp_tool_result(c->session, text ? text : "{}", info, false)));
+}

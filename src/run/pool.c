@@ -1,0 +1,88 @@
+/* pycell: the pool of ready jails (pool.h). */
+#include "config.h"
+
+#include <string.h>
+
+#include "base/log.h"
+#include "jail/jail.h"
+#include "run/pool.h"
+
+struct run_pool {
+	struct loop *loop;
+	const struct run_env *env;
+	unsigned size;
+	struct run **ready;       /* oldest first */
+	unsigned n;
+	uint64_t failed_ms;       /* when making one last failed */
+};
+
+struct run_pool *run_pool_new(struct loop *l, const struct run_env *env, unsigned size)
+{
+	struct run_pool *p = xcalloc(1, sizeof(*p));
+	p->loop = l;
+	p->env = env;
+	p->size = size;
+	p->ready = xcalloc(size ? size : 1, sizeof(*p->ready));
+	return p;
+}
+
+/* Take ready jail i off the list (the rest keep their order). */
+static struct run *take(struct run_pool *p, unsigned i)
+{
+	struct run *r = p->ready[i];
+	memmove(p->ready + i, p->ready + i + 1, (--p->n - i) * sizeof(*p->ready));
+	return r;
+}
+
+void run_pool_fill(struct run_pool *p)
+{
+	for (unsigned i = 0; i < p->n;) {
+		if (run_parked_alive(p->ready[i])) {
+			i++;
+			continue;
+		}
+		log_warn("pool: a ready jail died while waiting; making another");
+		run_free(take(p, i));
+	}
+	while (p->env->warm && p->n < p->size && now_ms() - p->failed_ms >= 1000) {
+		struct run_request req = { .stdin_fd = -1 };
+		struct pc_err err = { 0 };
+		struct run *r;
+		run_request_from_env(&req, p->env);
+		req.mode = RUN_MODE_CELL;
+		if (!(r = run_park(p->loop, &req, &err))) {
+			log_warn("pool: could not make a ready jail: %s: %s", err.step, err.msg);
+			p->failed_ms = now_ms();
+			return;
+		}
+		p->ready[p->n++] = r;
+	}
+}
+
+struct run *run_pool_start(struct run_pool *p, const struct run_request *req)
+{
+	/* a program a ready jail cannot take (its files, with 64 KiB for
+	 * their names) leaves the jails for the next call */
+	if (req->code_len + (req->variables_json ? strlen(req->variables_json) : 0) + (64u << 10) >
+	    JAIL_PARK_FILES_MAX)
+		return NULL;
+	while (p->n) {
+		struct pc_err err = { 0 };
+		struct run *r = take(p, 0);
+		if (run_start_parked(r, req, &err) == 0)
+			return r;
+		log_warn("pool: a ready jail failed (%s: %s); trying another", err.step, err.msg);
+		run_free(r);
+	}
+	return NULL;
+}
+
+void run_pool_free(struct run_pool *p)
+{
+	if (!p)
+		return;
+	for (unsigned i = 0; i < p->n; i++)
+		run_free(p->ready[i]);
+	free(p->ready);
+	free(p);
+}

@@ -1,0 +1,29 @@
+/* pycell: jails made ahead of their requests (warm starts), for any
+ * transport: stdio and HTTP take from the same pool.  Each ready jail has
+ * gone through the whole jail sequence, and its python waits for a cell
+ * (run_park); each serves exactly one run. */
+#ifndef PYCELL_POOL_H
+#define PYCELL_POOL_H
+
+#include "base/loop.h"
+#include "run/run.h"
+
+struct run_pool;
+
+/* Up to `size` jails of env's policy, made by env's warm spawner (none
+ * without one).  The env must outlive the pool. */
+struct run_pool *run_pool_new(struct loop *l, const struct run_env *env, unsigned size);
+/* Replace the jails that died while waiting and make up to size; a
+ * failure is retried a second later at the earliest.  Making one costs
+ * the loop a zygote round trip and the id maps (about 1 ms): call it once
+ * a run has been answered, not on a request's path. */
+void run_pool_fill(struct run_pool *p);
+/* Start req (RUN_MODE_CELL) on the oldest ready jail, the most likely to
+ * be done getting ready; NULL when there is none, the program is too large
+ * for one, or none works (those that failed are freed): start req the
+ * usual way then. */
+struct run *run_pool_start(struct run_pool *p, const struct run_request *req);
+/* Kills and frees the jails still waiting. */
+void run_pool_free(struct run_pool *p);
+
+#endif

@@ -1,0 +1,87 @@
+/* pycell: unit tests for the MCP tool definitions (src/mcp/tools.c) and
+ * their schemas (the JSON files of src/mcp/schemas/, embedded at build
+ * time). */
+#include "config.h"
+
+#include <string.h>
+
+#include "base/util.h"
+#include "config/policy.h"
+#include "mcp/internal.h"
+#include "unit.h"
+
+static const struct {
+	const char *file;
+	const char *text;
+} schemas[] = {
+	{ "run_python.input.json", mcp_schema_run_python_input },
+	{ "run_python.output.json", mcp_schema_run_python_output },
+	{ "sandbox_info.input.json", mcp_schema_sandbox_info_input },
+	{ "sandbox_info.output.json", mcp_schema_sandbox_info_output },
+};
+
+/* Each schema is a JSON object schema; every required key is a property,
+ * every property says its type or what it is; and the embedded text is the
+ * file in the tree (a stale schemas.c fails). */
+START_TEST(test_schema_is_valid_and_embedded)
+{
+	cleanup_free char *path = xasprintf("%s/src/mcp/schemas/%s", unit_srcdir(), schemas[_i].file);
+	cleanup_free char *file = NULL;
+	json_error_t jerr;
+	json_t *s = json_loads(schemas[_i].text, 0, &jerr), *props, *req, *v;
+	const char *key;
+	size_t i, len;
+
+	ck_assert_msg(s != NULL, "%s: %s (line %d)", schemas[_i].file, jerr.text, jerr.line);
+	ck_assert_msg(read_file(path, 1 << 20, &file, &len) == 0, "read %s", path);
+	ck_assert_msg(strcmp(file, schemas[_i].text) == 0, "%s: the embedded copy differs (make)", path);
+	ck_assert_str_eq(json_string_value(json_object_get(s, "type")), "object");
+	props = json_object_get(s, "properties");
+	ck_assert_msg(json_is_object(props), "%s: no properties", schemas[_i].file);
+	json_object_foreach(props, key, v)
+		ck_assert_msg(json_is_object(v) && (json_object_get(v, "type") || json_object_get(v, "description")),
+			      "%s: property %s says neither its type nor what it is", schemas[_i].file, key);
+	req = json_object_get(s, "required");
+	json_array_foreach(req, i, v)
+		ck_assert_msg(json_object_get(props, json_string_value(v)) != NULL,
+			      "%s: required %s is not a property", schemas[_i].file, json_string_value(v));
+	json_decref(s);
+}
+END_TEST
+
+/* The tools as tools/list offers them, for the default policy. */
+START_TEST(test_tools_of_the_default_policy)
+{
+	struct policy p;
+	json_t *tools, *t;
+	size_t i;
+	policy_init_default(&p);
+	tools = mcp_tools_new(&p);
+	ck_assert_ptr_nonnull(tools);
+	ck_assert_uint_eq(json_array_size(tools), 2);
+	ck_assert_str_eq(json_string_value(json_object_get(json_array_get(tools, 0), "name")), "run_python");
+	ck_assert_str_eq(json_string_value(json_object_get(json_array_get(tools, 1), "name")), "sandbox_info");
+	json_array_foreach(tools, i, t) {
+		ck_assert(json_is_string(json_object_get(t, "description")));
+		ck_assert(json_is_object(json_object_get(t, "inputSchema")));
+		ck_assert(json_is_object(json_object_get(t, "outputSchema")));
+		ck_assert(json_is_object(json_object_get(t, "annotations")));
+	}
+	/* the policy's 30 s is the most a call may ask for */
+	t = json_object_get(json_object_get(json_object_get(json_array_get(tools, 0), "inputSchema"), "properties"),
+			    "timeout_s");
+	ck_assert(json_real_value(json_object_get(t, "maximum")) == 30.0);
+	json_decref(tools);
+	policy_free(&p);
+}
+END_TEST
+
+Suite *mcp_suite(void)
+{
+	Suite *s = suite_create("mcp");
+	TCase *t = tcase_create("tools");
+	tcase_add_loop_test(t, test_schema_is_valid_and_embedded, 0, (int)ARRAY_SIZE(schemas));
+	tcase_add_test(t, test_tools_of_the_default_policy);
+	suite_add_tcase(s, t);
+	return s;
+}
