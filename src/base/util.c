@@ -360,3 +360,43 @@ ssize_t recv_fds(int sock, void *buf, size_t len, int *fds, int max, int *got)
 	}
 	return n;
 }
+
+/* mountinfo escapes space, tab, newline and backslash as \ooo */
+static char *unescape(const char *s)
+{
+	char *out = xmalloc(strlen(s) + 1), *o = out;
+	while (*s) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' && s[3] >= '0' &&
+		    s[3] <= '7') {
+			*o++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
+			s += 4;
+		} else {
+			*o++ = *s++;
+		}
+	}
+	*o = '\0';
+	return out;
+}
+
+int mountinfo_parse_line(char *line, struct mountinfo *m)
+{
+	char *f[6], *after[3], *save = NULL, *t;
+	int n = 0, k = 0;
+	bool dash = false;
+	/* the six fixed fields, then optional ones up to "-", then three */
+	for (t = strtok_r(line, " ", &save); t; t = strtok_r(NULL, " ", &save), n++) {
+		if (n < 6)
+			f[n] = t;
+		else if (!dash && strcmp(t, "-") == 0)
+			dash = true;
+		else if (dash && k < 3)
+			after[k++] = t;
+	}
+	if (n < 6 || !dash || k < 3)
+		return -1;
+	m->root = unescape(f[3]);
+	m->point = unescape(f[4]);
+	m->fstype = after[0];
+	m->super_opts = after[2];
+	return 0;
+}

@@ -90,6 +90,16 @@ int send_fds(int sock, const void *buf, size_t len, const int *fds, int n);
  * *got says how many.  More than max, or a truncated packet, is an error
  * (EPROTO) and every received fd is closed. */
 ssize_t recv_fds(int sock, void *buf, size_t len, int *fds, int max, int *got);
+/* One line of /proc/self/mountinfo (proc(5)): ID PARENT MAJ:MIN ROOT
+ * MOUNTPOINT OPTIONS [OPTIONAL FIELDS...] - FSTYPE SOURCE SUPER_OPTIONS,
+ * with any number of optional fields.  root and point are unescaped and
+ * malloc'd; fstype and super_opts point into line, which is modified.
+ * -1 (nothing allocated) for a line that is not of that form. */
+struct mountinfo {
+	char *root, *point;
+	const char *fstype, *super_opts;
+};
+int mountinfo_parse_line(char *line, struct mountinfo *m);
 /* Where runtime/ and policy/ live: $PYCELL_DATADIR, else the install dir. */
 const char *pycell_datadir(void);
 

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "base/loop.h"
 #include "base/util.h"
 #include "config/policy.h"
 #include "config/result.h"
@@ -44,8 +45,11 @@ int cgroup_run_stats(struct cgroup_run *c, struct cgroup_stats *out);
 uint64_t cgroup_run_cpu_us(const struct cgroup_run *c);
 /* Kill everything in the run's cgroup(s). */
 void cgroup_run_kill(struct cgroup_run *c);
-/* Remove the cgroup(s); the processes must be gone. Frees c. */
-void cgroup_run_destroy(struct cgroup_run *c);
+/* Remove the cgroup(s) and free c.  When the jail's last processes are
+ * still leaving, the dirs are removed on loop l once they have (v2: its
+ * cgroup.events says "populated 0"; else retried by a timer), never by
+ * sleeping on the loop; without a loop (l NULL), by waiting a moment. */
+void cgroup_run_destroy(struct cgroup_run *c, struct loop *l);
 
 /* For `pycell doctor`: what the probe found.  Strings belong to the env. */
 enum cgroup_ctrl { CG_MEMORY = 0, CG_PIDS, CG_CPU, CG_NCTRL };

@@ -823,7 +823,7 @@ void run_free(struct run *r)
 	stdin_close(r);
 	if (r->cgroup) {
 		cgroup_run_kill(r->cgroup);
-		cgroup_run_destroy(r->cgroup);
+		cgroup_run_destroy(r->cgroup, r->loop);
 	}
 	free(r->src_buf);
 	program_strv_free(r->argv);

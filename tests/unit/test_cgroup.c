@@ -16,11 +16,12 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include "base/loop.h"
 #include "base/util.h"
-#include "unit.h"
 #include "config/result.h"
 #include "jail/cgroup.h"
 #include "jail/rlimits.h"
+#include "unit.h"
 
 static struct cgroup_env *env;
 static struct cgroup_info info;
@@ -213,7 +214,7 @@ START_TEST(test_limits_written)
 	cgroup_run_kill(run);
 	ck_assert(WIFSIGNALED(child_wait(&c)));
 	close(c.go);
-	cgroup_run_destroy(run);
+	cgroup_run_destroy(run, NULL);
 	result_free(&r);
 }
 END_TEST
@@ -249,7 +250,7 @@ START_TEST(test_memory_bomb_oom)
 	ck_assert(st.oom_killed);
 	ck_assert_uint_le(st.memory_peak_bytes, 32 << 20);
 	ck_assert_uint_ge(st.memory_peak_bytes, 24 << 20);
-	cgroup_run_destroy(run);
+	cgroup_run_destroy(run, NULL);
 	result_free(&r);
 }
 END_TEST
@@ -271,7 +272,7 @@ START_TEST(test_no_oom_when_small)
 	close(c.go);
 	ck_assert_int_eq(cgroup_run_stats(run, &st), 0);
 	ck_assert(!st.oom_killed);
-	cgroup_run_destroy(run);
+	cgroup_run_destroy(run, NULL);
 	result_free(&r);
 }
 END_TEST
@@ -316,7 +317,7 @@ START_TEST(test_fork_bomb_capped)
 	ck_assert_int_eq(child_wait(&c), 0);
 	/* the 9 orphans are still in the cgroup: kill must get them all */
 	cgroup_run_kill(run);
-	cgroup_run_destroy(run);
+	cgroup_run_destroy(run, NULL);
 	result_free(&r);
 }
 END_TEST
@@ -347,7 +348,7 @@ START_TEST(test_cpu_half_core)
 	ck_assert_int_eq(cgroup_run_stats(run, &st), 0);
 	/* 1.5 s of wall time at half a core: 750 ms, give or take a period */
 	ck_assert_msg(st.cpu_us >= 600000 && st.cpu_us <= 900000, "cpu_us %llu", (unsigned long long)st.cpu_us);
-	cgroup_run_destroy(run);
+	cgroup_run_destroy(run, NULL);
 	result_free(&r);
 }
 END_TEST
@@ -382,7 +383,7 @@ START_TEST(test_device_filter)
 	ck_assert_int_eq(res[0], 0);       /* /dev/null (1:3) allowed */
 	ck_assert_int_eq(res[1], EPERM);   /* /dev/kmsg (1:11) denied */
 	child_wait(&c);
-	cgroup_run_destroy(run);
+	cgroup_run_destroy(run, NULL);
 	result_free(&r);
 }
 END_TEST
@@ -420,10 +421,47 @@ START_TEST(test_200_runs_leave_nothing)
 		release(&c);
 		child_wait(&c);
 		cgroup_run_kill(run);
-		cgroup_run_destroy(run);
+		cgroup_run_destroy(run, NULL);
 		result_free(&r);
 	}
 	ck_assert_int_eq(run_dirs_left(), 0);
+}
+END_TEST
+
+static int wait_for_go_then_sleep(int report_fd)
+{
+	(void)report_fd;
+	pause();
+	return 0;
+}
+
+/* A run whose jail still has a process when it is destroyed: destroy
+ * returns at once, leaving the dirs (and the process) as they are, and the
+ * event loop removes the dirs once the last process has gone; no sleeping
+ * on the loop. */
+START_TEST(test_removal_waits_on_the_loop)
+{
+	struct limits lim = { .pids = 8 };
+	struct run_result r;
+	struct cgroup_run *run = make_run(&lim, &r);
+	struct child c = spawn(wait_for_go_then_sleep);
+	struct loop *l = loop_new();
+	int st;
+	attach(run, c.pid);
+	release(&c);
+	ck_assert_int_gt(run_dirs_left(), 0);
+	cgroup_run_destroy(run, l);
+	/* nothing was killed or waited for: the process is there, so are the dirs */
+	ck_assert_int_eq(kill(c.pid, 0), 0);
+	ck_assert_int_gt(run_dirs_left(), 0);
+	kill(c.pid, SIGKILL);
+	st = child_wait(&c);
+	ck_assert(WIFSIGNALED(st));
+	for (int i = 0; i < 200 && run_dirs_left() > 0; i++)
+		loop_run_once(l, 50);
+	ck_assert_int_eq(run_dirs_left(), 0);
+	loop_free(l);
+	result_free(&r);
 }
 END_TEST
 
@@ -442,7 +480,7 @@ START_TEST(test_create_reports_missing)
 	ck_assert_int_eq(limit_by(&r, "pids"), rlimit_nproc_per_userns() ? ENF_RLIMIT : ENF_NONE);
 	ck_assert_int_eq(r.n_warnings, rlimit_nproc_per_userns() ? 2 : 3);
 	ck_assert_ptr_nonnull(strstr(r.warnings[0], "memory limit of 1073741824 bytes is not enforced"));
-	cgroup_run_destroy(run);
+	cgroup_run_destroy(run, NULL);
 	result_free(&r);
 }
 END_TEST
@@ -504,6 +542,7 @@ int main(void)
 	tcase_add_test(t, test_cpu_half_core);
 	tcase_add_test(t, test_device_filter);
 	tcase_add_test(t, test_200_runs_leave_nothing);
+	tcase_add_test(t, test_removal_waits_on_the_loop);
 	tcase_add_test(t, test_create_reports_missing);
 	tcase_add_test(t, test_rlimits_apply);
 	suite_add_tcase(s, t);

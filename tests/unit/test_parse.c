@@ -173,17 +173,60 @@ START_TEST(test_duration_null)
 }
 END_TEST
 
+/* /proc/self/mountinfo lines (proc(5)): any number of optional fields
+ * before "-" (a cgroup mount with three was skipped when the parser kept
+ * at most twelve fields), escapes in paths, and malformed lines. */
+static const struct {
+	const char *line;
+	const char *root, *point, *fstype, *super;   /* NULL root: refused */
+} mountinfo[] = {
+	{ "30 24 0:26 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:4 - cgroup2 cgroup2 rw,nsdelegate",
+	  "/", "/sys/fs/cgroup", "cgroup2", "rw,nsdelegate" },
+	/* 13 fields: three optional tags */
+	{ "36 35 0:31 / /sys/fs/cgroup/memory rw,nosuid shared:16 master:2 propagate_from:3 - cgroup cgroup rw,memory",
+	  "/", "/sys/fs/cgroup/memory", "cgroup", "rw,memory" },
+	/* no optional field at all */
+	{ "40 1 0:40 /a /b rw - tmpfs tmpfs rw,size=64k", "/a", "/b", "tmpfs", "rw,size=64k" },
+	{ "41 1 0:41 /with\\040space /mnt/x\\134y rw - ext4 /dev/sda1 rw", "/with space", "/mnt/x\\y", "ext4", "rw" },
+	{ "42 1 0:42 / /x rw shared:1", NULL, NULL, NULL, NULL },       /* no "-" */
+	{ "43 1 0:43 / /x rw - cgroup cgroup", NULL, NULL, NULL, NULL }, /* no super options */
+	{ "44 1 0:44 /", NULL, NULL, NULL, NULL },
+	{ "", NULL, NULL, NULL, NULL },
+};
+
+START_TEST(test_mountinfo_line)
+{
+	char *line = xstrdup(mountinfo[_i].line);
+	struct mountinfo m;
+	int rc = mountinfo_parse_line(line, &m);
+	if (!mountinfo[_i].root) {
+		ck_assert_int_eq(rc, -1);
+	} else {
+		ck_assert_int_eq(rc, 0);
+		ck_assert_str_eq(m.root, mountinfo[_i].root);
+		ck_assert_str_eq(m.point, mountinfo[_i].point);
+		ck_assert_str_eq(m.fstype, mountinfo[_i].fstype);
+		ck_assert_str_eq(m.super_opts, mountinfo[_i].super);
+		free(m.root);
+		free(m.point);
+	}
+	free(line);
+}
+END_TEST
+
 Suite *parse_suite(void)
 {
 	Suite *s = suite_create("parse");
-	TCase *size = tcase_create("size"), *dur = tcase_create("duration");
+	TCase *size = tcase_create("size"), *dur = tcase_create("duration"), *mi = tcase_create("mountinfo");
 	tcase_add_loop_test(size, test_size_good, 0, (int)ARRAY_SIZE(good_sizes));
 	tcase_add_loop_test(size, test_size_bad, 0, (int)ARRAY_SIZE(bad_sizes));
 	tcase_add_test(size, test_size_null);
 	tcase_add_loop_test(dur, test_duration_good, 0, (int)ARRAY_SIZE(good_durations));
 	tcase_add_loop_test(dur, test_duration_bad, 0, (int)ARRAY_SIZE(bad_durations));
 	tcase_add_test(dur, test_duration_null);
+	tcase_add_loop_test(mi, test_mountinfo_line, 0, (int)ARRAY_SIZE(mountinfo));
 	suite_add_tcase(s, size);
 	suite_add_tcase(s, dur);
+	suite_add_tcase(s, mi);
 	return s;
 }
