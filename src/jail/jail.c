@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/coverage.h"
 #include "base/log.h"
 #include "jail/caps.h"
 #include "jail/cgroup.h"
@@ -42,6 +43,7 @@ static __attribute__((noreturn)) void child_fail(int sync_fd, const struct pc_er
 {
 	struct jail_msg m = { .type = JAIL_MSG_ERROR, .err = *e };
 	send_msg(sync_fd, &m);
+	coverage_flush();
 	_exit(127);
 }
 
@@ -120,10 +122,22 @@ static __attribute__((noreturn)) void jail_init(int sync_fd)
 		   (int64_t)ru.ru_stime.tv_sec * 1000000 + ru.ru_stime.tv_usec;
 	m.maxrss_kb = ru.ru_maxrss;
 	send_msg(sync_fd, &m);
+	coverage_flush();
 	_exit(0);
 }
 
 /* ------------------------------------------------------------ the child */
+
+/* Close every fd from 4 up but keep and keep2 (-1: none). */
+static int close_all_but(int keep, int keep2)
+{
+	int lo = keep2 >= 0 && keep2 < keep ? keep2 : keep, hi = keep2 > keep ? keep2 : keep;
+	if (lo > 4 && syscall(SYS_close_range, 4, lo - 1, 0) < 0)
+		return -1;
+	if (hi > lo + 1 && syscall(SYS_close_range, lo + 1, hi - 1, 0) < 0)
+		return -1;
+	return (int)syscall(SYS_close_range, hi + 1, ~0U, 0);
+}
 
 /* Place stdin, stdout, stderr and the tool socket at 0..3 and close
  * everything else but a copy of the sync socket above 3 (returned).
@@ -140,8 +154,7 @@ static int place_fds(const struct jail_spec *s, int sync_fd, struct pc_err *err)
 	for (int i = 0; i < 4; i++)
 		if (dup2(tmp[i], i) < 0)
 			return pc_syserr(err, "fds", "place fd %d", i);
-	if ((sfd > 4 && syscall(SYS_close_range, 4, sfd - 1, 0) < 0) ||
-	    syscall(SYS_close_range, sfd + 1, ~0U, 0) < 0)
+	if (close_all_but(sfd, coverage_fd()) < 0)
 		return pc_syserr(err, "fds", "close_range");
 	return sfd;
 }
@@ -414,6 +427,8 @@ static __attribute__((noreturn)) void start_python(struct child *c)
 		child_fail(c->sync_fd, &err);
 	}
 	if (pid == 0) {
+		if (coverage_fd() >= 0)
+			close(coverage_fd());
 		if (s->filter && seccomp_filter_install_program(s->filter, &err) < 0)
 			child_fail(c->sync_fd, &err);
 		if (s->run_inline) {
@@ -444,6 +459,7 @@ static __attribute__((noreturn)) void jail_child(const struct jail_spec *s, int 
 	struct child c = { .s = s, .sync_fd = sync_fd, .as_root = as_root };
 	struct pc_err err = { 0 };
 
+	coverage_keep_host();
 	child_start(&c);
 	log_debug("%6llu us: jail: released by the parent", (unsigned long long)log_elapsed_us());
 	for (size_t i = 0; i < ARRAY_SIZE(steps); i++) {
