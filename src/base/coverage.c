@@ -25,10 +25,11 @@ int coverage_fd(void)
 
 void coverage_flush(void)
 {
-	/* relative to the host's root, through the proc magic link, whatever
-	 * the jail's root is (the jail's init has its own /proc) */
+	/* "." + the absolute path of each counter file: relative to the
+	 * working directory, which is the host's root, whatever the
+	 * process's root is by now */
 	if (host_root >= 0 && fchdir(host_root) == 0)
-		setenv("GCOV_PREFIX", "/proc/self/cwd", 1);
+		setenv("GCOV_PREFIX", ".", 1);
 	__gcov_dump();
 }
 #else

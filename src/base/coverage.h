@@ -4,9 +4,9 @@
  * _exit() inside a root where the build tree does not exist.  In a
  * coverage build the jail child keeps a path fd of the host's root from
  * before its pivot_root, and coverage_flush() writes the counters through
- * it (GCOV_PREFIX=/proc/self/cwd after an fchdir there) right before
- * _exit().  Python never has that fd.  In other builds all of this is
- * nothing at all. */
+ * it right before _exit(): an fchdir there, and GCOV_PREFIX=. so that
+ * gcov's paths are relative to it.  Python never has that fd.  In other
+ * builds all of this is nothing at all. */
 #ifndef PYCELL_COVERAGE_H
 #define PYCELL_COVERAGE_H
 

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/pidfd.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -369,15 +370,25 @@ static int warm_release(struct spawner *sp, const struct jail_spec *s, struct ja
 	return jail_release(s, j, err);
 }
 
+/* A zygote returns from its loop when its control socket closes and exits
+ * like any process (its gcov counters, in a coverage build, with it); one
+ * that has not within 100 ms is killed.  Its jails die with it. */
+static void zygote_stop(pid_t pid)
+{
+	cleanup_close int fd = pidfd_open(pid, 0);
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	if (fd < 0 || poll(&p, 1, 100) != 1)
+		kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+}
+
 static void warm_free(struct spawner *sp)
 {
 	struct zygote *z = zygote_of(sp);
 	if (z->ctl >= 0)
 		close(z->ctl);
-	if (z->pid > 0) {
-		kill(z->pid, SIGKILL);
-		waitpid(z->pid, NULL, 0);
-	}
+	if (z->pid > 0)
+		zygote_stop(z->pid);
 	if (z->have_policy)
 		policy_free(&z->policy);
 	free(z->runtime_dir);

@@ -699,6 +699,41 @@ def test_optional_missing_bind_is_skipped(policy_file, host_tmp):
     assert got is False
 
 
+@pytest.mark.parametrize("wanted", [False, True])
+def test_ca_certificates_follow_policy(policy_file, wanted):
+    """filesystem.ca_certificates binds the host's /etc/ssl/certs (and
+    /etc/ca-certificates) read-only; without it the jail has none."""
+    if wanted and not os.path.isdir("/etc/ssl/certs"):
+        pytest.skip("this host has no /etc/ssl/certs to bind")
+    got = probe("""
+        import errno, json, os
+        try:
+            open("/etc/ssl/certs/pycell-probe", "w")
+            w = "written"
+        except OSError as e:
+            w = errno.errorcode[e.errno]
+        print(json.dumps({"certs": os.path.isdir("/etc/ssl/certs"),
+                          "same": sorted(os.listdir("/etc/ssl/certs"))[:5] if os.path.isdir("/etc/ssl/certs") else [],
+                          "write": w}))
+    """, "--policy", policy_file({"filesystem": {"ca_certificates": wanted}}))
+    if wanted:
+        assert got == {"certs": True, "same": sorted(os.listdir("/etc/ssl/certs"))[:5], "write": "EROFS"}
+    else:
+        assert got == {"certs": False, "same": [], "write": "ENOENT"}
+
+
+def test_policy_environment_is_merged_with_the_base(policy_file):
+    """python.env adds variables and replaces those of the base environment
+    with the same name; the others of the base stay, once each."""
+    got = probe("""
+        import json, os
+        print(json.dumps(dict(os.environ)))
+    """, "--policy", policy_file({"python": {"env": {"USER": "analyst", "PYCELL_EXTRA": "a=b"}}}))
+    assert got == {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/workspace", "TMPDIR": "/tmp",
+                   "LANG": "C.UTF-8", "PYTHONPATH": "/run/pycell/lib", "PYTHONDONTWRITEBYTECODE": "1",
+                   "LOGNAME": "pycell", "USER": "analyst", "PYCELL_EXTRA": "a=b"}
+
+
 @pytest.mark.parametrize("writable", [False, True])
 def test_bind_is_read_only_unless_writable(policy_file, host_tmp, writable):
     src = host_tmp / "data"

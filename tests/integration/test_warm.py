@@ -208,6 +208,33 @@ def test_a_ready_jail_holds_no_program_and_serves_one_run(require_root, tmp_path
         s.close()
 
 
+def test_a_dead_zygote_falls_back_to_cold_and_is_started_again(tmp_path):
+    """The zygote dies (SIGKILL): the next call still gets its answer, from
+    a cold jail, with a warning that says why; a call a second later has a
+    new zygote and is warm again."""
+    conf = tmp_path / "pycell.conf"
+    conf.write_text(json.dumps({"warm": {"enabled": True, "ready": 0}}))
+    s = Mcp(["--config", str(conf)], pycell_env())
+    try:
+        assert s.run("6 * 7")["return_value"] == 42
+        z = zygote_of(s.proc.pid)
+        os.kill(z, 9)
+        deadline = time.monotonic() + 10
+        while os.path.exists(f"/proc/{z}/cmdline") and open(f"/proc/{z}/stat").read().split()[2] != "Z" \
+                and time.monotonic() < deadline:
+            time.sleep(0.01)
+        res = s.call("tools/call", {"name": "run_python", "arguments": {"code": "6 * 7"}})
+        sc = res["structuredContent"]
+        assert (sc["status"], sc["return_value"]) == ("ok", 42), sc
+        fell_back = [w for w in sc["warnings"] if w.startswith("warm start failed, started cold: warm: ")]
+        assert fell_back, sc["warnings"]
+        time.sleep(1.1)   # a dead zygote is started again at most once a second
+        assert s.run("6 * 7")["return_value"] == 42
+        assert zygote_of(s.proc.pid) != z
+    finally:
+        s.close()
+
+
 def test_a_dead_ready_jail_is_replaced():
     s = Mcp(["--warm"], pycell_env())
     try:
