@@ -1,4 +1,9 @@
-/* pycell: a stdio MCP client for one upstream server (see upstream.h). */
+/* pycell: a stdio MCP client for one upstream server (see upstream.h);
+ * its process is started by upstream_proc.c.  Longer than the ~700 lines a
+ * file here keeps to: it is one state machine (stopped, initializing,
+ * listing, ready, backoff) whose calls, timer, handshake and input all
+ * read and change the same struct upstream; cut apart, each part would
+ * need the whole of it through a header. */
 #include "config.h"
 
 #include <fcntl.h>
@@ -7,7 +12,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/prctl.h>
 #include <sys/pidfd.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
@@ -16,6 +20,7 @@
 #include "base/jsonrpc.h"
 #include "base/log.h"
 #include "bridge/upstream.h"
+#include "bridge/upstream_proc.h"
 
 /* One line from the server: a result of the largest max_result_bytes a
  * policy may set (64 MiB) plus its envelope. */
@@ -670,89 +675,16 @@ static void on_pidfd(struct loop_watch *w, uint32_t events, void *data)
 	(void)events;
 }
 
-extern char **environ;
-
-/* The supervisor's environment with the config's entries on top. */
-static char **build_env(const struct upstream_conf *c)
-{
-	size_t n = 0, k = 0;
-	char **v;
-	while (environ && environ[n])
-		n++;
-	v = xcalloc(n + c->n_env + 1, sizeof(char *));
-	for (size_t i = 0; i < n; i++) {
-		const char *eq = strchr(environ[i], '=');
-		size_t klen = eq ? (size_t)(eq - environ[i]) : strlen(environ[i]);
-		bool overridden = false;
-		for (size_t j = 0; j < c->n_env; j++)
-			if (strncmp(c->env[j], environ[i], klen) == 0 && c->env[j][klen] == '=')
-				overridden = true;
-		if (!overridden)
-			v[k++] = environ[i];
-	}
-	for (size_t j = 0; j < c->n_env; j++)
-		v[k++] = c->env[j];
-	return v;
-}
-
-static void child_exec(const struct upstream_conf *c, char **envp, int in, int out, int err, pid_t parent)
-{
-	sigset_t none;
-	char msg[300];
-	int n;
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
-	signal(SIGPIPE, SIG_DFL);
-	setsid();
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if (getppid() != parent)
-		_exit(127);
-	if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0)
-		_exit(127);
-	syscall(SYS_close_range, 3U, ~0U, 0U);
-	execvpe(c->argv[0], c->argv, envp);
-	n = snprintf(msg, sizeof(msg), "exec %s: %s\n", c->argv[0], strerror(errno));
-	if (n > 0)
-		(void)!write(2, msg, (size_t)n);
-	_exit(127);
-}
-
 static int spawn(struct upstream *u, struct pc_err *err)
 {
-	int in[2] = { -1, -1 }, out[2] = { -1, -1 }, er[2] = { -1, -1 };
-	cleanup_free char **envp = build_env(u->conf);
-	pid_t parent = getpid(), pid;
-	int pidfd;
-
-	if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(er, O_CLOEXEC) < 0) {
-		pc_syserr(err, "upstream", "upstream %s: pipe", u->conf->name);
-		goto fail;
-	}
-	pid = fork();
-	if (pid < 0) {
-		pc_syserr(err, "upstream", "upstream %s: fork", u->conf->name);
-		goto fail;
-	}
-	if (pid == 0)
-		child_exec(u->conf, envp, in[0], out[1], er[1], parent);
-	pidfd = pidfd_open(pid, 0);
-	if (pidfd < 0) {
-		pc_syserr(err, "upstream", "upstream %s: pidfd_open", u->conf->name);
-		kill(pid, SIGKILL);
-		waitpid(pid, NULL, 0);
-		goto fail;
-	}
-	close(in[0]);
-	close(out[1]);
-	close(er[1]);
-	set_nonblock(in[1], true);
-	set_nonblock(out[0], true);
-	set_nonblock(er[0], true);
-	u->pid = pid;
-	u->pidfd = pidfd;
-	u->in_fd = in[1];
-	u->out_fd = out[0];
-	u->err_fd = er[0];
+	struct upstream_proc p;
+	if (upstream_proc_start(u->conf, &p, err) < 0)
+		return -1;
+	u->pid = p.pid;
+	u->pidfd = p.pidfd;
+	u->in_fd = p.in_fd;
+	u->out_fd = p.out_fd;
+	u->err_fd = p.err_fd;
 	line_reader_init(&u->out_lines, UP_LINE_MAX);
 	line_reader_init(&u->err_lines, UP_ERRLINE_MAX);
 	u->last_err[0] = '\0';
@@ -764,24 +696,16 @@ static int spawn(struct upstream *u, struct pc_err *err)
 	    loop_add(u->loop, &u->w_err, u->err_fd, EPOLLIN, on_err, u) < 0) {
 		/* the pidfd watch (if it was added) restarts it later */
 		pc_syserr(err, "upstream", "upstream %s: epoll_ctl", u->conf->name);
-		kill(-pid, SIGKILL);
+		kill(-p.pid, SIGKILL);
 		return -1;
 	}
-	log_debug("upstream %s: started (pid %d)", u->conf->name, (int)pid);
+	log_debug("upstream %s: started (pid %d)", u->conf->name, (int)p.pid);
 	u->state = UP_INITIALIZING;
 	send_internal(u, CALL_INIT, "initialize",
 		      json_pack("{s:s,s:{},s:{s:s,s:s}}", "protocolVersion", UP_PROTOCOL, "capabilities",
 				"clientInfo", "name", "pycell", "version", PACKAGE_VERSION),
 		      u->conf->timeout_ms > UP_HANDSHAKE_MIN_MS ? u->conf->timeout_ms : UP_HANDSHAKE_MIN_MS);
 	return 0;
-
-fail:
-	for (int i = 0; i < 2; i++) {
-		if (in[i] >= 0) close(in[i]);
-		if (out[i] >= 0) close(out[i]);
-		if (er[i] >= 0) close(er[i]);
-	}
-	return -1;
 }
 
 /* ------------------------------------------------------------ API */

@@ -1,7 +1,10 @@
 /* pycell: one run on the event loop.  The run owns the jail (init's pidfd,
  * the sync socket), the three pipes, the tool socket, the timer and the
  * cgroup; the result is final when init is reaped and both output pipes
- * reached EOF. */
+ * reached EOF.  Longer than the ~700 lines a file here keeps to: its
+ * callbacks all finish the same struct run, and finish_if_complete() must
+ * see every one of them; how its jail is made is elsewhere (spawner.h,
+ * program.h). */
 #include "config.h"
 
 #include <fcntl.h>
