@@ -165,9 +165,14 @@ static json_t *envelope(void)
 
 json_t *jsonrpc_result(json_t *id, json_t *result)
 {
-	json_t *m = envelope();
+	json_t *m;
+	/* a result that could not be built is an error, never an empty success */
+	if (!result)
+		return jsonrpc_error(id, JSONRPC_INTERNAL_ERROR,
+				     "Internal error: the server could not build this response", NULL);
+	m = envelope();
 	json_object_set(m, "id", id);
-	json_object_set_new(m, "result", result ? result : json_object());
+	json_object_set_new(m, "result", result);
 	return m;
 }
 

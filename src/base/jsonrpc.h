@@ -68,7 +68,9 @@ void jsonrpc_classify(json_t *msg, struct jsonrpc_msg *out);
 /* A valid request id: a string or an integer (MCP forbids null). */
 bool jsonrpc_id_valid(const json_t *id);
 
-/* {"jsonrpc":"2.0","id":id,"result":result}; steals result, borrows id. */
+/* {"jsonrpc":"2.0","id":id,"result":result}; steals result, borrows id.
+ * A NULL result (it could not be built) gives an internal error (-32603)
+ * with the id instead: never an empty success. */
 json_t *jsonrpc_result(json_t *id, json_t *result);
 /* {"jsonrpc":"2.0","id":id or null,"error":{code,message[,data]}};
  * steals data (may be NULL). */

@@ -22,6 +22,8 @@ static int pc_vfail(struct pc_err *err, int errnum, bool with_strerror, const ch
 		n = vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
 		if (with_strerror && n >= 0 && (size_t)n < sizeof(err->msg))
 			snprintf(err->msg + n, sizeof(err->msg) - (size_t)n, ": %s", strerror(errnum));
+		/* messages become JSON strings: a cut may not split a character */
+		utf8_trim_tail(err->msg);
 	}
 	errno = errnum ? errnum : EINVAL;
 	return -1;
@@ -399,4 +401,29 @@ int mountinfo_parse_line(char *line, struct mountinfo *m)
 	m->fstype = after[0];
 	m->super_opts = after[2];
 	return 0;
+}
+
+int utf8_prefix(const char *s, size_t max)
+{
+	size_t n = strnlen(s, max);
+	/* cut before a character that does not fit whole */
+	if (n == max)
+		while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
+			n--;
+	return (int)n;
+}
+
+void utf8_trim_tail(char *s)
+{
+	size_t n = strlen(s), lead = n, need;
+	unsigned char c;
+	/* the last lead byte, at most three continuation bytes back */
+	while (lead > 0 && n - lead < 4 && ((unsigned char)s[lead - 1] & 0xC0) == 0x80)
+		lead--;
+	if (lead == 0)
+		return;
+	c = (unsigned char)s[lead - 1];
+	need = c < 0x80 ? 1 : c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+	if (n - (lead - 1) < need)
+		s[lead - 1] = '\0';
 }

@@ -90,6 +90,13 @@ int send_fds(int sock, const void *buf, size_t len, const int *fds, int n);
  * *got says how many.  More than max, or a truncated packet, is an error
  * (EPROTO) and every received fd is closed. */
 ssize_t recv_fds(int sock, void *buf, size_t len, int *fds, int max, int *got);
+/* Messages become JSON strings, which must be UTF-8 (jansson refuses
+ * others): cutting one at a byte count may not split a character.
+ * utf8_prefix: the precision for "%.*s" that keeps at most max bytes of s
+ * and no partial character; utf8_trim_tail: drop a partial character at
+ * the end of s (after snprintf cut it). */
+int utf8_prefix(const char *s, size_t max);
+void utf8_trim_tail(char *s);
 /* One line of /proc/self/mountinfo (proc(5)): ID PARENT MAJ:MIN ROOT
  * MOUNTPOINT OPTIONS [OPTIONAL FIELDS...] - FSTYPE SOURCE SUPER_OPTIONS,
  * with any number of optional fields.  root and point are unescaped and

@@ -352,7 +352,8 @@ static void send_queued(struct upstream *u)
 		if (!upstream_find_tool(u, c->tool, strlen(c->tool))) {
 			char msg[200];
 			*pp = c->next;
-			snprintf(msg, sizeof(msg), "upstream server \"%s\" has no tool \"%.80s\"", u->conf->name, c->tool);
+			snprintf(msg, sizeof(msg), "upstream server \"%s\" has no tool \"%.*s\"", u->conf->name,
+				 utf8_prefix(c->tool, 80), c->tool);
 			call_finish(c, UPSTREAM_UNKNOWN_TOOL, NULL, msg);
 			continue;
 		}

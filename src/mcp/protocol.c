@@ -120,6 +120,7 @@ static void tools_call_run_python(struct mcp_session *ss, struct mcp_batch *b, j
 	}
 	c = mcp_call_new(s, ss, NULL, CALL_RUN_PYTHON, id);
 	if (mcp_run_python_args(s, args, c, why, sizeof(why))) {
+		utf8_trim_tail(why);
 		mcp_reply(ss, b, jsonrpc_result(id, mcp_tool_error(ss, "Invalid arguments for run_python: %s", why)));
 		mcp_call_free(c);
 		return;

@@ -125,6 +125,7 @@ json_t *mcp_tool_error(struct mcp_session *ss, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(buf, sizeof(buf), fmt, ap);
 	va_end(ap);
+	utf8_trim_tail(buf);
 	return mcp_tool_result(ss, buf, NULL, true);
 }
 

@@ -158,8 +158,8 @@ const char *mcp_run_python_args(struct mcp_server *s, const json_t *args, struct
 	json_object_foreach((json_t *)args, key, v) {
 		if (strcmp(key, "code") != 0 && strcmp(key, "variables") != 0 && strcmp(key, "stdin") != 0 &&
 		    strcmp(key, "timeout_s") != 0) {
-			snprintf(why, whylen, "unknown argument \"%.64s\"; run_python takes code, variables, "
-				 "stdin and timeout_s", key);
+			snprintf(why, whylen, "unknown argument \"%.*s\"; run_python takes code, variables, "
+				 "stdin and timeout_s", utf8_prefix(key, 64), key);
 			return why;
 		}
 	}
@@ -186,7 +186,8 @@ const char *mcp_run_python_args(struct mcp_server *s, const json_t *args, struct
 		}
 		json_object_foreach(v, key, val) {
 			if (!is_identifier(key)) {
-				snprintf(why, whylen, "variables: \"%.64s\" is not a valid Python identifier", key);
+				snprintf(why, whylen, "variables: \"%.*s\" is not a valid Python identifier",
+					 utf8_prefix(key, 64), key);
 				return why;
 			}
 		}

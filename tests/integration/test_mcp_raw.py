@@ -242,6 +242,35 @@ def test_tool_argument_errors_are_tool_results(server):
     assert text == 'Invalid arguments for run_python: "code" must be a string of Python source, got an array'
 
 
+@pytest.mark.parametrize("start", [pytest.param((), id="cold"), pytest.param(("--warm",), id="warm")])
+@pytest.mark.parametrize("args, text", [
+    # a name that is not an identifier: 1, 62 x a, then é (bytes 64-65)
+    ({"code": "1", "variables": {"1" + "a" * 62 + "é": 1}},
+     'Invalid arguments for run_python: variables: "1' + "a" * 62 + '" is not a valid Python identifier'),
+    # an unknown argument: 63 x b, then é (bytes 64-65)
+    ({"code": "1", "b" * 63 + "é": 1},
+     'Invalid arguments for run_python: unknown argument "' + "b" * 63 + '"; run_python takes code, '
+     'variables, stdin and timeout_s'),
+    # the whole name fits: it is kept whole
+    ({"code": "1", "b" * 62 + "é": 1},
+     'Invalid arguments for run_python: unknown argument "' + "b" * 62 + 'é"; run_python takes code, '
+     'variables, stdin and timeout_s'),
+])
+def test_a_name_cut_in_a_message_keeps_whole_characters(start, args, text):
+    """A message cut at a byte count split a UTF-8 character: jansson
+    refused the text and the client got {"result": {}}."""
+    s = Server(*start)
+    try:
+        s.initialize()
+        res = s.request(5, "tools/call", {"name": "run_python", "arguments": args})
+        assert res["id"] == 5
+        assert res["result"]["isError"] is True, res
+        assert res["result"]["content"] == [{"type": "text", "text": text}]
+        s.assert_serving()
+    finally:
+        s.kill()
+
+
 # ------------------------------------------------------------ no response
 
 @pytest.mark.parametrize("msg", [

@@ -214,10 +214,43 @@ START_TEST(test_mountinfo_line)
 }
 END_TEST
 
+/* Cutting a message at a byte count keeps whole characters (é is 2
+ * bytes, € 3, 😀 4): a name of 63 ASCII bytes and an é, cut at 64, keeps
+ * the 63. */
+START_TEST(test_utf8_cuts)
+{
+	char s[128];
+	memset(s, 'a', 63);
+	strcpy(s + 63, "\xc3\xa9z");
+	ck_assert_int_eq(utf8_prefix(s, 64), 63);
+	ck_assert_int_eq(utf8_prefix(s, 65), 65);
+	ck_assert_int_eq(utf8_prefix(s, 200), 66);
+	ck_assert_int_eq(utf8_prefix("\xe2\x82\xac", 1), 0);
+	ck_assert_int_eq(utf8_prefix("\xe2\x82\xac", 2), 0);
+	ck_assert_int_eq(utf8_prefix("\xe2\x82\xac", 3), 3);
+	ck_assert_int_eq(utf8_prefix("x\xf0\x9f\x98\x80", 4), 1);
+	strcpy(s, "ab\xc3");
+	utf8_trim_tail(s);
+	ck_assert_str_eq(s, "ab");
+	strcpy(s, "ab\xe2\x82");
+	utf8_trim_tail(s);
+	ck_assert_str_eq(s, "ab");
+	strcpy(s, "ab\xe2\x82\xac");
+	utf8_trim_tail(s);
+	ck_assert_str_eq(s, "ab\xe2\x82\xac");
+	strcpy(s, "\xf0\x9f\x98");
+	utf8_trim_tail(s);
+	ck_assert_str_eq(s, "");
+	strcpy(s, "plain");
+	utf8_trim_tail(s);
+	ck_assert_str_eq(s, "plain");
+}
+END_TEST
+
 Suite *parse_suite(void)
 {
 	Suite *s = suite_create("parse");
-	TCase *size = tcase_create("size"), *dur = tcase_create("duration"), *mi = tcase_create("mountinfo");
+	TCase *size = tcase_create("size"), *dur = tcase_create("duration"), *mi = tcase_create("text");
 	tcase_add_loop_test(size, test_size_good, 0, (int)ARRAY_SIZE(good_sizes));
 	tcase_add_loop_test(size, test_size_bad, 0, (int)ARRAY_SIZE(bad_sizes));
 	tcase_add_test(size, test_size_null);
@@ -225,6 +258,7 @@ Suite *parse_suite(void)
 	tcase_add_loop_test(dur, test_duration_bad, 0, (int)ARRAY_SIZE(bad_durations));
 	tcase_add_test(dur, test_duration_null);
 	tcase_add_loop_test(mi, test_mountinfo_line, 0, (int)ARRAY_SIZE(mountinfo));
+	tcase_add_test(mi, test_utf8_cuts);
 	suite_add_tcase(s, size);
 	suite_add_tcase(s, dur);
 	suite_add_tcase(s, mi);
