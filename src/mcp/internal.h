@@ -146,6 +146,11 @@ void mcp_answer_sandbox_info(struct mcp_call *c);
 void mcp_on_defer(struct loop_watch *w, uint32_t events, void *data);
 void mcp_on_tick(struct loop_watch *w, uint32_t events, void *data);
 
+/* run_python's variables as the client wrote them, when they hold numbers
+ * jansson cannot (protocol.c, parse_wide): a key no client can send (not
+ * UTF-8), beside the variables read with those numbers as 0. */
+#define RAW_VARIABLES_KEY "\xff" "raw variables"
+
 /* ---- tools.c */
 /* [run_python, sandbox_info] for policy p: a new reference, or NULL. */
 json_t *mcp_tools_new(const struct policy *p);

@@ -9,6 +9,7 @@
 #include <sys/timerfd.h>
 
 #include "base/jsonrpc.h"
+#include "base/json_scan.h"
 #include "base/log.h"
 #include "mcp/internal.h"
 
@@ -413,6 +414,54 @@ void mcp_session_handle_message(struct mcp_session *ss, json_t *msg)
 	mcp_batch_maybe_send(b);
 }
 
+/* A message that is valid JSON but holds numbers jansson cannot (an
+ * integer beyond 64 bits, a real past a double): read again with each
+ * such number as 0, so that the request has its id.  Inside run_python's
+ * variables they are kept as written (the program's Python reads them
+ * whole: ints of any size, inf); anywhere else the request is refused,
+ * naming the number.  NULL when that does not make a message of it. */
+static json_t *parse_wide(struct mcp_session *ss, const char *text, size_t len)
+{
+	struct json_scan sc;
+	cleanup_free char *copy = NULL;
+	json_t *msg, *id, *args, *unused = NULL;
+
+	if (json_scan(text, len, &sc) < 0 || sc.n_wide == 0 || sc.n_wide > JSON_SCAN_MAX_WIDE)
+		return NULL;
+	copy = xmalloc(len);
+	memcpy(copy, text, len);
+	for (size_t i = 0; i < sc.n_wide; i++) {
+		memset(copy + sc.wide[i].off, ' ', sc.wide[i].len);
+		copy[sc.wide[i].off] = '0';
+	}
+	msg = jsonrpc_parse(copy, len, &unused);
+	json_decref(unused);
+	if (!msg)
+		return NULL;
+	id = json_object_get(msg, "id");
+	for (size_t i = 0; i < sc.n_wide; i++)
+		if (sc.id.len && sc.wide[i].off >= sc.id.off && sc.wide[i].off < sc.id.off + sc.id.len)
+			id = NULL;   /* the id itself is the number: it has none we can give back */
+	args = json_object_get(json_object_get(msg, "params"), "arguments");
+	if (sc.n_wide_outside || !json_is_object(args)) {
+		const struct json_span *w = &sc.wide[0];
+		for (size_t i = 0; i < sc.n_wide; i++)
+			if (sc.vars.len == 0 || sc.wide[i].off < sc.vars.off ||
+			    sc.wide[i].off >= sc.vars.off + sc.vars.len) {
+				w = &sc.wide[i];
+				break;
+			}
+		mcp_send(ss, jsonrpc_errorf(jsonrpc_id_valid(id) ? id : NULL, JSONRPC_INVALID_PARAMS,
+					    "Invalid params: the number %.*s is out of range: numbers here must "
+					    "fit a 64-bit integer or a double", w->len > 64 ? 64 : (int)w->len,
+					    text + w->off), NULL);
+		json_decref(msg);
+		return json_null();   /* answered */
+	}
+	json_object_set_new_nocheck(args, RAW_VARIABLES_KEY, json_stringn(text + sc.vars.off, sc.vars.len));
+	return msg;
+}
+
 void mcp_session_handle_text(struct mcp_session *ss, const char *text, size_t len)
 {
 	json_t *err = NULL;
@@ -423,6 +472,14 @@ void mcp_session_handle_text(struct mcp_session *ss, const char *text, size_t le
 	if (i == len)
 		return;   /* blank lines between messages are harmless */
 	msg = jsonrpc_parse(text, len, &err);
+	if (!msg && (msg = parse_wide(ss, text, len))) {
+		json_decref(err);
+		if (json_is_null(msg))
+			return;
+		mcp_session_handle_message(ss, msg);
+		json_decref(msg);
+		return;
+	}
 	if (!msg) {
 		log_debug("mcp: parse error in a %zu-byte message", len);
 		mcp_log(ss, MLOG_WARNING, "parse error in a %zu-byte message", len);

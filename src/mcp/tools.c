@@ -157,7 +157,7 @@ const char *mcp_run_python_args(struct mcp_server *s, const json_t *args, struct
 	}
 	json_object_foreach((json_t *)args, key, v) {
 		if (strcmp(key, "code") != 0 && strcmp(key, "variables") != 0 && strcmp(key, "stdin") != 0 &&
-		    strcmp(key, "timeout_s") != 0) {
+		    strcmp(key, "timeout_s") != 0 && strcmp(key, RAW_VARIABLES_KEY) != 0) {
 			snprintf(why, whylen, "unknown argument \"%.*s\"; run_python takes code, variables, "
 				 "stdin and timeout_s", utf8_prefix(key, 64), key);
 			return why;
@@ -178,7 +178,7 @@ const char *mcp_run_python_args(struct mcp_server *s, const json_t *args, struct
 
 	v = json_object_get(args, "variables");
 	if (v && !json_is_null(v)) {
-		json_t *val;
+		json_t *val, *raw;
 		if (!json_is_object(v)) {
 			snprintf(why, whylen, "\"variables\" must be an object mapping names to JSON values, "
 				 "got %s", json_type_name(v));
@@ -191,7 +191,8 @@ const char *mcp_run_python_args(struct mcp_server *s, const json_t *args, struct
 				return why;
 			}
 		}
-		c->variables_json = json_dumps(v, JSON_COMPACT);
+		raw = json_object_get(args, RAW_VARIABLES_KEY);
+		c->variables_json = raw ? xstrdup(json_string_value(raw)) : json_dumps(v, JSON_COMPACT);
 	}
 	v = json_object_get(args, "stdin");
 	if (v && !json_is_null(v)) {

@@ -271,6 +271,36 @@ def test_a_name_cut_in_a_message_keeps_whole_characters(start, args, text):
         s.kill()
 
 
+@pytest.mark.parametrize("start", [pytest.param((), id="cold"), pytest.param(("--warm",), id="warm")])
+def test_numbers_jansson_cannot_hold(start):
+    """Valid JSON with an integer beyond 64 bits or a real past a double
+    was a parse error with id null, and the client waited for ever: in
+    run_python's variables such numbers reach Python whole; elsewhere the
+    request is refused with its id and the number named."""
+    s = Server(*start)
+    try:
+        s.initialize()
+        s.send_raw(b'{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":"run_python",'
+                   b'"arguments":{"code":"type(x).__name__ + \' \' + str(x == 2**64) + \' \' + str(y)",'
+                   b'"variables":{"x":18446744073709551616,"y":1e99999}}}}\n')
+        res = s.recv(timeout=30)
+        assert res["id"] == 11, res
+        assert res["result"]["structuredContent"]["return_value"] == "int True inf", res
+        s.send_raw(b'{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"name":"run_python",'
+                   b'"arguments":{"code":"1","timeout_s":1e99999}}}\n')
+        assert s.recv() == {"jsonrpc": "2.0", "id": 12, "error": {"code": -32602, "message":
+            "Invalid params: the number 1e99999 is out of range: numbers here must fit a 64-bit integer "
+            "or a double"}}
+        s.send_raw(b'{"jsonrpc":"2.0","id":"t","method":"ping","params":{"n":-99999999999999999999}}\n')
+        assert s.recv()["id"] == "t"
+        # the id itself out of range: no id to give back
+        s.send_raw(b'{"jsonrpc":"2.0","id":99999999999999999999,"method":"ping"}\n')
+        assert_error(s.recv(), INVALID_PARAMS, None)
+        s.assert_serving()
+    finally:
+        s.kill()
+
+
 # ------------------------------------------------------------ no response
 
 @pytest.mark.parametrize("msg", [

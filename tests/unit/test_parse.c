@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "unit.h"
+#include "base/json_scan.h"
 #include "base/util.h"
 
 static const char size_syntax[] = "expected a size such as 4096, 64K, 512M or 2G";
@@ -247,6 +248,30 @@ START_TEST(test_utf8_cuts)
 }
 END_TEST
 
+/* json_scan: JSON texts jansson refuses for their numbers alone. */
+START_TEST(test_json_scan)
+{
+	static const char *const bad[] = { "", "{", "{\"a\":}", "[1,]", "01", "1.", "-", "\"\\x\"", "\"\x01\"",
+					   "\"\xc3\x28\"", "\"\xed\xa0\x80\"", "tru", "{} x", "{\"a\" 1}", "1e" };
+	const char *t = "{\"id\": 7, \"x\": 18446744073709551616, \"params\": {\"arguments\": "
+			"{\"variables\": {\"a\": [1e99999, -9223372036854775808, 9223372036854775807]}}}}";
+	struct json_scan sc;
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
+		ck_assert_msg(json_scan(bad[i], strlen(bad[i]), &sc) == -1, "accepted: %s", bad[i]);
+	ck_assert_int_eq(json_scan(t, strlen(t), &sc), 0);
+	ck_assert_uint_eq(sc.n_wide, 2);          /* 2^64 and 1e99999; the int64 bounds fit */
+	ck_assert_uint_eq(sc.n_wide_outside, 1);  /* 2^64 */
+	ck_assert_int_eq(strncmp(t + sc.id.off, "7", sc.id.len), 0);
+	ck_assert_int_eq(strncmp(t + sc.wide[0].off, "18446744073709551616", sc.wide[0].len), 0);
+	ck_assert_int_eq(strncmp(t + sc.wide[1].off, "1e99999", sc.wide[1].len), 0);
+	ck_assert_int_eq(strncmp(t + sc.vars.off, "{\"a\": [1e99999", 14), 0);
+	ck_assert_uint_eq(sc.vars.off + sc.vars.len, strlen(t) - 3);
+	t = " [\"\xf0\x9f\x98\x80\", 1.5e-400, {}] ";   /* an underflow is 0, which jansson takes */
+	ck_assert_int_eq(json_scan(t, strlen(t), &sc), 0);
+	ck_assert_uint_eq(sc.n_wide, 0);
+}
+END_TEST
+
 Suite *parse_suite(void)
 {
 	Suite *s = suite_create("parse");
@@ -259,6 +284,7 @@ Suite *parse_suite(void)
 	tcase_add_test(dur, test_duration_null);
 	tcase_add_loop_test(mi, test_mountinfo_line, 0, (int)ARRAY_SIZE(mountinfo));
 	tcase_add_test(mi, test_utf8_cuts);
+	tcase_add_test(mi, test_json_scan);
 	suite_add_tcase(s, size);
 	suite_add_tcase(s, dur);
 	suite_add_tcase(s, mi);
