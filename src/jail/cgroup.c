@@ -284,13 +284,20 @@ void cgroup_run_kill(struct cgroup_run *c)
 
 /* ------------------------------------------------------------ removal */
 
+/* The run's dir paths (v2, then each v1), as places to free and clear. */
+static void run_dirs(struct cgroup_run *c, char **dirs[1 + N_V1])
+{
+	dirs[0] = &c->v2;
+	for (int i = 0; i < N_V1; i++)
+		dirs[1 + i] = &c->v1[i];
+}
+
 /* rmdir what is left; true when nothing is. */
 static bool remove_now(struct cgroup_run *c)
 {
 	bool done = true;
-	char **dirs[1 + N_V1] = { &c->v2 };
-	for (int i = 0; i < N_V1; i++)
-		dirs[1 + i] = &c->v1[i];
+	char **dirs[1 + N_V1];
+	run_dirs(c, dirs);
 	for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
 		if (!*dirs[i])
 			continue;
@@ -372,9 +379,8 @@ static void try_leave(struct cgroup_run *c)
 		cgroup_run_kill(c);   /* something is slow to go: make sure */
 	if (c->retries > RETRY_MAX) {
 		struct cgroup_env *e = c->env;
-		char **dirs[1 + N_V1] = { &c->v2 };
-		for (int i = 0; i < N_V1; i++)
-			dirs[1 + i] = &c->v1[i];
+		char **dirs[1 + N_V1];
+		run_dirs(c, dirs);
 		for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
 			if (!*dirs[i])
 				continue;

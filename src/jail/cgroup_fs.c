@@ -51,39 +51,13 @@ int cg_write(const char *dir, const char *file, const char *val)
 	return write_file(p, val);
 }
 
-int cg_set(const char *dir, const char *file, const char *val, struct pc_err *err)
+/* The number after "key " in "key value" lines: memory.events, cpu.stat,
+ * memory.oom_control; -1 (ENOENT) when no line has it. */
+static int find_key(const char *s, const char *key, uint64_t *out)
 {
-	if (cg_write(dir, file, val) < 0)
-		return pc_syserr(err, "cgroup", "write \"%s\" to %s/%s", val, dir, file);
-	return 0;
-}
-
-int cg_set_u64(const char *dir, const char *file, uint64_t v, struct pc_err *err)
-{
-	char buf[24];
-	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)v);
-	return cg_set(dir, file, buf, err);
-}
-
-/* One number, or "max". */
-int cg_read_u64(const char *dir, const char *file, uint64_t *out)
-{
-	cleanup_free char *s = NULL;
-	if (cg_read(dir, file, &s) < 0)
-		return -1;
-	*out = strncmp(s, "max", 3) == 0 ? UINT64_MAX : strtoull(s, NULL, 10);
-	return 0;
-}
-
-/* "key value" lines: memory.events, cpu.stat, memory.oom_control. */
-int cg_read_key(const char *dir, const char *file, const char *key, uint64_t *out)
-{
-	cleanup_free char *s = NULL;
 	size_t kl = strlen(key);
-	if (cg_read(dir, file, &s) < 0)
-		return -1;
-	for (char *line = s; line && *line;) {
-		char *nl = strchr(line, '\n');
+	for (const char *line = s; line && *line;) {
+		const char *nl = strchr(line, '\n');
 		if (strncmp(line, key, kl) == 0 && line[kl] == ' ') {
 			*out = strtoull(line + kl + 1, NULL, 10);
 			return 0;
@@ -92,6 +66,12 @@ int cg_read_key(const char *dir, const char *file, const char *key, uint64_t *ou
 	}
 	errno = ENOENT;
 	return -1;
+}
+
+int cg_read_key(const char *dir, const char *file, const char *key, uint64_t *out)
+{
+	cleanup_free char *s = NULL;
+	return cg_read(dir, file, &s) < 0 ? -1 : find_key(s, key, out);
 }
 
 /* Controller names in a list ("memory pids" or "rw,cpu,cpuacct") as bits. */
@@ -175,19 +155,7 @@ int cg_read_u64_at(int dirfd, const char *file, uint64_t *out)
 int cg_read_key_at(int dirfd, const char *file, const char *key, uint64_t *out)
 {
 	cleanup_free char *s = NULL;
-	size_t kl = strlen(key);
-	if (cg_read_at(dirfd, file, &s) < 0)
-		return -1;
-	for (char *line = s; line && *line;) {
-		char *nl = strchr(line, '\n');
-		if (strncmp(line, key, kl) == 0 && line[kl] == ' ') {
-			*out = strtoull(line + kl + 1, NULL, 10);
-			return 0;
-		}
-		line = nl ? nl + 1 : NULL;
-	}
-	errno = ENOENT;
-	return -1;
+	return cg_read_at(dirfd, file, &s) < 0 ? -1 : find_key(s, key, out);
 }
 
 /* ------------------------------------------------------------ kill, remove */
