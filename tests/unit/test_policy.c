@@ -885,7 +885,8 @@ static void mutate(struct policy *p, const struct policy_field *f)
 		break;
 	case PF_BINDS: {
 		struct bind_spec *b = xcalloc(*cnt + 1, sizeof(*b));
-		memcpy(b, *(struct bind_spec **)v, *cnt * sizeof(*b));
+		if (*cnt)
+			memcpy(b, *(struct bind_spec **)v, *cnt * sizeof(*b));
 		b[*cnt] = (struct bind_spec){ xstrdup("/opt"), xstrdup("/opt"), true, false };
 		free(*(struct bind_spec **)v);
 		*(struct bind_spec **)v = b;
@@ -894,7 +895,8 @@ static void mutate(struct policy *p, const struct policy_field *f)
 	}
 	case PF_RULES: {
 		struct seccomp_rule *r = xcalloc(*cnt + 1, sizeof(*r));
-		memcpy(r, *(struct seccomp_rule **)v, *cnt * sizeof(*r));
+		if (*cnt)
+			memcpy(r, *(struct seccomp_rule **)v, *cnt * sizeof(*r));
 		r[*cnt] = (struct seccomp_rule){ xstrdup("uname"), EPERM, false };
 		free(*(struct seccomp_rule **)v);
 		*(struct seccomp_rule **)v = r;
