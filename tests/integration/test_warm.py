@@ -69,21 +69,35 @@ def zygote_of(pid):
     raise AssertionError(f"no zygote below {pid}")
 
 
+# ASan's shadow memory is terabytes of readable, untouched zero pages
+# that hold nothing of the program: a sanitizer build skips mappings that
+# large (its heap and everything else are far smaller).
+SHADOW_MIN = 1 << 36 if os.environ.get("PYCELL_SANITIZERS") else None
+CHUNK = 64 << 20
+
+
 def memory_holds(pid, needles):
-    """Which needles occur in the readable memory of pid."""
+    """Which needles occur in the readable memory of pid (read in chunks
+    that overlap by the longest needle, so none is missed at a border)."""
     found = set()
+    overlap = max(len(n) for n in needles)
     with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb", 0) as mem:
         for line in maps:
             addr, perms = line.split()[:2]
             if "r" not in perms or line.rstrip().endswith(("[vvar]", "[vsyscall]")):
                 continue
             lo, hi = (int(x, 16) for x in addr.split("-"))
-            try:
-                mem.seek(lo)
-                chunk = mem.read(hi - lo)
-            except OSError:
+            if SHADOW_MIN and hi - lo >= SHADOW_MIN:
                 continue
-            found |= {n for n in needles if n in chunk}
+            pos = lo
+            while pos < hi:
+                try:
+                    mem.seek(pos)
+                    chunk = mem.read(min(CHUNK + overlap, hi - pos))
+                except OSError:
+                    break
+                found |= {n for n in needles if n in chunk}
+                pos += CHUNK
     return found
 
 
