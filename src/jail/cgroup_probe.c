@@ -359,9 +359,10 @@ static void probe_bpf(struct cgroup_env *e, const char *dir)
  * them, before this supervisor serves.  A live owner holds a flock on each
  * of its run dirs (v2: the dir, v1: its tasks file) from creation to
  * removal, whatever pid namespace it runs in, and the kernel drops it when
- * the owner dies; a dir this process can lock has no live owner.  An
- * empty one is removed when its owner's pid is gone from ours (or it is
- * old): a supervisor of another pid namespace between its mkdir and its
+ * the owner dies; a populated dir this process can lock, of a pid that is
+ * gone, has no live owner (a pycell from before the lock holds none, so
+ * the pid counts too).  An empty one is removed when its owner's pid is
+ * gone from ours (or it is old): a supervisor of another pid namespace between its mkdir and its
  * flock (microseconds) would see its run fail to set up, never a run of
  * its killed.  Probe dirs hold no lock and never hold a process: one is
  * removed when its owner is gone and it is old. */
@@ -379,11 +380,13 @@ static void sweep_dead(struct cgroup_env *e, const char *dir, bool v2)
 		int pid;
 		unsigned long long seq;
 		struct stat st;
-		bool run = sscanf(de->d_name, RUN_PREFIX "%d-%llu", &pid, &seq) == 2;
+		bool run = sscanf(de->d_name, RUN_PREFIX "%d-%llu", &pid, &seq) == 2, gone, old;
 		if (!run && sscanf(de->d_name, PROBE_PREFIX "%d", &pid) != 1)
 			continue;
 		if (pid == (int)getpid() || fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 			continue;
+		gone = kill(pid, 0) < 0 && errno == ESRCH;
+		old = now - st.st_mtime >= STALE_AGE_S;
 		path = cg_path_join(dir, de->d_name);
 		if (run) {
 			cleanup_free char *lock = v2 ? NULL : cg_path_join(path, "tasks");
@@ -391,13 +394,16 @@ static void sweep_dead(struct cgroup_env *e, const char *dir, bool v2)
 			if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) < 0)
 				continue; /* gone meanwhile, or its owner lives */
 			if (cg_read(path, "cgroup.procs", &procs) == 0 && procs[0]) {
+				/* the pid as well as the lock: a pycell from before
+				 * the lock, still running, holds none */
+				if (!gone)
+					continue;
 				log_warn("cgroup: killing what is left in %s: supervisor %d is gone", path, pid);
 				cg_kill_dir(e, path, v2);
 				cg_remove_dir_wait(e, steal_ptr(&path), v2);
 				continue;
 			}
 		}
-		bool gone = kill(pid, 0) < 0 && errno == ESRCH, old = now - st.st_mtime >= STALE_AGE_S;
 		if (run ? !gone && !old : !(gone && old))
 			continue;
 		if (rmdir(path) == 0)

@@ -222,3 +222,24 @@ def test_a_run_cgroup_whose_owner_holds_its_lock_is_left_alone():
         for d in dirs:
             if os.path.exists(d):
                 os.rmdir(d)
+
+
+def test_a_run_cgroup_of_a_live_supervisor_without_a_lock_is_left_alone():
+    """A pycell from before the owner's flock, still running, holds none:
+    its run cgroups are known by its pid, which is alive."""
+    parents = need_root_cgroups()
+    owner = subprocess.Popen(["sleep", "600"])   # stands in for the older supervisor
+    victim, dirs = make_leftover(owner.pid, parents)
+    try:
+        rc, out, _ = pycell_run(["run", "-c", "print('served')"])
+        assert (rc, out) == (0, b"served\n")
+        assert victim.poll() is None, "a live supervisor's run was killed"
+        assert [d for d in dirs if os.path.exists(d)] == dirs
+    finally:
+        for p in (victim, owner):
+            p.kill()
+            p.wait()
+        time.sleep(0.05)
+        for d in dirs:
+            if os.path.exists(d):
+                os.rmdir(d)
