@@ -318,7 +318,7 @@ static void close_fd(int *fd)
 	*fd = -1;
 }
 
-static void run_free(struct cgroup_run *c)
+static void free_run(struct cgroup_run *c)
 {
 	if (c->loop) {
 		loop_del(c->loop, &c->w_events);
@@ -345,7 +345,7 @@ static void remove_wait(struct cgroup_run *c)
 	cg_remove_dir_wait(c->env, steal_ptr(&c->v2), true);
 	for (int i = 0; i < N_V1; i++)
 		cg_remove_dir_wait(c->env, steal_ptr(&c->v1[i]), false);
-	run_free(c);
+	free_run(c);
 }
 
 static void unlink_leaving(struct cgroup_run *c)
@@ -372,7 +372,7 @@ static void try_leave(struct cgroup_run *c)
 {
 	if (remove_now(c)) {
 		unlink_leaving(c);
-		run_free(c);
+		free_run(c);
 		return;
 	}
 	if (++c->retries == 6)
@@ -389,7 +389,7 @@ static void try_leave(struct cgroup_run *c)
 			e->stale[e->n_stale++] = steal_ptr(dirs[i]);
 		}
 		unlink_leaving(c);
-		run_free(c);
+		free_run(c);
 		return;
 	}
 	arm_retry(c);
@@ -425,7 +425,7 @@ void cgroup_run_destroy(struct cgroup_run *c, struct loop *l)
 		close(c->tasks[i]);
 	c->n_tasks = 0;
 	if (!c->env || remove_now(c)) {
-		run_free(c);
+		free_run(c);
 		return;
 	}
 	if (!l) {
@@ -455,7 +455,7 @@ void cg_leaving_finish(struct cgroup_env *e)
 		struct cgroup_run *c = e->leaving;
 		e->leaving = c->next_leaving;
 		/* at exit the loop may be gone already: its watches go with
-		 * the fds that run_free closes */
+		 * the fds that free_run closes */
 		c->loop = NULL;
 		remove_wait(c);
 	}
