@@ -14,8 +14,12 @@ static int host_root = -1;
 
 void coverage_keep_host(void)
 {
-	if (host_root < 0)
-		host_root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	int fd;
+	if (host_root >= 0 || (fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return;
+	/* well above 0-3, which place_fds fills with the jail's own */
+	host_root = fcntl(fd, F_DUPFD_CLOEXEC, 100);
+	close(fd);
 }
 
 int coverage_fd(void)
