@@ -180,6 +180,20 @@ describe("run_python", () => {
     await assert.rejects(s.client.callTool({ name: "run_ruby", arguments: {} }),
       (e) => e instanceof McpError && e.code === -32602 && /Unknown tool/.test(e.message));
   });
+
+  test("a refused name cut in the message keeps whole characters (it was an empty result)", async () => {
+    const name = "1" + "a".repeat(62) + "é";
+    const r = await run({ code: "1", variables: { [name]: 1 } });
+    assert.equal(r.isError, true);
+    assert.equal(text(r), `Invalid arguments for run_python: variables: "1${"a".repeat(62)}" is not a valid Python identifier`);
+  });
+
+  test("a number beyond 64 bits in variables reaches Python as an int (it was a parse error with id null)", async () => {
+    // JavaScript writes 2**64 as 18446744073709552000, an integer token past 64 bits
+    const r = await run({ code: "type(x).__name__ + ' ' + str(x)", variables: { x: 2 ** 64 } });
+    assert.equal(r.isError, false, text(r));
+    assert.equal(r.structuredContent.return_value, "int 18446744073709552000");
+  });
 });
 
 describe("sandbox_info", () => {
@@ -217,6 +231,7 @@ describe("sandbox_info", () => {
     assert.equal(r.isError, true);
     assert.match(text(r), /takes no arguments/);
   });
+
 });
 
 describe("tool calls from the jail (upstream servers in the config)", () => {
