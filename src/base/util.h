@@ -37,6 +37,13 @@ static inline void pc_closep(int *fd)
 		errno = saved;
 	}
 }
+/* Both ends of a pipe or socketpair (-1 for an end not open), then -1. */
+static inline void close_pair(int fds[2])
+{
+	pc_closep(&fds[0]);
+	pc_closep(&fds[1]);
+	fds[0] = fds[1] = -1;
+}
 #define cleanup_free __attribute__((cleanup(pc_freep)))
 #define cleanup_close __attribute__((cleanup(pc_closep)))
 

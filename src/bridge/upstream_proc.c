@@ -98,10 +98,8 @@ int upstream_proc_start(const struct upstream_conf *c, struct upstream_proc *p, 
 	return 0;
 
 fail:
-	for (int i = 0; i < 2; i++) {
-		if (in[i] >= 0) close(in[i]);
-		if (out[i] >= 0) close(out[i]);
-		if (er[i] >= 0) close(er[i]);
-	}
+	close_pair(in);
+	close_pair(out);
+	close_pair(er);
 	return -1;
 }

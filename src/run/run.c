@@ -658,12 +658,10 @@ spawned:
 	return 0;
 
 fail:
-	for (int i = 0; i < 2; i++) {
-		if (in[i] >= 0) close(in[i]);
-		if (o[i] >= 0) close(o[i]);
-		if (e[i] >= 0) close(e[i]);
-		if (tool[i] >= 0) close(tool[i]);
-	}
+	close_pair(in);
+	close_pair(o);
+	close_pair(e);
+	close_pair(tool);
 	return -1;
 }
 
