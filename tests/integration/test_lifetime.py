@@ -163,6 +163,24 @@ def make_leftover(owner, parents):
     return victim, dirs
 
 
+def remove_leftover(dirs, *procs):
+    """Kill and reap what make_leftover started, then remove its dirs."""
+    for p in procs:
+        p.kill()
+        p.wait()
+    time.sleep(0.05)
+    for d in dirs:
+        if os.path.exists(d):
+            os.rmdir(d)
+
+
+def assert_served_and_left_alone(victim, dirs, what):
+    rc, out, _ = pycell_run(["run", "-c", "print('served')"])
+    assert (rc, out) == (0, b"served\n")
+    assert victim.poll() is None, what
+    assert [d for d in dirs if os.path.exists(d)] == dirs
+
+
 def dead_pid():
     p = subprocess.Popen(["true"])
     p.wait()
@@ -189,11 +207,7 @@ def test_the_next_supervisor_kills_and_removes_a_dead_ones_leftovers():
         assert victim.wait(timeout=1) == -signal.SIGKILL
         assert [d for d in dirs if os.path.exists(d)] == []
     finally:
-        victim.kill()
-        victim.wait()
-        for d in dirs:
-            if os.path.exists(d):
-                os.rmdir(d)
+        remove_leftover(dirs, victim)
 
 
 def test_a_run_cgroup_whose_owner_holds_its_lock_is_left_alone():
@@ -209,19 +223,11 @@ def test_a_run_cgroup_whose_owner_holds_its_lock_is_left_alone():
             fd = os.open(d if v2 else os.path.join(d, "tasks"), os.O_RDONLY)
             fcntl.flock(fd, fcntl.LOCK_EX)
             locks.append(fd)
-        rc, out, _ = pycell_run(["run", "-c", "print('served')"])
-        assert (rc, out) == (0, b"served\n")
-        assert victim.poll() is None, "a locked run cgroup's process was killed"
-        assert [d for d in dirs if os.path.exists(d)] == dirs
+        assert_served_and_left_alone(victim, dirs, "a locked run cgroup's process was killed")
     finally:
         for fd in locks:
             os.close(fd)
-        victim.kill()
-        victim.wait()
-        time.sleep(0.05)
-        for d in dirs:
-            if os.path.exists(d):
-                os.rmdir(d)
+        remove_leftover(dirs, victim)
 
 
 def test_a_run_cgroup_of_a_live_supervisor_without_a_lock_is_left_alone():
@@ -231,15 +237,6 @@ def test_a_run_cgroup_of_a_live_supervisor_without_a_lock_is_left_alone():
     owner = subprocess.Popen(["sleep", "600"])   # stands in for the older supervisor
     victim, dirs = make_leftover(owner.pid, parents)
     try:
-        rc, out, _ = pycell_run(["run", "-c", "print('served')"])
-        assert (rc, out) == (0, b"served\n")
-        assert victim.poll() is None, "a live supervisor's run was killed"
-        assert [d for d in dirs if os.path.exists(d)] == dirs
+        assert_served_and_left_alone(victim, dirs, "a live supervisor's run was killed")
     finally:
-        for p in (victim, owner):
-            p.kill()
-            p.wait()
-        time.sleep(0.05)
-        for d in dirs:
-            if os.path.exists(d):
-                os.rmdir(d)
+        remove_leftover(dirs, victim, owner)
