@@ -4,6 +4,11 @@
 #define PYCELL_JSONRPC_H
 
 #include <jansson.h>
+
+/* A JSON value this scope holds a reference to: dropped at scope exit
+ * unless handed on with steal_ptr(). */
+static inline void pc_json_decrefp(json_t **j) { json_decref(*j); }
+#define cleanup_json __attribute__((cleanup(pc_json_decrefp)))
 #include <stdbool.h>
 #include <stddef.h>
 

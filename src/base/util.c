@@ -48,6 +48,28 @@ int pc_syserr(struct pc_err *err, const char *step, const char *fmt, ...)
 	return -1;
 }
 
+int pc_err_wrap(struct pc_err *err, const char *fmt, ...)
+{
+	char old[sizeof(err->msg)];
+	va_list ap;
+	int n;
+	if (!err)
+		return -1;
+	memcpy(old, err->msg, sizeof(old));
+	va_start(ap, fmt);
+	n = vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+	va_end(ap);
+	if (n >= 0 && (size_t)n + 2 < sizeof(err->msg)) {
+		size_t at = (size_t)n + 2, room = sizeof(err->msg) - at - 1, len = strlen(old);
+		memcpy(err->msg + n, ": ", 2);
+		memcpy(err->msg + at, old, len < room ? len : room);
+		err->msg[at + (len < room ? len : room)] = '\0';
+	}
+	utf8_trim_tail(err->msg);
+	errno = err->errnum ? err->errnum : EINVAL;
+	return -1;
+}
+
 static void oom(void)
 {
 	static const char m[] = "pycell: out of memory\n";
@@ -121,14 +143,15 @@ static int parse_decimal(const char *s, double *out, const char **end)
 	return 0;
 }
 
-int parse_size(const char *s, uint64_t *out, const char **why)
+#define PARSE_FAIL(what) \
+	pc_fail(err, EINVAL, "parse", "%s, got \"%.*s\"", what, utf8_prefix(s ? s : "", 64), s ? s : "")
+
+int parse_size(const char *s, uint64_t *out, struct pc_err *err)
 {
 	double v, mult = 1;
 	const char *p;
-	if (!s || parse_decimal(s, &v, &p) < 0) {
-		*why = "expected a size such as 4096, 64K, 512M or 2G";
-		return -1;
-	}
+	if (!s || parse_decimal(s, &v, &p) < 0)
+		return PARSE_FAIL("expected a size such as 4096, 64K, 512M or 2G");
 	switch (*p) {
 	case '\0': break;
 	case 'k': case 'K': mult = 1024.0; p++; break;
@@ -136,34 +159,27 @@ int parse_size(const char *s, uint64_t *out, const char **why)
 	case 'g': case 'G': mult = 1024.0 * 1024 * 1024; p++; break;
 	case 't': case 'T': mult = 1024.0 * 1024 * 1024 * 1024; p++; break;
 	default:
-		*why = "unknown unit (use K, M, G or T)";
-		return -1;
+		return PARSE_FAIL("unknown unit (use K, M, G or T)");
 	}
 	if (*p == 'i' && mult > 1)
 		p++;
 	if (*p == 'B' || *p == 'b')
 		p++;
-	if (*p != '\0') {
-		*why = "trailing characters after the size";
-		return -1;
-	}
+	if (*p != '\0')
+		return PARSE_FAIL("trailing characters after the size");
 	v *= mult;
-	if (v >= 18446744073709551615.0) {
-		*why = "size too large";
-		return -1;
-	}
+	if (v >= 18446744073709551615.0)
+		return PARSE_FAIL("size too large");
 	*out = (uint64_t)v;
 	return 0;
 }
 
-int parse_duration_ms(const char *s, uint64_t *out, const char **why)
+int parse_duration_ms(const char *s, uint64_t *out, struct pc_err *err)
 {
 	double v, mult = 1000;
 	const char *p;
-	if (!s || parse_decimal(s, &v, &p) < 0) {
-		*why = "expected seconds such as 30, 2.5, 500ms or 2m";
-		return -1;
-	}
+	if (!s || parse_decimal(s, &v, &p) < 0)
+		return PARSE_FAIL("expected seconds such as 30, 2.5, 500ms or 2m");
 	if (strcmp(p, "ms") == 0)
 		mult = 1;
 	else if (strcmp(p, "s") == 0 || *p == '\0')
@@ -172,15 +188,11 @@ int parse_duration_ms(const char *s, uint64_t *out, const char **why)
 		mult = 60000;
 	else if (strcmp(p, "h") == 0)
 		mult = 3600000;
-	else {
-		*why = "unknown unit (use ms, s, m or h)";
-		return -1;
-	}
+	else
+		return PARSE_FAIL("unknown unit (use ms, s, m or h)");
 	v *= mult;
-	if (v > 1e15) {
-		*why = "duration too large";
-		return -1;
-	}
+	if (v > 1e15)
+		return PARSE_FAIL("duration too large");
 	*out = (uint64_t)(v + 0.5);
 	return 0;
 }

@@ -7,7 +7,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/types.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* A failure the way crun reports it: the errno, the step that failed and a
@@ -25,6 +28,10 @@ int pc_fail(struct pc_err *err, int errnum, const char *step, const char *fmt, .
 /* pc_fail with errno, for a failed syscall: message gets ": strerror" */
 int pc_syserr(struct pc_err *err, const char *step, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* Context for a failure on its way up: "CONTEXT: " goes before the message
+ * ("policy strict.json" + "limits.memory: expected ..."); errnum and step
+ * stay.  Returns -1, so `return pc_err_wrap(err, "%s", file);` propagates. */
+int pc_err_wrap(struct pc_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Ownership: a variable marked with one of these is released when it goes
  * out of scope; steal_ptr()/steal_fd() hand the resource on. */
@@ -44,8 +51,24 @@ static inline void close_pair(int fds[2])
 	pc_closep(&fds[1]);
 	fds[0] = fds[1] = -1;
 }
+static inline void pc_close_pairp(int (*fds)[2]) { close_pair(*fds); }
+/* A child this scope forked: killed and reaped at scope exit unless handed
+ * on with steal_pid() (the child itself never returns through the scope). */
+static inline void pc_reapp(pid_t *pid)
+{
+	if (*pid > 0) {
+		int saved = errno;
+		kill(*pid, SIGKILL);
+		while (waitpid(*pid, NULL, 0) < 0 && errno == EINTR)
+			;
+		errno = saved;
+	}
+}
 #define cleanup_free __attribute__((cleanup(pc_freep)))
 #define cleanup_close __attribute__((cleanup(pc_closep)))
+/* int fds[2] of a pipe or socketpair whose open ends close at scope exit */
+#define cleanup_pair __attribute__((cleanup(pc_close_pairp)))
+#define cleanup_child __attribute__((cleanup(pc_reapp)))
 
 static inline void *steal_ptr_impl(void *pp)
 {
@@ -62,6 +85,13 @@ static inline int steal_fd(int *fd)
 	return v;
 }
 
+static inline pid_t steal_pid(pid_t *pid)
+{
+	pid_t v = *pid;
+	*pid = -1;
+	return v;
+}
+
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 void *xmalloc(size_t n);
@@ -70,11 +100,12 @@ void *xrealloc(void *p, size_t n);
 char *xstrdup(const char *s);
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* "64M", "1.5G", "4096", "1k": binary units (K=1024).  Returns -1 and
- * sets *why on malformed input or overflow. */
-int parse_size(const char *s, uint64_t *out, const char **why);
+/* "64M", "1.5G", "4096", "1k": binary units (K=1024).  Returns -1 with
+ * err saying what was expected and what it got, on malformed input or
+ * overflow (step "parse"; callers wrap it with the option or key). */
+int parse_size(const char *s, uint64_t *out, struct pc_err *err);
 /* "10", "2.5", "250ms", "1m": seconds with optional unit -> milliseconds. */
-int parse_duration_ms(const char *s, uint64_t *out, const char **why);
+int parse_duration_ms(const char *s, uint64_t *out, struct pc_err *err);
 
 /* write everything or fail (EINTR/EAGAIN-safe for blocking fds) */
 int write_all(int fd, const void *buf, size_t len);

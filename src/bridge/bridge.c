@@ -319,7 +319,8 @@ static void handle_call(struct bridge_run *br, json_t *id, json_t *params)
 {
 	const struct policy *p = br->policy;
 	json_t *name = json_object_get(params, "name"), *args = json_object_get(params, "arguments");
-	const char *nm, *tool = NULL, *why = NULL;
+	const char *nm, *tool = NULL;
+	struct pc_err err = { .msg = "unavailable" };
 	struct upstream *u = NULL;
 	struct bridge_call *bc;
 	size_t len, args_size;
@@ -375,12 +376,11 @@ static void handle_call(struct bridge_run *br, json_t *id, json_t *params)
 	bc->jail_id = json_incref(id);
 	bc->name = xstrdup(nm);
 	bc->t0 = now_ms();
-	bc->up_id = upstream_call(u, tool, args, on_upstream_reply, bc, &why);
+	bc->up_id = upstream_call(u, tool, args, on_upstream_reply, bc, &err);
 	if (!bc->up_id) {
-		snprintf(msg, sizeof(msg), "%s: upstream server \"%s\" cannot take the call: %s", nm, upstream_name(u),
-			 why ? why : "unavailable");
+		pc_err_wrap(&err, "%s: upstream server \"%s\" cannot take the call", nm, upstream_name(u));
 		record_call(br, nm, "upstream_unavailable", 0, true);
-		send_to_jail(br, error_msg(id, BRIDGE_ERR_UPSTREAM, msg, "upstream_unavailable", json_string(nm)));
+		send_to_jail(br, error_msg(id, BRIDGE_ERR_UPSTREAM, err.msg, "upstream_unavailable", json_string(nm)));
 		call_free(bc);
 		return;
 	}

@@ -795,11 +795,11 @@ json_t *upstream_find_tool(const struct upstream *u, const char *name, size_t le
 }
 
 uint64_t upstream_call(struct upstream *u, const char *tool, json_t *arguments, upstream_reply_fn fn,
-		       void *ctx, const char **why)
+		       void *ctx, struct pc_err *err)
 {
 	struct up_call *c;
 	if (u->state == UP_READY && !upstream_find_tool(u, tool, strlen(tool))) {
-		*why = "no such tool";
+		pc_fail(err, ENOENT, "upstream", "no such tool");
 		return 0;
 	}
 	c = xcalloc(1, sizeof(*c));
@@ -812,7 +812,7 @@ uint64_t upstream_call(struct upstream *u, const char *tool, json_t *arguments, 
 	c->ctx = ctx;
 	if (u->state == UP_READY && !u->ping_out && send_tool_call(u, c) < 0) {
 		call_free(c);
-		*why = "the server is not taking requests (its input is full)";
+		pc_fail(err, EAGAIN, "upstream", "the server is not taking requests (its input is full)");
 		return 0;
 	}
 	call_link(u, c);

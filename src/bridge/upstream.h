@@ -60,9 +60,9 @@ json_t *upstream_find_tool(const struct upstream *u, const char *name, size_t le
 /* tools/call `tool` with `arguments` (borrowed; NULL = {}).  Returns a
  * call id (> 0): `fn` is called exactly once later, unless the call is
  * cancelled first.  Returns 0 when the call cannot even be queued, with
- * the reason in `why` (and no callback). */
+ * the reason in err (and no callback). */
 uint64_t upstream_call(struct upstream *u, const char *tool, json_t *arguments, upstream_reply_fn fn,
-		       void *ctx, const char **why);
+		       void *ctx, struct pc_err *err);
 /* Forget a call: its callback will not run; the server is told
  * (notifications/cancelled) if the request was already sent. */
 void upstream_cancel(struct upstream *u, uint64_t call_id);

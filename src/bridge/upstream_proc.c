@@ -64,42 +64,27 @@ static void child_exec(const struct upstream_conf *c, char **envp, int in, int o
 
 int upstream_proc_start(const struct upstream_conf *c, struct upstream_proc *p, struct pc_err *err)
 {
-	int in[2] = { -1, -1 }, out[2] = { -1, -1 }, er[2] = { -1, -1 };
+	cleanup_pair int in[2] = { -1, -1 }, out[2] = { -1, -1 }, er[2] = { -1, -1 };
 	cleanup_free char **envp = build_env(c);
-	pid_t parent = getpid(), pid;
+	cleanup_child pid_t pid = -1;
+	pid_t parent = getpid();
 	int pidfd;
 
-	if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(er, O_CLOEXEC) < 0) {
-		pc_syserr(err, "upstream", "upstream %s: pipe", c->name);
-		goto fail;
-	}
+	if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(er, O_CLOEXEC) < 0)
+		return pc_syserr(err, "upstream", "upstream %s: pipe", c->name);
 	pid = fork();
-	if (pid < 0) {
-		pc_syserr(err, "upstream", "upstream %s: fork", c->name);
-		goto fail;
-	}
+	if (pid < 0)
+		return pc_syserr(err, "upstream", "upstream %s: fork", c->name);
 	if (pid == 0)
 		child_exec(c, envp, in[0], out[1], er[1], parent);
 	pidfd = pidfd_open(pid, 0);
-	if (pidfd < 0) {
-		pc_syserr(err, "upstream", "upstream %s: pidfd_open", c->name);
-		kill(pid, SIGKILL);
-		waitpid(pid, NULL, 0);
-		goto fail;
-	}
-	close(in[0]);
-	close(out[1]);
-	close(er[1]);
+	if (pidfd < 0)
+		return pc_syserr(err, "upstream", "upstream %s: pidfd_open", c->name);
 	set_nonblock(in[1], true);
 	set_nonblock(out[0], true);
 	set_nonblock(er[0], true);
-	*p = (struct upstream_proc){ .pid = pid, .pidfd = pidfd, .in_fd = in[1], .out_fd = out[0],
-				     .err_fd = er[0] };
+	/* the server's ends close as this returns */
+	*p = (struct upstream_proc){ .pid = steal_pid(&pid), .pidfd = pidfd, .in_fd = steal_fd(&in[1]),
+				     .out_fd = steal_fd(&out[0]), .err_fd = steal_fd(&er[0]) };
 	return 0;
-
-fail:
-	close_pair(in);
-	close_pair(out);
-	close_pair(er);
-	return -1;
 }

@@ -1,10 +1,11 @@
-/* pycell: command-line parsing for `pycell run`. */
+/* pycell: the options of `pycell run` (a table for options.c) and the
+ * policy values they override. */
 #include "config.h"
 
-#include <getopt.h>
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/options.h"
 
 const char cli_run_usage[] =
 	"Usage: pycell run [OPTION]... (-c CODE | FILE | -) [ARG]...\n"
@@ -30,124 +31,54 @@ const char cli_run_usage[] =
 	"Exit status: the program's; 128+N if it was killed by signal N; 123 memory limit;\n"
 	"124 timeout; 125 the jail could not be set up; 2 usage error.\n";
 
-enum { O_JSON = 256, O_TIMEOUT, O_MEMORY, O_CPU, O_PIDS, O_OUTPUT, O_NETWORK, O_POLICY, O_CONFIG,
-       O_PYTHON, O_STDIN, O_DEBUG, O_WARM };
+#define RUN(field) offsetof(struct run_opts, field)
+#define RUN_GIVEN(field) OPT_GIVEN(struct run_opts, field)
 
-static const struct option run_options[] = {
-	{ "json", no_argument, NULL, O_JSON },
-	{ "timeout", required_argument, NULL, O_TIMEOUT },
-	{ "memory", required_argument, NULL, O_MEMORY },
-	{ "cpu", required_argument, NULL, O_CPU },
-	{ "pids", required_argument, NULL, O_PIDS },
-	{ "output-limit", required_argument, NULL, O_OUTPUT },
-	{ "network", required_argument, NULL, O_NETWORK },
-	{ "policy", required_argument, NULL, O_POLICY },
-	{ "config", required_argument, NULL, O_CONFIG },
-	{ "python", required_argument, NULL, O_PYTHON },
-	{ "stdin", required_argument, NULL, O_STDIN },
-	{ "debug", no_argument, NULL, O_DEBUG },
-	{ "warm", no_argument, NULL, O_WARM },
-	{ "help", no_argument, NULL, 'h' },
-	{ NULL, 0, NULL, 0 },
+static const char *const network_modes[] = { "none", "loopback", NULL };
+
+static const struct opt run_options[] = {
+	{ OPT_ROW("help", 'h', OPT_HELP, RUN(help)) },
+	{ OPT_ROW(NULL, 'c', OPT_PROGRAM, RUN(code)) },
+	{ OPT_ROW("json", 0, OPT_FLAG, RUN(json)) },
+	{ OPT_ROW("debug", 0, OPT_FLAG, RUN(debug)) },
+	{ OPT_ROW("warm", 0, OPT_FLAG, RUN(warm)) },
+	{ OPT_ROW("policy", 0, OPT_STRING, RUN(policy)) },
+	{ OPT_ROW("config", 0, OPT_STRING, RUN(config)) },
+	{ OPT_ROW("python", 0, OPT_PATH, RUN(python)) },
+	{ OPT_ROW("stdin", 0, OPT_STRING, RUN(stdin_file)) },
+	{ OPT_ROW("network", 0, OPT_CHOICE, RUN(network)), .choices = network_modes },
+	{ OPT_ROW("timeout", 0, OPT_DURATION, RUN(timeout_ms)), .given = RUN_GIVEN(has_timeout), .min = 1, .max = UINT64_MAX,
+	  .range = "must be more than 0" },
+	{ OPT_ROW("memory", 0, OPT_SIZE, RUN(memory_bytes)), .given = RUN_GIVEN(has_memory), .min = 16 << 20,
+	  .max = UINT64_MAX, .range = "at least 16M is needed to start python" },
+	/* the same range a policy file accepts */
+	{ OPT_ROW("output-limit", 0, OPT_SIZE, RUN(output_bytes)), .given = RUN_GIVEN(has_output), .min = 1024,
+	  .max = 1ULL << 30, .range = "expected a size from 1K to 1G" },
+	{ OPT_ROW("cpu", 0, OPT_CORES, RUN(cpu_millis)), .given = RUN_GIVEN(has_cpu), .min = 1, .max = 1024000,
+	  .range = "expected cores such as 0.5 or 2" },
+	{ OPT_ROW("pids", 0, OPT_UINT, RUN(pids)), .given = RUN_GIVEN(has_pids), .min = 2, .max = 1 << 22,
+	  .range = "at least 2 (init and python)" },
 };
 
-static int parse_count(const char *opt, const char *s, uint32_t max, uint32_t *out, struct pc_err *err)
-{
-	unsigned long v;
-	if (*s < '0' || *s > '9')
-		return pc_fail(err, EINVAL, "usage", "%s: expected a whole number, got \"%s\"", opt, s);
-	if (parse_uint(s, 1, max, &v) < 0)
-		return pc_fail(err, EINVAL, "usage", "%s: expected a whole number from 1 to %u, got \"%s\"",
-			       opt, max, s);
-	*out = (uint32_t)v;
-	return 0;
-}
+const struct opt_cmd cli_run_cmd = { "run", cli_run_usage, run_options, ARRAY_SIZE(run_options) };
 
 int cli_parse_run(int argc, char **argv, struct run_opts *o, struct pc_err *err)
 {
-	const char *why;
-	int c;
+	int i;
 	memset(o, 0, sizeof(*o));
-	optind = 1;
-	opterr = 0;
-	/* '+': stop at the first non-option, which is FILE or - (like python) */
-	while ((c = getopt_long(argc, argv, "+:hc:", run_options, NULL)) != -1) {
-		const char *arg = optarg;
-		switch (c) {
-		case 'h': o->help = true; return 0;
-		case 'c':
-			o->code = arg;
-			goto program_done;
-		case O_JSON: o->json = true; break;
-		case O_DEBUG: o->debug = true; break;
-		case O_WARM: o->warm = true; break;
-		case O_POLICY: o->policy = arg; break;
-		case O_CONFIG: o->config = arg; break;
-		case O_PYTHON:
-			if (arg[0] != '/')
-				return pc_fail(err, EINVAL, "usage", "--python: expected an absolute path, got \"%s\"", arg);
-			o->python = arg;
-			break;
-		case O_STDIN: o->stdin_file = arg; break;
-		case O_NETWORK:
-			if (strcmp(arg, "none") && strcmp(arg, "loopback"))
-				return pc_fail(err, EINVAL, "usage", "--network: expected none or loopback, got \"%s\"", arg);
-			o->network = arg;
-			break;
-		case O_TIMEOUT:
-			if (parse_duration_ms(arg, &o->timeout_ms, &why) < 0)
-				return pc_fail(err, EINVAL, "usage", "--timeout: %s, got \"%s\"", why, arg);
-			if (o->timeout_ms == 0)
-				return pc_fail(err, EINVAL, "usage", "--timeout: must be more than 0, got \"%s\"", arg);
-			o->has_timeout = true;
-			break;
-		case O_MEMORY:
-			if (parse_size(arg, &o->memory_bytes, &why) < 0)
-				return pc_fail(err, EINVAL, "usage", "--memory: %s, got \"%s\"", why, arg);
-			if (o->memory_bytes < (16 << 20))
-				return pc_fail(err, EINVAL, "usage", "--memory: at least 16M is needed to start python, got \"%s\"", arg);
-			o->has_memory = true;
-			break;
-		case O_OUTPUT:
-			if (parse_size(arg, &o->output_bytes, &why) < 0)
-				return pc_fail(err, EINVAL, "usage", "--output-limit: %s, got \"%s\"", why, arg);
-			/* the same range a policy file accepts */
-			if (o->output_bytes < 1024 || o->output_bytes > (1ULL << 30))
-				return pc_fail(err, EINVAL, "usage", "--output-limit: expected a size from 1K to 1G, got \"%s\"", arg);
-			o->has_output = true;
-			break;
-		case O_CPU: {
-			uint64_t ms;
-			/* cores with up to 3 decimals, parsed as a duration in seconds */
-			if (parse_duration_ms(arg, &ms, &why) < 0 || strpbrk(arg, "mshin") || ms == 0 || ms > 1024000)
-				return pc_fail(err, EINVAL, "usage", "--cpu: expected cores such as 0.5 or 2, got \"%s\"", arg);
-			o->cpu_millis = (uint32_t)ms;
-			o->has_cpu = true;
-			break;
-		}
-		case O_PIDS:
-			if (parse_count("--pids", arg, 1 << 22, &o->pids, err) < 0)
-				return -1;
-			if (o->pids < 2)
-				return pc_fail(err, EINVAL, "usage", "--pids: at least 2 (init and python), got \"%s\"", arg);
-			o->has_pids = true;
-			break;
-		case ':':
-			return pc_fail(err, EINVAL, "usage", "option %s needs a value", argv[optind - 1]);
-		case '?':
-		default:
-			return pc_fail(err, EINVAL, "usage", "unknown option %s", argv[optind - 1]);
-		}
+	i = opts_parse(&cli_run_cmd, argc, argv, o, err);
+	if (i < 0 || o->help)
+		return i < 0 ? -1 : 0;
+	if (!o->code) {
+		if (i >= argc)
+			return pc_fail(err, EINVAL, "usage", "no program: give -c CODE, a FILE, or - for stdin");
+		if (strcmp(argv[i], "-") == 0)
+			o->from_stdin = true;
+		else
+			o->file = argv[i];
+		i++;
 	}
-	if (optind >= argc)
-		return pc_fail(err, EINVAL, "usage", "no program: give -c CODE, a FILE, or - for stdin");
-	if (strcmp(argv[optind], "-") == 0)
-		o->from_stdin = true;
-	else
-		o->file = argv[optind];
-	optind++;
-program_done:
-	o->args = argv + optind;
+	o->args = argv + i;
 	if (o->from_stdin && o->stdin_file && strcmp(o->stdin_file, "-") == 0)
 		return pc_fail(err, EINVAL, "usage", "--stdin -: stdin already carries the program");
 	return 0;

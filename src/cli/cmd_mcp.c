@@ -1,7 +1,6 @@
 /* pycell: `pycell mcp`, the MCP server on stdin/stdout. */
 #include "config.h"
 
-#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -12,6 +11,7 @@
 #include "base/log.h"
 #include "bridge/bridge.h"
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "config/conf.h"
 #include "config/result.h"
 #include "jail/jail.h"
@@ -44,87 +44,30 @@ static const char mcp_usage[] =
 	"and the server (exit status 0).  See pycell(1).\n";
 
 struct mcp_opts {
+	bool help;
 	const char *policy, *config;
-	unsigned max_runs, page_size;
-	size_t max_message;
+	uint32_t max_runs, page_size;
+	uint64_t max_message;
 	int verbose;
 	int warm;                /* 1 --warm, -1 --cold, 0 the config's */
 };
 
-enum { O_POLICY = 256, O_CONFIG, O_MAX_RUNS, O_MAX_MESSAGE, O_PAGE_SIZE, O_WARM, O_COLD };
+#define MCP(field) offsetof(struct mcp_opts, field)
 
-static int parse_count(const char *opt, const char *arg, unsigned max, unsigned *out)
-{
-	unsigned long v;
-	if (parse_uint(arg, 1, max, &v) < 0) {
-		fprintf(stderr, "pycell mcp: %s: expected a number from 1 to %u, got '%s'\n", opt, max, arg);
-		return -1;
-	}
-	*out = (unsigned)v;
-	return 0;
-}
+static const struct opt mcp_options[] = {
+	{ OPT_ROW("help", 'h', OPT_HELP, MCP(help)) },
+	{ OPT_ROW("verbose", 'v', OPT_COUNT, MCP(verbose)) },
+	{ OPT_ROW("policy", 0, OPT_STRING, MCP(policy)) },
+	{ OPT_ROW("config", 0, OPT_STRING, MCP(config)) },
+	{ OPT_ROW("max-runs", 0, OPT_UINT, MCP(max_runs)), .min = 1, .max = 1024 },
+	{ OPT_ROW("max-message", 0, OPT_SIZE, MCP(max_message)), .min = 4096, .max = 1u << 30,
+	  .range = "expected a size from 4K to 1G" },
+	{ OPT_ROW("tools-page-size", 0, OPT_UINT, MCP(page_size)), .min = 1, .max = 1000 },
+	{ OPT_ROW("warm", 0, OPT_SET, MCP(warm)), .set = 1 },
+	{ OPT_ROW("cold", 0, OPT_SET, MCP(warm)), .set = -1 },
+};
 
-static int parse_opts(int argc, char **argv, struct mcp_opts *o)
-{
-	static const struct option longopts[] = {
-		{ "policy", required_argument, NULL, O_POLICY },
-		{ "config", required_argument, NULL, O_CONFIG },
-		{ "max-runs", required_argument, NULL, O_MAX_RUNS },
-		{ "max-message", required_argument, NULL, O_MAX_MESSAGE },
-		{ "tools-page-size", required_argument, NULL, O_PAGE_SIZE },
-		{ "warm", no_argument, NULL, O_WARM },
-		{ "cold", no_argument, NULL, O_COLD },
-		{ "verbose", no_argument, NULL, 'v' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	int c;
-	memset(o, 0, sizeof(*o));
-	o->max_message = JSONRPC_DEFAULT_MAX_MESSAGE;
-	optind = 1;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+vh", longopts, NULL)) != -1) {
-		const char *why;
-		uint64_t v;
-		switch (c) {
-		case O_POLICY: o->policy = optarg; break;
-		case O_CONFIG: o->config = optarg; break;
-		case O_MAX_RUNS:
-			if (parse_count("--max-runs", optarg, 1024, &o->max_runs) < 0)
-				return -1;
-			break;
-		case O_PAGE_SIZE:
-			if (parse_count("--tools-page-size", optarg, 1000, &o->page_size) < 0)
-				return -1;
-			break;
-		case O_MAX_MESSAGE:
-			if (parse_size(optarg, &v, &why) < 0 || v < 4096 || v > (1u << 30)) {
-				fprintf(stderr, "pycell mcp: --max-message: expected a size from 4K to 1G, got '%s'\n",
-					optarg);
-				return -1;
-			}
-			o->max_message = (size_t)v;
-			break;
-		case O_WARM: o->warm = 1; break;
-		case O_COLD: o->warm = -1; break;
-		case 'v': o->verbose++; break;
-		case 'h': fputs(mcp_usage, stdout); return 1;
-		case '?':
-		default:
-			if (optopt)
-				fprintf(stderr, "pycell mcp: unknown or incomplete option '-%c'\n", optopt);
-			else
-				fprintf(stderr, "pycell mcp: unknown or incomplete option '%s'\n", argv[optind - 1]);
-			fputs("Try 'pycell mcp --help'.\n", stderr);
-			return -1;
-		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, "pycell mcp: unexpected argument '%s'\nTry 'pycell mcp --help'.\n", argv[optind]);
-		return -1;
-	}
-	return 0;
-}
+const struct opt_cmd cli_mcp_cmd = { "mcp", mcp_usage, mcp_options, ARRAY_SIZE(mcp_options) };
 
 struct mcp_stdio {
 	struct stdio_transport *transport;
@@ -199,22 +142,27 @@ int cmd_mcp(int argc, char **argv)
 	sigset_t sigs, old_sigs;
 	int rc;
 
-	rc = parse_opts(argc, argv, &o);
-	if (rc != 0)
-		return rc > 0 ? 0 : EXIT_USAGE;
+	memset(&o, 0, sizeof(o));
+	o.max_message = JSONRPC_DEFAULT_MAX_MESSAGE;
+	rc = opts_parse(&cli_mcp_cmd, argc, argv, &o, &err);
+	if (rc >= 0 && !o.help && rc < argc)
+		rc = pc_fail(&err, EINVAL, "usage", "unexpected argument '%s'", argv[rc]);
+	if (rc < 0)
+		return cli_usage_error("mcp", &err);
+	if (o.help) {
+		fputs(mcp_usage, stdout);
+		return 0;
+	}
 	if (o.verbose)
 		log_level = o.verbose > 1 ? LOG_DEBUG : LOG_INFO;
 
-	if (conf_load(o.config, &conf, &err) < 0) {
-		fprintf(stderr, "pycell mcp: %s\n", err.msg);
-		return EXIT_USAGE;
-	}
+	if (conf_load(o.config, &conf, &err) < 0)
+		return cli_input_error("mcp", &err);
 	if (conf.host_uid_base)
 		jail_host_id_base = conf.host_uid_base;
 	if (run_env_init(&env, o.policy ? o.policy : conf.policy, &err) < 0) {
-		fprintf(stderr, "pycell mcp: %s\n", err.msg);
 		conf_free(&conf);
-		return EXIT_USAGE;
+		return cli_input_error("mcp", &err);
 	}
 	if (o.warm > 0 || (o.warm == 0 && conf.warm_enabled)) {
 		/* a zygote that cannot start leaves the server on cold starts */
@@ -235,15 +183,17 @@ int cmd_mcp(int argc, char **argv)
 	sigaddset(&sigs, SIGHUP);
 	sigprocmask(SIG_BLOCK, &sigs, &old_sigs);
 
-	rc = 1;
+	rc = 1; /* a server that cannot start or stops on an error exits 1 */
 	l = loop_new();
 	if (!l) {
-		perror("pycell mcp: epoll_create1");
+		pc_syserr(&err, "loop", "epoll_create1");
+		cli_setup_error("mcp", &err);
 		goto out;
 	}
 	sig_fd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (sig_fd < 0 || loop_add(l, &w_sig, sig_fd, EPOLLIN, on_signal, &m) < 0) {
-		perror("pycell mcp: signalfd");
+		pc_syserr(&err, "loop", "signalfd");
+		cli_setup_error("mcp", &err);
 		goto out;
 	}
 	/* Upstream MCP servers for the jails: started now, ready a moment
@@ -251,7 +201,7 @@ int cmd_mcp(int argc, char **argv)
 	if (conf.n_upstreams) {
 		bridge = bridge_new(l, &conf, &err);
 		if (!bridge) {
-			fprintf(stderr, "pycell mcp: %s\n", err.msg);
+			cli_setup_error("mcp", &err);
 			goto out;
 		}
 		bridge_start(bridge, NULL);
@@ -261,12 +211,12 @@ int cmd_mcp(int argc, char **argv)
 	}
 	server = mcp_server_new(l, &env, &cfg, &err);
 	if (!server) {
-		fprintf(stderr, "pycell mcp: %s\n", err.msg);
+		cli_setup_error("mcp", &err);
 		goto out;
 	}
-	m.transport = stdio_transport_new(l, STDIN_FILENO, STDOUT_FILENO, o.max_message, &tops, &m, &err);
+	m.transport = stdio_transport_new(l, STDIN_FILENO, STDOUT_FILENO, (size_t)o.max_message, &tops, &m, &err);
 	if (!m.transport) {
-		fprintf(stderr, "pycell mcp: %s\n", err.msg);
+		cli_setup_error("mcp", &err);
 		goto out;
 	}
 	m.session = mcp_session_new(server, &sops, &m);
@@ -275,7 +225,8 @@ int cmd_mcp(int argc, char **argv)
 
 	while (!m.done) {
 		if (loop_run_once(l, -1) < 0) {
-			perror("pycell mcp: epoll_wait");
+			pc_syserr(&err, "loop", "epoll_wait");
+			cli_setup_error("mcp", &err);
 			goto out;
 		}
 	}

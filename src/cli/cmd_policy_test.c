@@ -9,7 +9,6 @@
 #include "config.h"
 
 #include <fcntl.h>
-#include <getopt.h>
 #include <mqueue.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -26,9 +25,11 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 
+#include "base/jsonrpc.h"
 #include "base/log.h"
 #include "bridge/bridge.h"
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "config/conf.h"
 #include "jail/jail.h"
 #include "run/run.h"
@@ -554,7 +555,7 @@ static bool category_selected(const char *only, const char *cat)
 	return false;
 }
 
-static int check_only(const char *only)
+static int check_only(const char *only, struct pc_err *err)
 {
 	cleanup_free char *copy = xstrdup(only);
 	char *save = NULL;
@@ -562,89 +563,91 @@ static int check_only(const char *only)
 		bool known = false;
 		for (size_t i = 0; i < ARRAY_SIZE(categories); i++)
 			known |= strcmp(w, categories[i]) == 0;
-		if (!known) {
-			fprintf(stderr, "pycell policy-test: --only: unknown category '%s'\n", w);
-			return -1;
-		}
+		if (!known)
+			return pc_fail(err, EINVAL, "usage", "--only: unknown category '%s' (pycell policy-test --list)", w);
 	}
 	return 0;
 }
 
+struct pt_opts {
+	bool help, list;
+	const char *policy, *config, *format, *only;
+};
+
+#define PT(field) offsetof(struct pt_opts, field)
+
+static const char *const formats[] = { "tap", "json", NULL };
+
+static const struct opt pt_options[] = {
+	{ OPT_ROW("help", 'h', OPT_HELP, PT(help)) },
+	{ OPT_ROW("list", 'l', OPT_FLAG, PT(list)) },
+	{ OPT_ROW("policy", 'p', OPT_STRING, PT(policy)) },
+	{ OPT_ROW("config", 0, OPT_STRING, PT(config)) },
+	{ OPT_ROW("format", 'f', OPT_CHOICE, PT(format)), .choices = formats },
+	{ OPT_ROW("only", 'o', OPT_STRING, PT(only)) },
+};
+
+const struct opt_cmd cli_policy_test_cmd = { "policy-test", usage, pt_options, ARRAY_SIZE(pt_options) };
+
 int cmd_policy_test(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "policy", required_argument, NULL, 'p' }, { "config", required_argument, NULL, 'c' },
-		{ "format", required_argument, NULL, 'f' }, { "only", required_argument, NULL, 'o' },
-		{ "list", no_argument, NULL, 'l' }, { "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	const char *policy = NULL, *config = NULL, *format = "tap", *only = NULL;
+	struct pt_opts o = { .format = "tap" };
 	struct pycell_conf conf;
 	struct canaries can;
 	struct pt t = { 0 };
 	struct pc_err err = { 0 };
 	cleanup_free char *script = NULL;
 	cleanup_free char *script_path = NULL;
-	json_t *cj;
+	const char *format;
+	cleanup_json json_t *cj = NULL;
 	size_t failed = 0;
-	int c;
+	int arg;
 
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "p:f:o:lh", opts, NULL)) != -1) {
-		switch (c) {
-		case 'p': policy = optarg; break;
-		case 'c': config = optarg; break;
-		case 'f': format = optarg; break;
-		case 'o': only = optarg; break;
-		case 'l':
-			for (size_t i = 0; i < ARRAY_SIZE(categories); i++)
-				puts(categories[i]);
-			return 0;
-		case 'h': fputs(usage, stdout); return 0;
-		default:
-			fputs("Try 'pycell policy-test --help'.\n", stderr);
-			return EXIT_USAGE;
-		}
+	arg = opts_parse(&cli_policy_test_cmd, argc, argv, &o, &err);
+	if (arg >= 0 && !o.help && arg < argc)
+		arg = pc_fail(&err, EINVAL, "usage", "unexpected argument '%s'", argv[arg]);
+	if (arg >= 0 && o.only && !o.help)
+		arg = check_only(o.only, &err);
+	if (arg < 0)
+		return cli_usage_error("policy-test", &err);
+	if (o.help) {
+		fputs(usage, stdout);
+		return 0;
 	}
-	if (optind < argc || (strcmp(format, "tap") != 0 && strcmp(format, "json") != 0) ||
-	    (only && check_only(only) < 0)) {
-		fprintf(stderr, "pycell policy-test: bad arguments\nTry 'pycell policy-test --help'.\n");
-		return EXIT_USAGE;
+	if (o.list) {
+		for (size_t k = 0; k < ARRAY_SIZE(categories); k++)
+			puts(categories[k]);
+		return 0;
 	}
+	format = o.format;
 
-	if (conf_load(config, &conf, &err) < 0) {
-		fprintf(stderr, "pycell policy-test: %s\n", err.msg);
-		return EXIT_USAGE;
-	}
+	if (conf_load(o.config, &conf, &err) < 0)
+		return cli_input_error("policy-test", &err);
 	jail_host_id_base = conf.host_uid_base;
-	if (run_env_load(&t.env, policy ? policy : conf.policy, &err) < 0) {
-		fprintf(stderr, "pycell policy-test: %s\n", err.msg);
+	if (run_env_load(&t.env, o.policy ? o.policy : conf.policy, &err) < 0) {
 		conf_free(&conf);
-		return EXIT_USAGE;
+		return cli_input_error("policy-test", &err);
 	}
 	if (run_env_prepare(&t.env, &err) < 0) {
-		fprintf(stderr, "pycell policy-test: %s: %s\n", err.step, err.msg);
 		run_env_free(&t.env);
 		conf_free(&conf);
-		return EXIT_SETUP_FAILED;
+		return cli_setup_error("policy-test", &err);
 	}
 	script_path = xasprintf("%s/" PROBE_SCRIPT, t.env.runtime_dir);
 	if (read_file(script_path, PROBE_MAX, &script, &t.code_len) < 0) {
-		fprintf(stderr, "pycell policy-test: cannot read the probes %s: %s\n", script_path,
-			strerror(errno));
+		pc_syserr(&err, "probes", "cannot read the probes %s", script_path);
 		run_env_free(&t.env);
 		conf_free(&conf);
-		return EXIT_SETUP_FAILED;
+		return cli_setup_error("policy-test", &err);
 	}
 	t.code = script;
 
 	canaries_init(&can);
 	if (canaries_plant(&can, &err) < 0) {
-		fprintf(stderr, "pycell policy-test: %s: %s\n", err.step, err.msg);
 		canaries_remove(&can);
 		run_env_free(&t.env);
 		conf_free(&conf);
-		return EXIT_SETUP_FAILED;
+		return cli_setup_error("policy-test", &err);
 	}
 	/* Denied calls of the bridge probes go to the admin's audit log if
 	 * there is one, not to our output. */
@@ -661,7 +664,7 @@ int cmd_policy_test(int argc, char **argv)
 	{
 		cleanup_free char *cjs = json_dumps(cj, JSON_COMPACT);
 		for (size_t i = 0; t.loop && i < ARRAY_SIZE(categories); i++) {
-			if (!category_selected(only, categories[i]))
+			if (!category_selected(o.only, categories[i]))
 				continue;
 			if (strcmp(categories[i], "resources") == 0)
 				run_resources(&t, cj);
@@ -672,7 +675,7 @@ int cmd_policy_test(int argc, char **argv)
 	if (t.loop && canaries_touched(&can))
 		probe_set(suite_add(&t.suite, "network", "host-listener-untouched"), V_ESCAPED,
 			  "a host canary listener received a connection from a jail");
-	else if (t.loop && category_selected(only, "network"))
+	else if (t.loop && category_selected(o.only, "network"))
 		probe_set(suite_add(&t.suite, "network", "host-listener-untouched"), V_CONTAINED,
 			  "no connection reached the host canary listeners");
 
@@ -686,7 +689,6 @@ int cmd_policy_test(int argc, char **argv)
 	if (!t.suite.n)
 		failed = 1;
 
-	json_decref(cj);
 	suite_free(&t.suite);
 	bridge_free(t.bridge);
 	loop_free(t.loop);

@@ -10,6 +10,7 @@
 #include "bridge/bridge.h"
 #include "cli/cli.h"
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "config/conf.h"
 #include "jail/jail.h"
 #include "run/run.h"
@@ -108,10 +109,8 @@ int cmd_run(int argc, char **argv)
 	size_t code_len = 0;
 	int status;
 
-	if (cli_parse_run(argc, argv, &o, &err) < 0) {
-		fprintf(stderr, "pycell run: %s\nTry 'pycell run --help'.\n", err.msg);
-		return EXIT_USAGE;
-	}
+	if (cli_parse_run(argc, argv, &o, &err) < 0)
+		return cli_usage_error("run", &err);
 	if (o.help) {
 		fputs(cli_run_usage, stdout);
 		return 0;
@@ -126,15 +125,15 @@ int cmd_run(int argc, char **argv)
 		prog_name = xstrdup("main.py");
 	} else if (o.from_stdin) {
 		if (read_fd_all(0, PROGRAM_MAX, &code, &code_len) < 0) {
-			fprintf(stderr, "pycell run: cannot read the program from stdin: %s\n", strerror(errno));
-			return EXIT_USAGE;
+			pc_syserr(&err, "program", "cannot read the program from stdin");
+			return cli_input_error("run", &err);
 		}
 		prog_name = xstrdup("main.py");
 	} else {
 		cleanup_free char *tmp = xstrdup(o.file);
 		if (read_file(o.file, PROGRAM_MAX, &code, &code_len) < 0) {
-			fprintf(stderr, "pycell run: cannot read %s: %s\n", o.file, strerror(errno));
-			return EXIT_USAGE;
+			pc_syserr(&err, "program", "cannot read %s", o.file);
+			return cli_input_error("run", &err);
 		}
 		prog_name = xstrdup(basename(tmp));
 		if (!prog_name[0] || strcmp(prog_name, ".") == 0 || strcmp(prog_name, "..") == 0 ||
@@ -146,28 +145,24 @@ int cmd_run(int argc, char **argv)
 	if (o.stdin_file && strcmp(o.stdin_file, "-") != 0) {
 		stdin_file = open(o.stdin_file, O_RDONLY | O_CLOEXEC);
 		if (stdin_file < 0) {
-			fprintf(stderr, "pycell run: --stdin %s: %s\n", o.stdin_file, strerror(errno));
-			return EXIT_USAGE;
+			pc_syserr(&err, "stdin", "--stdin %s", o.stdin_file);
+			return cli_input_error("run", &err);
 		}
 	}
 
-	if (conf_load(o.config, &conf, &err) < 0) {
-		fprintf(stderr, "pycell run: %s\n", err.msg);
-		return EXIT_USAGE;
-	}
+	if (conf_load(o.config, &conf, &err) < 0)
+		return cli_input_error("run", &err);
 	jail_host_id_base = conf.host_uid_base;
 	if (run_env_load(&env, o.policy ? o.policy : conf.policy, &err) < 0) {
-		fprintf(stderr, "pycell run: %s\n", err.msg);
 		conf_free(&conf);
-		return EXIT_USAGE;
+		return cli_input_error("run", &err);
 	}
 	cli_apply_overrides(&o, &env.policy, &err);
 	log_debug("%6llu us: policy %s loaded", (unsigned long long)log_elapsed_us(), env.policy.name);
 	if (run_env_prepare(&env, &err) < 0) {
-		fprintf(stderr, "pycell run: %s: %s\n", err.step, err.msg);
 		run_env_free(&env);
 		conf_free(&conf);
-		return EXIT_SETUP_FAILED;
+		return cli_setup_error("run", &err);
 	}
 	log_debug("%6llu us: seccomp program ready", (unsigned long long)log_elapsed_us());
 
@@ -189,13 +184,14 @@ int cmd_run(int argc, char **argv)
 	c.stream = !o.json;
 
 	l = loop_new();
+	if (!l)
+		pc_syserr(&err, "loop", "epoll_create1");
 	if (!l || start_tools(l, &conf, &req, &bridge, &err) < 0 || run_start(l, &req, &r, &err) < 0) {
-		fprintf(stderr, "pycell run: %s: %s\n", err.step[0] ? err.step : "start", err.msg);
 		bridge_free(bridge);
 		loop_free(l);
 		run_env_free(&env);
 		conf_free(&conf);
-		return EXIT_SETUP_FAILED;
+		return cli_setup_error("run", &err);
 	}
 	if (o.warm && !env.warm)
 		result_add_warning(run_result_mut(r), "warm starts unavailable, started cold: %s",
@@ -203,7 +199,8 @@ int cmd_run(int argc, char **argv)
 	log_debug("%6llu us: jail spawned", (unsigned long long)log_elapsed_us());
 	while (!c.done)
 		if (loop_run_once(l, -1) < 0) {
-			fprintf(stderr, "pycell run: event loop: %s\n", strerror(errno));
+			pc_syserr(&err, "loop", "epoll_wait");
+			cli_setup_error("run", &err);
 			break;
 		}
 	log_debug("%6llu us: run finished", (unsigned long long)log_elapsed_us());

@@ -6,7 +6,6 @@
 
 #include <fcntl.h>
 #include <limits.h>
-#include <getopt.h>
 #include <jansson.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
@@ -19,6 +18,7 @@
 
 #include "base/log.h"
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "config/result.h"
 #include "jail/cgroup.h"
 
@@ -312,41 +312,36 @@ static const char doctor_usage[] =
 	"  --json      print one JSON object instead of text\n"
 	"  -h, --help  show this help\n";
 
+struct doctor_opts {
+	bool help, json;
+};
+
+static const struct opt doctor_options[] = {
+	{ OPT_ROW("help", 'h', OPT_HELP, offsetof(struct doctor_opts, help)) },
+	{ OPT_ROW("json", 0, OPT_FLAG, offsetof(struct doctor_opts, json)) },
+};
+
+const struct opt_cmd cli_doctor_cmd = { "doctor", doctor_usage, doctor_options, ARRAY_SIZE(doctor_options) };
+
 int cmd_doctor(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	struct doctor d = { .checks = json_array(), .jailable = true };
+	struct doctor_opts o = { 0 };
+	struct doctor d;
 	struct cgroup_env *env = NULL;
 	struct cgroup_info ci;
 	struct pc_err err;
-	bool as_json = false;
-	int o;
+	int i;
 
-	optind = 1;
-	while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		switch (o) {
-		case 'j':
-			as_json = true;
-			break;
-		case 'h':
-			fputs(doctor_usage, stdout);
-			json_decref(d.checks);
-			return 0;
-		default:
-			fputs(doctor_usage, stderr);
-			json_decref(d.checks);
-			return EXIT_USAGE;
-		}
+	i = opts_parse(&cli_doctor_cmd, argc, argv, &o, &err);
+	if (i >= 0 && !o.help && i < argc)
+		i = pc_fail(&err, EINVAL, "usage", "unexpected argument '%s'", argv[i]);
+	if (i < 0)
+		return cli_usage_error("doctor", &err);
+	if (o.help) {
+		fputs(doctor_usage, stdout);
+		return 0;
 	}
-	if (optind < argc) {
-		fprintf(stderr, "pycell doctor: unexpected argument '%s'\n%s", argv[optind], doctor_usage);
-		json_decref(d.checks);
-		return EXIT_USAGE;
-	}
+	d = (struct doctor){ .checks = json_array(), .jailable = true };
 
 	check_userns(&d);
 	check_seccomp(&d);
@@ -356,7 +351,7 @@ int cmd_doctor(int argc, char **argv)
 	check_cgroups(&d, &ci);
 	check_python(&d);
 
-	if (as_json) {
+	if (o.json) {
 		json_t *lim = json_object(), *dirs = json_object();
 		json_t *out;
 		for (int c = 0; c < CG_NCTRL; c++) {

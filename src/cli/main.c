@@ -7,6 +7,7 @@
 
 #include "base/log.h"
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "config/result.h"
 #include "jail/caps.h"
 #include "jail/jail.h"
@@ -56,10 +57,8 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	for (size_t i = 0; i < ARRAY_SIZE(cmds); i++) {
 		if (strcmp(argv[1], cmds[i].name) == 0) {
-			if (caps_harden_supervisor(&err) < 0) {
-				fprintf(stderr, "pycell: %s: %s\n", err.step, err.msg);
-				return EXIT_SETUP_FAILED;
-			}
+			if (caps_harden_supervisor(&err) < 0)
+				return cli_setup_error(cmds[i].name, &err);
 			return cmds[i].fn(argc - 1, argv + 1);
 		}
 	}

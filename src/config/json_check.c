@@ -155,11 +155,11 @@ int jc_size(const struct jc *c, const char *key, const json_t *v, uint64_t min, 
 	    bool zero_ok, uint64_t *out)
 {
 	char what[120];
-	const char *why;
+	struct pc_err ignored;
 	uint64_t n;
 	if (json_is_integer(v) && json_integer_value(v) >= 0)
 		n = (uint64_t)json_integer_value(v);
-	else if (!json_is_string(v) || parse_size(json_string_value(v), &n, &why) < 0 ||
+	else if (!json_is_string(v) || parse_size(json_string_value(v), &n, &ignored) < 0 ||
 		 strlen(json_string_value(v)) != json_string_length(v))
 		return jc_expected(c, key, "a size such as 512M", v);
 	if (!in_range(n, min, max, zero_ok)) {
@@ -185,11 +185,11 @@ static void format_ms(char *buf, size_t len, uint64_t ms)
 int jc_duration(const struct jc *c, const char *key, const json_t *v, uint64_t min_ms,
 		uint64_t max_ms, bool zero_ok, uint64_t *out_ms)
 {
-	const char *why;
+	struct pc_err ignored; /* the message below names the key and what it got */
 	uint64_t ms;
 	if (json_is_number(v) && json_number_value(v) >= 0 && json_number_value(v) <= 1e12)
 		ms = (uint64_t)(json_number_value(v) * 1000 + 0.5);
-	else if (!json_is_string(v) || parse_duration_ms(json_string_value(v), &ms, &why) < 0 ||
+	else if (!json_is_string(v) || parse_duration_ms(json_string_value(v), &ms, &ignored) < 0 ||
 		 strlen(json_string_value(v)) != json_string_length(v))
 		return jc_expected(c, key, "a duration such as 30s, 500ms or 2m", v);
 	if (!in_range(ms, min_ms, max_ms, zero_ok)) {

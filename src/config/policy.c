@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/jsonrpc.h"
 #include "config/json_check.h"
 #include "config/policy.h"
 #include "config/policy_fields.h"
@@ -201,29 +202,23 @@ static int build(const char *text, const char *origin, const char *self_real,
 {
 	struct jc c = { "policy", origin, err };
 	struct policy p;
-	json_t *root;
+	cleanup_json json_t *root = NULL;
 	const json_t *ext;
-	int ret = -1;
 
-	if (jc_parse(&c, text, &root) < 0)
+	if (jc_parse(&c, text, &root) < 0 || jc_object(&c, NULL, root, policy_top_keys()) < 0)
 		return -1;
-	if (jc_object(&c, NULL, root, policy_top_keys()) < 0)
-		goto out;
 	if ((ext = json_object_get(root, "extends"))) {
 		if (build_base(&c, ext, self_real, chain, &p, err) < 0)
-			goto out;
+			return -1;
 	} else {
 		policy_init_default(&p);
 	}
 	if (policy_fields_apply(&c, root, &p) < 0) {
 		policy_free(&p);
-		goto out;
+		return -1;
 	}
 	*out = p;
-	ret = 0;
-out:
-	json_decref(root);
-	return ret;
+	return 0;
 }
 
 static void set_identity(struct policy *p, const char *name, const char *path)

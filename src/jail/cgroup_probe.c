@@ -123,15 +123,12 @@ static char *cgroup_dir(const char *point, const char *root, const char *path)
 }
 
 /* Make a throwaway child of dir to look into; the caller removes it
- * (rmdir) and frees the path.  NULL, with *why when asked, if it cannot. */
-static char *probe_mkdir(const char *dir, char **why)
+ * (rmdir) and frees the path.  NULL, with err, if it cannot. */
+static char *probe_mkdir(const char *dir, struct pc_err *err)
 {
 	cleanup_free char *name = xasprintf(PROBE_PREFIX "%d", (int)getpid());
 	char *p = cg_path_join(dir, name);
-	struct pc_err err;
-	if (cg_make_dir(p, &err) < 0) {
-		if (why)
-			*why = xstrdup(err.msg);
+	if (cg_make_dir(p, err) < 0) {
 		free(p);
 		return NULL;
 	}
@@ -215,8 +212,9 @@ static unsigned delegate_to_children(struct cgroup_env *e, const char *own, unsi
 
 static void probe_v2(struct cgroup_env *e, const struct self_cgroups *s)
 {
-	cleanup_free char *own = NULL, *parent = NULL, *why = NULL, *probe = NULL;
+	cleanup_free char *own = NULL, *parent = NULL, *probe = NULL;
 	unsigned root_avail, avail, enabled, have;
+	struct pc_err err;
 
 	if (!s->v2_point || !s->v2_path) {
 		v2_state(e, CG2_NOT_MOUNTED, "no cgroup2 file system is mounted");
@@ -253,8 +251,8 @@ static void probe_v2(struct cgroup_env *e, const struct self_cgroups *s)
 		}
 	}
 	/* one child to look into for everything: each mkdir costs */
-	if (!(probe = probe_mkdir(parent, &why))) {
-		v2_state(e, CG2_NOT_WRITABLE, "%s", why);
+	if (!(probe = probe_mkdir(parent, &err))) {
+		v2_state(e, CG2_NOT_WRITABLE, "%s", err.msg);
 		return;
 	}
 	{
@@ -297,6 +295,7 @@ static void probe_v2(struct cgroup_env *e, const struct self_cgroups *s)
 static void probe_v1(struct cgroup_env *e, const struct self_cgroups *s)
 {
 	unsigned want = ALL_CTRLS & ~e->v2_ctrls;
+	struct pc_err err;
 	if (!e->v2_parent)
 		want |= CPUACCT_BIT;   /* cpu time comes from the run's cgroup2 cpu.stat otherwise */
 	for (int c = 0; c < N_V1; c++) {
@@ -314,8 +313,11 @@ static void probe_v1(struct cgroup_env *e, const struct self_cgroups *s)
 				h = &e->v1[i];
 		if (h)
 			continue;   /* co-mounted with one seen already */
-		if (!(probe = probe_mkdir(dir, e->v1_detail ? NULL : &e->v1_detail)))
+		if (!(probe = probe_mkdir(dir, &err))) {
+			if (!e->v1_detail) /* the first that could not be used */
+				e->v1_detail = xstrdup(err.msg);
 			continue;
+		}
 		have = have_files(probe, v1_key_file, N_V1) & s->v1_bits[c] & (want | CPUACCT_BIT);
 		memsw = cg_has(probe, "memory.memsw.limit_in_bytes");
 		rmdir(probe);

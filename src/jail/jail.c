@@ -529,7 +529,8 @@ int jail_clone(const struct jail_spec *s, struct jail *j, struct pc_err *err)
 		.exit_signal = SIGCHLD,
 	};
 	bool as_root = maps_id_range();
-	int sv[2], pidfd = -1;
+	cleanup_pair int sv[2] = { -1, -1 };
+	int pidfd = -1;
 	long pid;
 	char ready;
 
@@ -541,20 +542,15 @@ int jail_clone(const struct jail_spec *s, struct jail *j, struct pc_err *err)
 		args.cgroup = (uint64_t)s->cgroup.dir_fd;
 	}
 	pid = syscall(SYS_clone3, &args, sizeof(args));
-	if (pid < 0) {
-		pc_syserr(err, "clone3", "clone3 into new namespaces");
-		close(sv[0]);
-		close(sv[1]);
-		return -1;
-	}
+	if (pid < 0)
+		return pc_syserr(err, "clone3", "clone3 into new namespaces");
 	if (pid == 0) {
 		close(sv[0]);
-		jail_child(s, sv[1], as_root);
+		jail_child(s, sv[1], as_root); /* does not return */
 	}
-	close(sv[1]);
 	j->pid = (pid_t)pid;
 	j->pidfd = pidfd;
-	j->sync_fd = sv[0];
+	j->sync_fd = steal_fd(&sv[0]); /* the child's end closes as this returns */
 	if (!as_root && read(j->sync_fd, &ready, 1) != 1) {
 		pc_syserr(err, "spawn", "wait for the jail child");
 		jail_abort(j);

@@ -1,4 +1,6 @@
-/* pycell: the seccomp-bpf allowlist, compiled once per policy.
+/* pycell: the seccomp-bpf allowlist, compiled once per policy.  Longer
+ * than the ~700 lines a file here keeps to: most of it is the lists of
+ * system calls below, which read best beside the rules that use them.
  *
  * Groups a policy selects by name ("seccomp": {"groups": [...]}); an empty
  * list means the default ones (*):

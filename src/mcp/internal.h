@@ -156,9 +156,8 @@ void mcp_on_tick(struct loop_watch *w, uint32_t events, void *data);
 json_t *mcp_tools_new(const struct policy *p);
 /* The tool as a client of this protocol version knows it. */
 json_t *mcp_tool_for(const json_t *tool, enum proto v);
-/* Check run_python's arguments into c; NULL or why they are wrong (in why). */
-const char *mcp_run_python_args(struct mcp_server *s, const json_t *args, struct mcp_call *c, char *why,
-				size_t whylen);
+/* Check run_python's arguments into c; 0, or -1 with why they are wrong. */
+int mcp_run_python_args(struct mcp_server *s, const json_t *args, struct mcp_call *c, struct pc_err *err);
 /* The tool schemas, JSON text from src/mcp/schemas/ (schemas.c, made by make). */
 extern const char mcp_schema_run_python_input[], mcp_schema_run_python_output[];
 extern const char mcp_schema_sandbox_info_input[], mcp_schema_sandbox_info_output[];

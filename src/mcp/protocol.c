@@ -112,7 +112,7 @@ static void tools_call_run_python(struct mcp_session *ss, struct mcp_batch *b, j
 {
 	struct mcp_server *s = ss->srv;
 	struct mcp_call *c;
-	char why[512];
+	struct pc_err err;
 
 	if (s->queue.n >= MAX_QUEUED) {
 		mcp_reply(ss, b, jsonrpc_result(id, mcp_tool_error(ss, "The server is busy: %u runs are already waiting. "
@@ -120,9 +120,9 @@ static void tools_call_run_python(struct mcp_session *ss, struct mcp_batch *b, j
 		return;
 	}
 	c = mcp_call_new(s, ss, NULL, CALL_RUN_PYTHON, id);
-	if (mcp_run_python_args(s, args, c, why, sizeof(why))) {
-		utf8_trim_tail(why);
-		mcp_reply(ss, b, jsonrpc_result(id, mcp_tool_error(ss, "Invalid arguments for run_python: %s", why)));
+	if (mcp_run_python_args(s, args, c, &err) < 0) {
+		pc_err_wrap(&err, "Invalid arguments for run_python");
+		mcp_reply(ss, b, jsonrpc_result(id, mcp_tool_error(ss, "%s", err.msg)));
 		mcp_call_free(c);
 		return;
 	}

@@ -142,36 +142,30 @@ static const char *json_type_name(const json_t *v)
 	}
 }
 
-/* Check run_python's arguments into c; NULL or why they are wrong. */
-const char *mcp_run_python_args(struct mcp_server *s, const json_t *args, struct mcp_call *c,
-				   char *why, size_t whylen)
+#define BAD_ARGS(...) pc_fail(err, EINVAL, "arguments", __VA_ARGS__)
+
+/* Check run_python's arguments into c; 0, or -1 with why they are wrong. */
+int mcp_run_python_args(struct mcp_server *s, const json_t *args, struct mcp_call *c, struct pc_err *err)
 {
 	uint64_t max_ms = s->env->policy.limits.timeout_ms;
 	const char *key;
 	json_t *v;
 
-	if (!json_is_object(args)) {
-		snprintf(why, whylen, "arguments must be an object such as {\"code\": \"print(1)\"}, got %s",
+	if (!json_is_object(args))
+		return BAD_ARGS("arguments must be an object such as {\"code\": \"print(1)\"}, got %s",
 			 args ? json_type_name(args) : "nothing");
-		return why;
-	}
 	json_object_foreach((json_t *)args, key, v) {
 		if (strcmp(key, "code") != 0 && strcmp(key, "variables") != 0 && strcmp(key, "stdin") != 0 &&
 		    strcmp(key, "timeout_s") != 0 && strcmp(key, RAW_VARIABLES_KEY) != 0) {
-			snprintf(why, whylen, "unknown argument \"%.*s\"; run_python takes code, variables, "
+			return BAD_ARGS("unknown argument \"%.*s\"; run_python takes code, variables, "
 				 "stdin and timeout_s", utf8_prefix(key, 64), key);
-			return why;
 		}
 	}
 	v = json_object_get(args, "code");
-	if (!v) {
-		snprintf(why, whylen, "missing the required argument \"code\" (the Python source to run)");
-		return why;
-	}
-	if (!json_is_string(v)) {
-		snprintf(why, whylen, "\"code\" must be a string of Python source, got %s", json_type_name(v));
-		return why;
-	}
+	if (!v)
+		return BAD_ARGS("missing the required argument \"code\" (the Python source to run)");
+	if (!json_is_string(v))
+		return BAD_ARGS("\"code\" must be a string of Python source, got %s", json_type_name(v));
 	c->code_len = json_string_length(v);
 	c->code = xmalloc(c->code_len + 1);
 	memcpy(c->code, json_string_value(v), c->code_len + 1);
@@ -179,27 +173,21 @@ const char *mcp_run_python_args(struct mcp_server *s, const json_t *args, struct
 	v = json_object_get(args, "variables");
 	if (v && !json_is_null(v)) {
 		json_t *val, *raw;
-		if (!json_is_object(v)) {
-			snprintf(why, whylen, "\"variables\" must be an object mapping names to JSON values, "
+		if (!json_is_object(v))
+			return BAD_ARGS("\"variables\" must be an object mapping names to JSON values, "
 				 "got %s", json_type_name(v));
-			return why;
-		}
 		json_object_foreach(v, key, val) {
-			if (!is_identifier(key)) {
-				snprintf(why, whylen, "variables: \"%.*s\" is not a valid Python identifier",
+			if (!is_identifier(key))
+				return BAD_ARGS("variables: \"%.*s\" is not a valid Python identifier",
 					 utf8_prefix(key, 64), key);
-				return why;
-			}
 		}
 		raw = json_object_get(args, RAW_VARIABLES_KEY);
 		c->variables_json = raw ? xstrdup(json_string_value(raw)) : json_dumps(v, JSON_COMPACT);
 	}
 	v = json_object_get(args, "stdin");
 	if (v && !json_is_null(v)) {
-		if (!json_is_string(v)) {
-			snprintf(why, whylen, "\"stdin\" must be a string, got %s", json_type_name(v));
-			return why;
-		}
+		if (!json_is_string(v))
+			return BAD_ARGS("\"stdin\" must be a string, got %s", json_type_name(v));
 		c->stdin_len = json_string_length(v);
 		c->stdin_data = xmalloc(c->stdin_len + 1);
 		memcpy(c->stdin_data, json_string_value(v), c->stdin_len + 1);
@@ -207,23 +195,17 @@ const char *mcp_run_python_args(struct mcp_server *s, const json_t *args, struct
 	v = json_object_get(args, "timeout_s");
 	if (v && !json_is_null(v)) {
 		double t;
-		if (!json_is_number(v)) {
-			snprintf(why, whylen, "\"timeout_s\" must be a number of seconds, got %s", json_type_name(v));
-			return why;
-		}
+		if (!json_is_number(v))
+			return BAD_ARGS("\"timeout_s\" must be a number of seconds, got %s", json_type_name(v));
 		t = json_number_value(v);
-		if (!(t > 0) || !isfinite(t)) {
-			snprintf(why, whylen, "\"timeout_s\" must be greater than 0, got %g", t);
-			return why;
-		}
-		if (max_ms && t * 1000 > (double)max_ms) {
-			snprintf(why, whylen, "\"timeout_s\" %g is above this server's limit of %g s: use at most %g "
+		if (!(t > 0) || !isfinite(t))
+			return BAD_ARGS("\"timeout_s\" must be greater than 0, got %g", t);
+		if (max_ms && t * 1000 > (double)max_ms)
+			return BAD_ARGS("\"timeout_s\" %g is above this server's limit of %g s: use at most %g "
 				 "or leave it out", t, (double)max_ms / 1000, (double)max_ms / 1000);
-			return why;
-		}
 		t = ceil(t * 1000);
 		c->timeout_ms = t < 1 ? 1 : (uint64_t)t;
 	}
-	return NULL;
+	return 0;
 }
 

@@ -144,7 +144,8 @@ static int zygote_exec(struct zygote *z, struct pc_err *err)
 	struct spawn_reply reply;
 	json_t *cfg;
 	char *text;
-	int sv[2], n_env = 0;
+	cleanup_pair int sv[2] = { -1, -1 };
+	int n_env = 0;
 	pid_t pid, parent;
 
 	z->started_ms = now_ms();
@@ -168,14 +169,12 @@ static int zygote_exec(struct zygote *z, struct pc_err *err)
 		if (v)
 			envp[n_env++] = xasprintf("%s=%s", pass_env[i], v);
 	}
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
-		return pc_syserr(err, "warm", "socketpair");
 	parent = getpid();
-	pid = fork();
+	pid = socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0 ? -1 : fork();
 	if (pid < 0) {
-		pc_syserr(err, "warm", "fork the zygote");
-		close(sv[0]);
-		close(sv[1]);
+		pc_syserr(err, "warm", sv[0] < 0 ? "socketpair" : "fork the zygote");
+		for (int i = 0; i < n_env; i++)
+			free(envp[i]);
 		return -1;
 	}
 	if (pid == 0) {
@@ -190,10 +189,10 @@ static int zygote_exec(struct zygote *z, struct pc_err *err)
 	}
 	for (int i = 0; i < n_env; i++)
 		free(envp[i]);
-	close(sv[1]);
+	close(steal_fd(&sv[1]));
 
 	z->pid = pid;
-	z->ctl = sv[0];
+	z->ctl = steal_fd(&sv[0]);
 	cfg = json_pack("{s:o,s:s,s:s,s:I}", "policy", policy_to_json(p), "runtime_dir", runtime_dir,
 			"libpython", libname, "host_id_base", (json_int_t)jail_host_id_base);
 	text = json_dumps(cfg, JSON_COMPACT);

@@ -156,11 +156,15 @@ def test_no_user_namespaces_is_a_failure_with_the_fix():
     assert "runs cannot be jailed on this host" in text
 
 
-@pytest.mark.parametrize("args", [["--bogus"], ["extra"]])
-def test_usage_errors(args):
+# Every subcommand reports a usage error the same way (src/cli/options.c):
+# what is wrong, then where the help is.
+@pytest.mark.parametrize("args,msg", [(["--bogus"], "unknown option --bogus"),
+                                      (["extra"], "unexpected argument 'extra'"),
+                                      (["--json=yes"], "option --json takes no value")])
+def test_usage_errors(args, msg):
     rc, out, err = doctor(*args)
-    assert rc == 2
-    assert "Usage: pycell doctor" in err
+    assert (rc, out) == (2, "")
+    assert err == f"pycell doctor: {msg}\nTry 'pycell doctor --help'.\n"
 
 
 def test_help():

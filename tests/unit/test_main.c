@@ -59,6 +59,7 @@ int main(void)
 	srunner_add_suite(sr, conf_suite());
 	srunner_add_suite(sr, result_suite());
 	srunner_add_suite(sr, cli_suite());
+	srunner_add_suite(sr, options_suite());
 	srunner_add_suite(sr, seccomp_suite());
 	srunner_add_suite(sr, seccomp_cache_suite());
 	srunner_add_suite(sr, bridge_suite());

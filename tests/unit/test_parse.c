@@ -1,7 +1,9 @@
 /* pycell: unit tests for parse_size and parse_duration_ms (src/base/util.c). */
 #include "config.h"
 
+#include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "unit.h"
@@ -72,8 +74,8 @@ static const struct { const char *in; const char *why; } bad_sizes[] = {
 START_TEST(test_size_good)
 {
 	uint64_t v = 12345;
-	const char *why = NULL;
-	ck_assert_msg(parse_size(good_sizes[_i].in, &v, &why) == 0, "\"%s\": %s", good_sizes[_i].in, why);
+	struct pc_err e = { 0 };
+	ck_assert_msg(parse_size(good_sizes[_i].in, &v, &e) == 0, "\"%s\": %s", good_sizes[_i].in, e.msg);
 	ck_assert_msg(v == good_sizes[_i].out, "\"%s\" gave %ju, expected %ju", good_sizes[_i].in,
 		      (uintmax_t)v, (uintmax_t)good_sizes[_i].out);
 }
@@ -82,11 +84,15 @@ END_TEST
 START_TEST(test_size_bad)
 {
 	uint64_t v = 12345;
-	const char *why = NULL;
-	ck_assert_msg(parse_size(bad_sizes[_i].in, &v, &why) == -1, "\"%s\" was accepted as %ju",
+	struct pc_err e = { 0 };
+	char want[sizeof(e.msg)];
+	ck_assert_msg(parse_size(bad_sizes[_i].in, &v, &e) == -1, "\"%s\" was accepted as %ju",
 		      bad_sizes[_i].in, (uintmax_t)v);
-	ck_assert_msg(why && strcmp(why, bad_sizes[_i].why) == 0, "\"%s\": got why \"%s\", expected \"%s\"",
-		      bad_sizes[_i].in, why, bad_sizes[_i].why);
+	snprintf(want, sizeof(want), "%s, got \"%s\"", bad_sizes[_i].why, bad_sizes[_i].in);
+	ck_assert_msg(strcmp(e.msg, want) == 0, "\"%s\": got \"%s\", expected \"%s\"",
+		      bad_sizes[_i].in, e.msg, want);
+	ck_assert_str_eq(e.step, "parse");
+	ck_assert_int_eq(e.errnum, EINVAL);
 	ck_assert_msg(v == 12345, "\"%s\": output written on failure", bad_sizes[_i].in);
 }
 END_TEST
@@ -94,9 +100,11 @@ END_TEST
 START_TEST(test_size_null)
 {
 	uint64_t v = 7;
-	const char *why = NULL;
-	ck_assert_int_eq(parse_size(NULL, &v, &why), -1);
-	ck_assert_str_eq(why, size_syntax);
+	struct pc_err e = { 0 };
+	char want[sizeof(e.msg)];
+	ck_assert_int_eq(parse_size(NULL, &v, &e), -1);
+	snprintf(want, sizeof(want), "%s, got \"\"", size_syntax);
+	ck_assert_str_eq(e.msg, want);
 	ck_assert_uint_eq(v, 7);
 }
 END_TEST
@@ -144,9 +152,9 @@ static const struct { const char *in; const char *why; } bad_durations[] = {
 START_TEST(test_duration_good)
 {
 	uint64_t v = 12345;
-	const char *why = NULL;
-	ck_assert_msg(parse_duration_ms(good_durations[_i].in, &v, &why) == 0, "\"%s\": %s",
-		      good_durations[_i].in, why);
+	struct pc_err e = { 0 };
+	ck_assert_msg(parse_duration_ms(good_durations[_i].in, &v, &e) == 0, "\"%s\": %s",
+		      good_durations[_i].in, e.msg);
 	ck_assert_msg(v == good_durations[_i].out, "\"%s\" gave %ju ms, expected %ju", good_durations[_i].in,
 		      (uintmax_t)v, (uintmax_t)good_durations[_i].out);
 }
@@ -155,11 +163,15 @@ END_TEST
 START_TEST(test_duration_bad)
 {
 	uint64_t v = 12345;
-	const char *why = NULL;
-	ck_assert_msg(parse_duration_ms(bad_durations[_i].in, &v, &why) == -1, "\"%s\" was accepted as %ju",
+	struct pc_err e = { 0 };
+	char want[sizeof(e.msg)];
+	ck_assert_msg(parse_duration_ms(bad_durations[_i].in, &v, &e) == -1, "\"%s\" was accepted as %ju",
 		      bad_durations[_i].in, (uintmax_t)v);
-	ck_assert_msg(why && strcmp(why, bad_durations[_i].why) == 0, "\"%s\": got why \"%s\", expected \"%s\"",
-		      bad_durations[_i].in, why, bad_durations[_i].why);
+	snprintf(want, sizeof(want), "%s, got \"%s\"", bad_durations[_i].why, bad_durations[_i].in);
+	ck_assert_msg(strcmp(e.msg, want) == 0, "\"%s\": got \"%s\", expected \"%s\"",
+		      bad_durations[_i].in, e.msg, want);
+	ck_assert_str_eq(e.step, "parse");
+	ck_assert_int_eq(e.errnum, EINVAL);
 	ck_assert_msg(v == 12345, "\"%s\": output written on failure", bad_durations[_i].in);
 }
 END_TEST
@@ -167,9 +179,11 @@ END_TEST
 START_TEST(test_duration_null)
 {
 	uint64_t v = 7;
-	const char *why = NULL;
-	ck_assert_int_eq(parse_duration_ms(NULL, &v, &why), -1);
-	ck_assert_str_eq(why, dur_syntax);
+	struct pc_err e = { 0 };
+	char want[sizeof(e.msg)];
+	ck_assert_int_eq(parse_duration_ms(NULL, &v, &e), -1);
+	snprintf(want, sizeof(want), "%s, got \"\"", dur_syntax);
+	ck_assert_str_eq(e.msg, want);
 	ck_assert_uint_eq(v, 7);
 }
 END_TEST

@@ -10,6 +10,7 @@ Suite *policy_suite(void);   /* test_policy.c: policy files */
 Suite *conf_suite(void);     /* test_conf.c: pycell.conf */
 Suite *result_suite(void);   /* test_result.c */
 Suite *cli_suite(void);      /* test_cli.c */
+Suite *options_suite(void);  /* test_options.c */
 Suite *seccomp_suite(void);
 Suite *seccomp_cache_suite(void); /* test_seccomp_cache.c: the compiled-program cache */  /* test_seccomp.c: seccomp filter, capabilities */
 Suite *mcp_suite(void);      /* test_mcp.c: tool definitions and schemas */
