@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/fault.h"
 #include "base/log.h"
 #include "cli/commands.h"
 #include "cli/options.h"
@@ -40,6 +41,7 @@ int main(int argc, char **argv)
 	struct pc_err err = { 0 };
 
 	jail_note_cmdline(argv);
+	fault_init();
 
 	if (argc < 2) {
 		fputs(usage, stderr);

@@ -13,6 +13,7 @@
 #include <sys/file.h>
 #include <sys/timerfd.h>
 
+#include "base/fault.h"
 #include "base/log.h"
 #include "jail/cgroup_bpf.h"
 #include "jail/cgroup_int.h"
@@ -51,11 +52,19 @@ static int open_dir(const char *path, struct pc_err *err)
 	return fd;
 }
 
+/* One of a run's cgroup directories (a fault site for the tests). */
+static int run_mkdir(const char *dir, struct pc_err *err)
+{
+	if (fault_at("cgroup"))
+		return pc_fail(err, ENOSPC, "cgroup", "mkdir %s: %s (injected fault)", dir, strerror(ENOSPC));
+	return cg_make_dir(dir, err);
+}
+
 static int run_setup_v2(struct cgroup_run *c, const struct limits *lim, struct pc_err *err)
 {
 	const struct cgroup_env *e = c->env;
 	c->v2 = cg_path_join(e->v2_parent, c->name);
-	if (cg_make_dir(c->v2, err) < 0) {
+	if (run_mkdir(c->v2, err) < 0) {
 		free(c->v2);
 		c->v2 = NULL;
 		return -1;
@@ -93,7 +102,7 @@ static int run_setup_v1(struct cgroup_run *c, int i, const struct limits *lim, s
 	const struct hier *h = &e->v1[i];
 	char *d = c->v1[i] = cg_path_join(h->dir, c->name);
 	int fd;
-	if (cg_make_dir(d, err) < 0) {
+	if (run_mkdir(d, err) < 0) {
 		free(d);
 		c->v1[i] = NULL;
 		return -1;

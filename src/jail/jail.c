@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "base/coverage.h"
+#include "base/fault.h"
 #include "base/log.h"
 #include "jail/caps.h"
 #include "jail/cgroup.h"
@@ -541,6 +542,9 @@ int jail_clone(const struct jail_spec *s, struct jail *j, struct pc_err *err)
 		args.flags |= CLONE_INTO_CGROUP;
 		args.cgroup = (uint64_t)s->cgroup.dir_fd;
 	}
+	if (fault_at("clone"))
+		return pc_fail(err, EAGAIN, "clone3", "clone3 into new namespaces: %s (injected fault)",
+			       strerror(EAGAIN));
 	pid = syscall(SYS_clone3, &args, sizeof(args));
 	if (pid < 0)
 		return pc_syserr(err, "clone3", "clone3 into new namespaces");
@@ -562,7 +566,9 @@ int jail_clone(const struct jail_spec *s, struct jail *j, struct pc_err *err)
 int jail_release(const struct jail_spec *s, struct jail *j, struct pc_err *err)
 {
 	log_debug("%6llu us: jail %d: cloned", (unsigned long long)log_elapsed_us(), (int)j->pid);
-	if (write_id_maps(j->pid, s->policy, err) < 0) {
+	if ((fault_at("idmap") ? pc_fail(err, EPERM, "idmap", "write the id maps of jail %d: %s (injected fault)",
+					 (int)j->pid, strerror(EPERM))
+			       : write_id_maps(j->pid, s->policy, err)) < 0) {
 		jail_abort(j);
 		return -1;
 	}

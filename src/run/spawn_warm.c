@@ -137,7 +137,7 @@ static int zygote_exec(struct zygote *z, struct pc_err *err)
 {
 	const struct policy *p = &z->policy;
 	const char *runtime_dir = z->runtime_dir;
-	static const char *const pass_env[] = { "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS" };
+	static const char *const pass_env[] = { "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS", "PYCELL_FAULT" };
 	char *envp[ARRAY_SIZE(pass_env) + 1] = { 0 };
 	char *argv[] = { "pycell", "__zygote", NULL };
 	char libname[64];

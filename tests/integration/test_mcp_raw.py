@@ -24,13 +24,14 @@ INVALID_PARAMS = -32602
 class Server:
     """One `pycell mcp` process with a reader thread on its stdout."""
 
-    def __init__(self, *args, stdin=subprocess.PIPE, read=True):
+    def __init__(self, *args, stdin=subprocess.PIPE, read=True, env=None, preexec=None):
         self.before = set(children_of(os.getpid()))
-        self.proc = start_pycell(["mcp", *args], stdin=stdin, stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE)
+        self.proc = start_pycell(["mcp", *args], env=env, stdin=stdin, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, preexec_fn=preexec)
         self.lines = queue.Queue()
         self.stderr = b""
-        threading.Thread(target=self._read_stderr, daemon=True).start()
+        self._stderr_reader = threading.Thread(target=self._read_stderr, daemon=True)
+        self._stderr_reader.start()
         if read:
             self.start_reading()
 
@@ -88,6 +89,7 @@ class Server:
         """EOF on stdin: pycell exits 0 and leaves no process behind."""
         self.proc.stdin.close()
         rc = self.proc.wait(timeout=10)
+        self._stderr_reader.join(timeout=10)
         assert rc == 0, f"exit {rc}; stderr {self.stderr[-2000:]!r}"
         check_no_leftovers(self.before, "pycell mcp")
 

@@ -1,0 +1,33 @@
+/* pycell: fault injection for the test suite.
+ *
+ * Built in only with ./configure --enable-fault-injection (CI's sanitizer
+ * and coverage builds); otherwise fault_at() is a constant false and the
+ * sites cost nothing.  PYCELL_FAULT names the sites that fail:
+ *   PYCELL_FAULT=SITE[:N][,SITE[:N]...]
+ * SITE alone fails every time it is reached, SITE:N only the Nth time (the
+ * count is per process).  The sites, each at the start of a step that can
+ * fail for real:
+ *   clone   jail.c, clone3 of a jail (EAGAIN)
+ *   idmap   jail.c, writing a jail's id maps (EPERM), after it was cloned
+ *   cgroup  cgroup.c, making one of a run's cgroup directories (ENOSPC)
+ * Each test in tests/integration/test_faults.py names the site it drives. */
+#ifndef PYCELL_FAULT_H
+#define PYCELL_FAULT_H
+
+#include <stdbool.h>
+
+#ifdef PYCELL_FAULT_INJECTION
+/* Read PYCELL_FAULT now, before anything replaces the environment (the
+ * zygote does); main() calls it first. */
+void fault_init(void);
+bool fault_at(const char *site);
+#else
+static inline void fault_init(void) {}
+static inline bool fault_at(const char *site)
+{
+	(void)site;
+	return false;
+}
+#endif
+
+#endif
