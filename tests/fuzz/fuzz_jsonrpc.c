@@ -1,0 +1,86 @@
+/* pycell fuzz target: JSON-RPC framing and classification (src/base/jsonrpc.c),
+ * what the MCP client, the upstream servers and the jail all send.
+ * Checks beyond "no crash": the line reader hands on exactly the bytes of
+ * each line and never buffers more than its cap; a message classified as a
+ * request has a valid id and a method; a response built for any id that
+ * classify returns is a valid JSON-RPC message that parses back. */
+#include "config.h"
+
+#include <assert.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "base/jsonrpc.h"
+
+#define CAP 4096
+
+struct seen {
+	size_t lines, bytes, oversized;
+};
+
+static void check_message(const char *line, size_t len)
+{
+	json_t *err = NULL, *msg = jsonrpc_parse(line, len, &err);
+	struct jsonrpc_msg m;
+	assert((msg == NULL) != (err == NULL));
+	if (!msg) {
+		/* a parse error answers with id null */
+		assert(json_is_null(json_object_get(err, "id")));
+		json_decref(err);
+		return;
+	}
+	if (json_is_object(msg)) {
+		jsonrpc_classify(msg, &m);
+		if (m.kind == JSONRPC_REQUEST) {
+			assert(m.method && jsonrpc_id_valid(m.id));
+		}
+		if (m.kind == JSONRPC_INVALID)
+			assert(m.why && *m.why);
+		if (m.id && jsonrpc_id_valid(m.id)) {
+			json_t *reply = jsonrpc_error(m.id, JSONRPC_INVALID_REQUEST, "x", NULL);
+			size_t n;
+			char *text = jsonrpc_dump_line(reply, &n);
+			json_t *back, *e2 = NULL;
+			assert(text && n > 0 && text[n - 1] == '\n' && !memchr(text, '\n', n - 1));
+			back = jsonrpc_parse(text, n - 1, &e2);
+			assert(back && json_equal(json_object_get(back, "id"), m.id));
+			json_decref(back);
+			free(text);
+			json_decref(reply);
+		}
+	}
+	json_decref(msg);
+}
+
+static void on_line(void *ctx, const char *line, size_t len)
+{
+	struct seen *s = ctx;
+	assert(len <= CAP);
+	assert(!memchr(line, '\n', len));
+	s->lines++;
+	s->bytes += len;
+	check_message(line, len);
+}
+
+static void on_oversized(void *ctx, size_t max)
+{
+	struct seen *s = ctx;
+	assert(max == CAP);
+	s->oversized++;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static const struct line_reader_ops ops = { on_line, on_oversized };
+	struct line_reader lr;
+	struct seen s = { 0 };
+	size_t half = size / 2;
+	line_reader_init(&lr, CAP);
+	/* in two pieces, as reads split a stream anywhere */
+	line_reader_feed(&lr, (const char *)data, half, &ops, &s);
+	line_reader_feed(&lr, (const char *)data + half, size - half, &ops, &s);
+	assert(lr.len <= CAP);
+	line_reader_free(&lr);
+	assert(s.bytes <= size);
+	return 0;
+}
