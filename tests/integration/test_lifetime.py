@@ -24,6 +24,7 @@ import pytest
 from conftest import (HOST_IS_ROOT, PYCELL, children_of, descendants, proc_stat, pycell_run,
                       reap_orphans, start_pycell)
 from test_limits import run_dir_parents, run_dirs_of
+from test_tools import Tools
 
 START = [pytest.param((), id="cold"), pytest.param(("--warm",), id="warm")]
 SIGNALS = [pytest.param(signal.SIGKILL, id="SIGKILL"), pytest.param(signal.SIGTERM, id="SIGTERM")]
@@ -143,6 +144,31 @@ def test_a_killed_pycell_mcp_takes_every_jail_along(start):
     proc.kill()
     proc.wait(timeout=10)
     assert_all_gone_within(below, f"pycell mcp {start} killed by SIGKILL")
+    assert_next_start_sweeps(proc.pid, before)
+
+
+@pytest.mark.parametrize("start", START)
+def test_a_killed_pycell_mcp_with_a_tool_call_in_flight_takes_all_along(start, tmp_path):
+    """SIGKILL to `pycell mcp` while a run waits in a tool call that its
+    upstream server (a real stdio process) never answers: the jail, the
+    zygote and the upstream server are all gone one second later."""
+    tools = Tools(tmp_path)
+    cfg = tools.config({"fake": tools.fake(timeout="60")})
+    pol = tools.policy(["fake.hang"])
+    before = set(children_of(os.getpid()))
+    proc = start_pycell(["mcp", *start, "--config", cfg, "--policy", pol], stdin=subprocess.PIPE,
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    mcp_call(proc, 1, "import pycell\npycell.call_tool('fake.hang')")
+    deadline = time.monotonic() + 15
+    while '"hang"' not in " ".join(tools.lines("calls")) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert tools.lines("calls") == ['fake "hang"'], "the call never reached the server"
+    below = descendants(proc.pid)
+    server = int(tools.lines("starts")[0].split()[1])
+    assert server in below
+    proc.kill()
+    proc.wait(timeout=10)
+    assert_all_gone_within(below, f"pycell mcp {start} with a tool call in flight, killed by SIGKILL")
     assert_next_start_sweeps(proc.pid, before)
 
 
