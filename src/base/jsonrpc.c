@@ -95,8 +95,10 @@ json_t *jsonrpc_parse(const char *text, size_t len, json_t **error_response)
 {
 	json_error_t jerr;
 	/* Duplicate keys are refused: two readers of one message must never
-	 * disagree about which "method" or "id" it has. */
-	json_t *v = json_loadb(text, len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &jerr);
+	 * disagree about which "method" or "id" it has.  \u0000 is valid JSON
+	 * (code, stdin and variables may hold it): strings keep their length,
+	 * and what is compared as a name goes through json_str_eq. */
+	json_t *v = json_loadb(text, len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
 	if (v) {
 		*error_response = NULL;
 		return v;
@@ -104,6 +106,12 @@ json_t *jsonrpc_parse(const char *text, size_t len, json_t **error_response)
 	*error_response = jsonrpc_error(NULL, JSONRPC_PARSE_ERROR, "Parse error: the message is not valid JSON",
 					json_pack("{s:s,s:i}", "detail", jerr.text, "position", jerr.position));
 	return NULL;
+}
+
+bool json_str_eq(const json_t *v, const char *s)
+{
+	size_t n = strlen(s);
+	return json_is_string(v) && json_string_length(v) == n && memcmp(json_string_value(v), s, n) == 0;
 }
 
 bool jsonrpc_id_valid(const json_t *id)
@@ -123,7 +131,7 @@ static const char *classify(json_t *msg, struct jsonrpc_msg *out)
 	if (jsonrpc_id_valid(id))
 		out->id = id;
 	version = json_object_get(msg, "jsonrpc");
-	if (!json_is_string(version) || strcmp(json_string_value(version), "2.0") != 0)
+	if (!json_str_eq(version, "2.0"))
 		return "\"jsonrpc\" must be \"2.0\"";
 
 	method = json_object_get(msg, "method");
@@ -138,6 +146,8 @@ static const char *classify(json_t *msg, struct jsonrpc_msg *out)
 	}
 	if (!json_is_string(method) || json_string_length(method) == 0)
 		return "\"method\" must be a non-empty string";
+	if (strlen(json_string_value(method)) != json_string_length(method))
+		return "\"method\" must not contain \\u0000";
 	params = json_object_get(msg, "params");
 	if (params && !json_is_object(params) && !json_is_array(params))
 		return "\"params\" must be an object";

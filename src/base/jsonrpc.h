@@ -72,6 +72,10 @@ json_t *jsonrpc_parse(const char *text, size_t len, json_t **error_response);
 void jsonrpc_classify(json_t *msg, struct jsonrpc_msg *out);
 /* A valid request id: a string or an integer (MCP forbids null). */
 bool jsonrpc_id_valid(const json_t *id);
+/* Is v the string s, byte for byte?  Messages may carry \u0000 in strings
+ * (valid JSON, loaded with JSON_ALLOW_NUL): a comparison with strcmp would
+ * take "run_python\u0000x" for "run_python". */
+bool json_str_eq(const json_t *v, const char *s);
 
 /* {"jsonrpc":"2.0","id":id,"result":result}; steals result, borrows id.
  * A NULL result (it could not be built) gives an internal error (-32603)

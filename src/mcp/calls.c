@@ -72,23 +72,19 @@ void mcp_call_reply(struct mcp_call *c, json_t *msg)
 /* notifications/progress, in milliseconds since the request arrived; the
  * value must grow with every notification, and the last one equals the
  * total when there is one. */
-void mcp_call_progress(struct mcp_call *c, const char *message, bool final)
+void mcp_call_progress(struct mcp_call *c, const char *message)
 {
 	json_t *params;
 	uint64_t p;
 	if (!c->progress_token || !c->session || c->cancelled)
 		return;
 	p = now_ms() - c->t_received;
-	if (c->progress_total) {
-		if (final)
-			p = c->progress_total;
-		else if (p >= c->progress_total)
-			p = c->progress_total - 1;
-	}
+	if (c->progress_total && p >= c->progress_total)
+		p = c->progress_total - 1;
 	if (p <= c->last_progress) {
-		if (!final && c->n_progress)
+		if (c->n_progress)
 			return;
-		p = c->last_progress + (c->n_progress ? 1 : 0);
+		p = c->last_progress;
 	}
 	c->last_progress = p;
 	c->n_progress++;
@@ -130,7 +126,7 @@ void mcp_on_tick(struct loop_watch *w, uint32_t events, void *data)
 		if (c->state != CALL_RUNNING || c->ended || ran < PROGRESS_INTERVAL_MS / 2)
 			continue;
 		snprintf(msg, sizeof(msg), "running for %llu s", (unsigned long long)((ran + 500) / 1000));
-		mcp_call_progress(c, msg, false);
+		mcp_call_progress(c, msg);
 	}
 	tick_update(s);
 	(void)w;
@@ -159,8 +155,7 @@ static void finish_run_python(struct mcp_call *c)
 {
 	struct mcp_server *s = c->srv;
 	const struct run_result *r = run_result(c->run);
-	json_t *res;
-	cleanup_free char *text = NULL;
+	json_t *res, *text;
 
 	s->n_running--;
 	log_debug("mcp: run %llu: %s in %llu ms%s", c->seq, run_status_name(r->status),
@@ -174,7 +169,9 @@ static void finish_run_python(struct mcp_call *c)
 	     c->seq, run_status_name(r->status), (unsigned long long)r->duration_ms);
 	res = result_to_json(r);
 	text = mcp_result_text(res, r, &s->env->policy, mcp_call_timeout_ms(c));
-	mcp_call_progress(c, run_status_name(r->status), true);
+	/* No progress notification at the end: one written right before the
+	 * response reaches the SDKs after it (they handle notifications a tick
+	 * later) and they report an unknown token.  The response says it all. */
 	mcp_call_reply(c, jsonrpc_result(c->id, mcp_tool_result(c->session, text, res, r->status != RUN_OK)));
 }
 
@@ -254,7 +251,7 @@ void mcp_schedule(struct mcp_server *s)
 			c->progress_total = c->t_started - c->t_received + mcp_call_timeout_ms(c);
 		log_debug("mcp: run %llu started (%u running, %u queued)", c->seq, s->n_running, s->queue.n);
 		mcp_log(c->session, MLOG_INFO, "run %llu started", c->seq);
-		mcp_call_progress(c, "started", false);
+		mcp_call_progress(c, "started");
 	}
 	tick_update(s);
 }

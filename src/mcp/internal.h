@@ -134,7 +134,10 @@ void mcp_call_free(struct mcp_call *c);
 void mcp_call_join_batch(struct mcp_call *c, struct mcp_batch *b);
 /* The call's response (stolen); dropped when it was cancelled. */
 void mcp_call_reply(struct mcp_call *c, json_t *msg);
-void mcp_call_progress(struct mcp_call *c, const char *message, bool final);
+/* A progress notification, when the client asked for them: progress in ms
+ * since the call arrived, strictly increasing, below the total (none is
+ * sent at the end: the response is the end). */
+void mcp_call_progress(struct mcp_call *c, const char *message);
 /* The run's wall-clock limit: its own, else the policy's (0: none). */
 uint64_t mcp_call_timeout_ms(const struct mcp_call *c);
 /* Start queued runs while there are slots. */
@@ -163,10 +166,12 @@ extern const char mcp_schema_run_python_input[], mcp_schema_run_python_output[];
 extern const char mcp_schema_sandbox_info_input[], mcp_schema_sandbox_info_output[];
 
 /* ---- render.c */
-/* The readable text block of a run_python result. */
-char *mcp_result_text(const json_t *res, const struct run_result *r, const struct policy *p,
-		      uint64_t timeout_ms);
-json_t *mcp_tool_result(struct mcp_session *ss, const char *text, json_t *structured, bool is_error);
+/* The readable text block of a run_python result: a new JSON string. */
+json_t *mcp_result_text(const json_t *res, const struct run_result *r, const struct policy *p,
+			uint64_t timeout_ms);
+/* A tools/call result of the text block (stolen) and the structured
+ * content (stolen; sent to clients of 2025-06-18 and later). */
+json_t *mcp_tool_result(struct mcp_session *ss, json_t *text, json_t *structured, bool is_error);
 json_t *mcp_tool_error(struct mcp_session *ss, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 json_t *mcp_sandbox_info(struct mcp_server *s);
 

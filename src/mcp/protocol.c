@@ -135,7 +135,7 @@ static void tools_call_run_python(struct mcp_session *ss, struct mcp_batch *b, j
 		char msg[96];
 		snprintf(msg, sizeof(msg), "queued: %u runs ahead", s->queue.n - 1 + s->n_running);
 		mcp_log(ss, MLOG_DEBUG, "run %llu %s", c->seq, msg);
-		mcp_call_progress(c, msg, false);
+		mcp_call_progress(c, msg);
 	}
 	mcp_schedule(s);
 }
@@ -172,9 +172,9 @@ static void handle_tools_call(struct mcp_session *ss, struct mcp_batch *b, json_
 	}
 	if (token && !json_is_string(token) && !json_is_integer(token))
 		token = NULL;
-	if (strcmp(json_string_value(name), "run_python") == 0)
+	if (json_str_eq(name, "run_python"))
 		tools_call_run_python(ss, b, id, args, token);
-	else if (strcmp(json_string_value(name), "sandbox_info") == 0)
+	else if (json_str_eq(name, "sandbox_info"))
 		tools_call_sandbox_info(ss, b, id, args);
 	else
 		mcp_reply(ss, b, jsonrpc_error(id, JSONRPC_INVALID_PARAMS, "Unknown tool: this server has run_python "
@@ -187,7 +187,8 @@ static bool parse_cursor(const json_t *cursor, size_t n, size_t *start)
 	const char *cs = json_string_value(cursor);
 	char *end = NULL;
 	unsigned long v;
-	if (!cs || strncmp(cs, "tools:", 6) != 0 || cs[6] < '0' || cs[6] > '9')
+	if (!cs || strlen(cs) != json_string_length(cursor) || strncmp(cs, "tools:", 6) != 0 || cs[6] < '0' ||
+	    cs[6] > '9')
 		return false;
 	errno = 0;
 	v = strtoul(cs + 6, &end, 10);
@@ -244,7 +245,7 @@ static void handle_initialize(struct mcp_session *ss, struct mcp_batch *b, json_
 	/* A version we do not speak gets the newest we do; the client decides
 	 * whether it can go on. */
 	for (int i = 0; mcp_protocol_versions[i]; i++)
-		if (strcmp(json_string_value(version), mcp_protocol_versions[i]) == 0)
+		if (json_str_eq(version, mcp_protocol_versions[i]))
 			v = (enum proto)i;
 	ss->proto = v;
 	free(ss->client);
@@ -272,7 +273,7 @@ static void handle_set_level(struct mcp_session *ss, struct mcp_batch *b, json_t
 {
 	json_t *level = json_object_get(params, "level");
 	for (int i = 0; json_is_string(level) && mlog_names[i]; i++) {
-		if (strcmp(json_string_value(level), mlog_names[i]) == 0) {
+		if (json_str_eq(level, mlog_names[i])) {
 			ss->log_min = (enum mlog)i;
 			mcp_reply(ss, b, jsonrpc_result(id, json_object()));
 			return;

@@ -61,14 +61,16 @@ static void sb_section(struct sbuf *b, const json_t *res, const char *stream)
 		sb_add(b, "\n", 1);
 }
 
-/* The readable text block of a run_python result. */
-char *mcp_result_text(const json_t *res, const struct run_result *r, const struct policy *p,
-			 uint64_t timeout_ms)
+/* The readable text block of a run_python result: a JSON string, with
+ * whatever bytes the streams hold (a NUL of the output included). */
+json_t *mcp_result_text(const json_t *res, const struct run_result *r, const struct policy *p,
+			uint64_t timeout_ms)
 {
 	struct sbuf b = { 0 };
 	const json_t *rv = json_object_get(res, "return_value");
 	double secs = (double)r->duration_ms / 1000;
 	char mem[32];
+	json_t *text;
 
 	switch (r->status) {
 	case RUN_OK:
@@ -105,12 +107,14 @@ char *mcp_result_text(const json_t *res, const struct run_result *r, const struc
 		cleanup_free char *s = json_dumps(rv, JSON_ENCODE_ANY | JSON_COMPACT);
 		sb_addf(&b, "\n--- return_value ---\n%s\n", s ? s : "?");
 	}
-	return b.s;
+	text = json_stringn(b.s, b.len);
+	free(b.s);
+	return text;
 }
 
-json_t *mcp_tool_result(struct mcp_session *ss, const char *text, json_t *structured, bool is_error)
+json_t *mcp_tool_result(struct mcp_session *ss, json_t *text, json_t *structured, bool is_error)
 {
-	json_t *r = json_pack("{s:[{s:s,s:s}],s:b}", "content", "type", "text", "text", text, "isError", is_error);
+	json_t *r = json_pack("{s:[{s:s,s:o}],s:b}", "content", "type", "text", "text", text, "isError", is_error);
 	if (structured && ss->proto >= PROTO_2025_06_18)
 		json_object_set(r, "structuredContent", structured);
 	json_decref(structured);
@@ -126,7 +130,7 @@ json_t *mcp_tool_error(struct mcp_session *ss, const char *fmt, ...)
 	vsnprintf(buf, sizeof(buf), fmt, ap);
 	va_end(ap);
 	utf8_trim_tail(buf);
-	return mcp_tool_result(ss, buf, NULL, true);
+	return mcp_tool_result(ss, json_string(buf), NULL, true);
 }
 
 json_t *mcp_sandbox_info(struct mcp_server *s)
@@ -161,5 +165,6 @@ void mcp_answer_sandbox_info(struct mcp_call *c)
 {
 	json_t *info = mcp_sandbox_info(c->srv);
 	cleanup_free char *text = json_dumps(info, JSON_INDENT(2));
-	mcp_call_reply(c, jsonrpc_result(c->id, mcp_tool_result(c->session, text ? text : "{}", info, false)));
+	mcp_call_reply(c, jsonrpc_result(c->id, mcp_tool_result(c->session, json_string(text ? text : "{}"), info,
+								 false)));
 }

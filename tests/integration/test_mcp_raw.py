@@ -235,6 +235,20 @@ def test_initialize_needs_a_protocol_version():
         s.kill()
 
 
+def test_a_nul_in_a_name_makes_it_another_name(server):
+    """\\u0000 is valid JSON and loads (code may hold it), but a tool name,
+    a method or a log level with one is not the name without it."""
+    res = server.request(1, "tools/call", {"name": "run_python\x00x", "arguments": {"code": "print(1)"}})
+    assert res["error"]["code"] == INVALID_PARAMS and res["id"] == 1, res
+    assert res["error"]["data"] == {"name": "run_python\x00x"}
+    res = server.request(2, "ping\x00")
+    assert (res["id"], res["error"]["code"]) == (2, INVALID_REQUEST), res
+    assert "\\u0000" in res["error"]["message"]
+    res = server.request(3, "logging/setLevel", {"level": "debug\x00"})
+    assert (res["id"], res["error"]["code"]) == (3, INVALID_PARAMS), res
+    server.assert_serving()
+
+
 def test_tool_argument_errors_are_tool_results(server):
     res = server.request(3, "tools/call", {"name": "run_python", "arguments": {"code": ["print(1)"]}})
     assert res["id"] == 3

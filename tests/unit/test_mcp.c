@@ -8,6 +8,7 @@
 #include "base/util.h"
 #include "config/policy.h"
 #include "mcp/internal.h"
+#include "base/jsonrpc.h"
 #include "unit.h"
 
 static const struct {
@@ -76,12 +77,50 @@ START_TEST(test_tools_of_the_default_policy)
 }
 END_TEST
 
+/* JSON-RPC classification (src/base/jsonrpc.c): \u0000 loads, but a
+ * method with one is invalid, and json_str_eq compares every byte. */
+static const struct { const char *text; enum jsonrpc_kind kind; const char *why; } messages[] = {
+	{ "{\"jsonrpc\": \"2.0\", \"id\": 1, \"method\": \"ping\"}", JSONRPC_REQUEST, NULL },
+	{ "{\"jsonrpc\": \"2.0\", \"method\": \"x\", \"params\": {\"code\": \"a\\u0000b\"}}", JSONRPC_NOTIFICATION, NULL },
+	{ "{\"jsonrpc\": \"2.0\", \"id\": 1, \"method\": \"ping\\u0000\"}", JSONRPC_INVALID,
+	  "\"method\" must not contain \\u0000" },
+	{ "{\"jsonrpc\": \"2.0\\u0000\", \"id\": 1, \"method\": \"ping\"}", JSONRPC_INVALID,
+	  "\"jsonrpc\" must be \"2.0\"" },
+};
+
+START_TEST(test_jsonrpc_nul)
+{
+	json_t *err = NULL, *msg = jsonrpc_parse(messages[_i].text, strlen(messages[_i].text), &err);
+	struct jsonrpc_msg m;
+	ck_assert_msg(msg != NULL, "%s refused", messages[_i].text);
+	jsonrpc_classify(msg, &m);
+	ck_assert_int_eq(m.kind, messages[_i].kind);
+	if (messages[_i].why)
+		ck_assert_str_eq(m.why, messages[_i].why);
+	json_decref(msg);
+}
+END_TEST
+
+START_TEST(test_json_str_eq_compares_every_byte)
+{
+	json_t *a = json_stringn("run_python\0x", 12), *b = json_string("run_python");
+	ck_assert(!json_str_eq(a, "run_python"));
+	ck_assert(json_str_eq(b, "run_python"));
+	ck_assert(!json_str_eq(b, "run_pytho"));
+	ck_assert(!json_str_eq(NULL, "x"));
+	json_decref(a);
+	json_decref(b);
+}
+END_TEST
+
 Suite *mcp_suite(void)
 {
 	Suite *s = suite_create("mcp");
 	TCase *t = tcase_create("tools");
 	tcase_add_loop_test(t, test_schema_is_valid_and_embedded, 0, (int)ARRAY_SIZE(schemas));
 	tcase_add_test(t, test_tools_of_the_default_policy);
+	tcase_add_loop_test(t, test_jsonrpc_nul, 0, (int)ARRAY_SIZE(messages));
+	tcase_add_test(t, test_json_str_eq_compares_every_byte);
 	suite_add_tcase(s, t);
 	return s;
 }

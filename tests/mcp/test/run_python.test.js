@@ -9,7 +9,7 @@ import { fileURLToPath } from "node:url";
 
 import { McpError } from "@modelcontextprotocol/sdk/types.js";
 
-import { connect, text } from "./helpers.js";
+import { connect, startRaw, text } from "./helpers.js";
 
 describe("run_python", () => {
   let s;
@@ -186,6 +186,34 @@ describe("run_python", () => {
     const r = await run({ code: "1", variables: { [name]: 1 } });
     assert.equal(r.isError, true);
     assert.equal(text(r), `Invalid arguments for run_python: variables: "1${"a".repeat(62)}" is not a valid Python identifier`);
+  });
+
+  test("a NUL in stdout keeps the rest of the text block (it was cut there)", async () => {
+    const r = await run({ code: 'import sys\nsys.stdout.write("a\\0b\\n")\nsys.stderr.write("err\\n")\n7' });
+    assert.equal(r.isError, false, text(r));
+    assert.equal(r.structuredContent.stdout, "a\u0000b\n");
+    assert.match(text(r), /--- stdout ---\na\u0000b\n\n--- stderr ---\nerr\n\n--- return_value ---\n7\n$/);
+  });
+
+  test("a NUL in stdout in a 2025-03-26 session, where the text is all there is (it was lost)", async () => {
+    const r = startRaw();
+    try {
+      await r.initialize("2025-03-26");
+      r.send({ jsonrpc: "2.0", id: 1, method: "tools/call",
+        params: { name: "run_python", arguments: { code: 'print("x\\0y")\nprint("after")' } } });
+      const res = await r.response(1, 20000);
+      assert.equal(res.result.structuredContent, undefined);
+      assert.match(res.result.content[0].text, /--- stdout ---\nx\u0000y\nafter\n$/);
+    } finally {
+      r.kill();
+    }
+  });
+
+  test("\\u0000 in code, stdin and variables is valid JSON and reaches Python (it was a parse error with id null)", async () => {
+    const r = await run({ code: "import sys\nd = sys.stdin.read()\n[len(d), d.count(chr(0)), len(v), v.index(chr(0)), s == chr(0)]",
+      stdin: "a\u0000b", variables: { v: "xy\u0000z", s: "\u0000" } }, { timeout: 20000 });
+    assert.equal(r.isError, false, text(r));
+    assert.deepEqual(r.structuredContent.return_value, [3, 1, 4, 2, true]);
   });
 
   test("a number beyond 64 bits in variables reaches Python as an int (it was a parse error with id null)", async () => {
