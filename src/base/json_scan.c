@@ -305,3 +305,122 @@ int json_scan(const char *text, size_t len, struct json_scan *out)
 	ws(&sc);
 	return sc.pos == len ? 0 : -1;
 }
+
+/* ------------------------------------------------------------ the id of a text too large to keep */
+
+void json_id_finder_init(struct json_id_finder *f)
+{
+	memset(f, 0, sizeof(*f));
+}
+
+static void id_put(struct json_id_finder *f, char c)
+{
+	if (f->id_len + 1 < JSON_ID_MAX)
+		f->id[f->id_len++] = c;
+	else
+		f->capturing = false, f->state = ID_DONE, f->id_len = 0; /* too long: no id */
+}
+
+static void id_end(struct json_id_finder *f)
+{
+	f->capturing = false;
+	f->state = ID_DONE;
+	f->id[f->id_len] = '\0';
+}
+
+/* "id" as a key, byte by byte: i, then d, then the closing quote */
+static void key_byte(struct json_id_finder *f, char c)
+{
+	static const char id[] = "id";
+	f->key_is_id = f->key_is_id && f->key_len < 2 && c == id[f->key_len];
+	f->key_len++;
+}
+
+void json_id_finder_feed(struct json_id_finder *f, const char *p, size_t n)
+{
+	for (size_t i = 0; i < n && f->state != ID_DONE; i++) {
+		char c = p[i];
+		if (f->in_str) {
+			if (f->capturing)
+				id_put(f, c);
+			if (f->esc) {
+				f->esc = false;
+				if (f->state == ID_IN_KEY)
+					f->key_is_id = false;   /* an escape in a key: not spelled "id" */
+			} else if (c == '\\') {
+				f->esc = true;
+				if (f->state == ID_IN_KEY)
+					f->key_is_id = false;
+			} else if (c == '"') {
+				f->in_str = false;
+				if (f->state == ID_IN_KEY)
+					f->state = ID_COLON;
+			} else if (f->state == ID_IN_KEY) {
+				key_byte(f, c);
+			}
+			continue;
+		}
+		switch (c) {
+		case ' ': case '\t': case '\r': case '\n':
+			break;
+		case '"':
+			f->in_str = true;
+			if (f->depth == 1 && f->state == ID_KEY) {
+				f->state = ID_IN_KEY;
+				f->key_len = 0;
+				f->key_is_id = true;
+			} else if (f->capturing) {
+				id_put(f, c);
+			}
+			break;
+		case '{':
+		case '[':
+			if (f->depth == 0 && (c == '[' || f->state != ID_BEFORE)) {
+				f->state = ID_DONE;   /* not an object */
+				break;
+			}
+			if (f->capturing)
+				id_put(f, c);
+			if (++f->depth == 1)
+				f->state = ID_KEY;
+			break;
+		case '}':
+		case ']':
+			if (f->depth == 1 && f->capturing) {
+				id_end(f);
+				break;
+			}
+			if (f->capturing)
+				id_put(f, c);
+			if (--f->depth <= 0)
+				f->state = ID_DONE;
+			break;
+		case ',':
+			if (f->depth == 1 && f->capturing)
+				id_end(f);
+			else if (f->depth == 1)
+				f->state = ID_KEY;
+			else if (f->capturing)
+				id_put(f, c);
+			break;
+		case ':':
+			if (f->depth == 1 && f->state == ID_COLON) {
+				f->state = ID_VALUE;
+				f->capturing = f->key_is_id && f->key_len == 2;
+				f->id_len = 0;
+			} else if (f->capturing) {
+				id_put(f, c);
+			}
+			break;
+		default:
+			if (f->capturing)
+				id_put(f, c);
+			break;
+		}
+	}
+}
+
+const char *json_id_finder_result(const struct json_id_finder *f)
+{
+	return f->state == ID_DONE && f->id_len ? f->id : NULL;
+}

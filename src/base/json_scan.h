@@ -27,4 +27,22 @@ struct json_scan {
 /* 0 when text is one JSON value (with white space around it), else -1. */
 int json_scan(const char *text, size_t len, struct json_scan *out);
 
+/* The top-level "id" of a JSON object fed in pieces, without keeping the
+ * text: for a message too large to keep, whose answer still needs its id.
+ * Only the first "id" member counts, and only an id of at most
+ * JSON_ID_MAX - 1 bytes; the result is the id's JSON text, for the caller
+ * to parse and check (the text as a whole was never checked). */
+#define JSON_ID_MAX 256
+struct json_id_finder {
+	int depth;                /* of nesting; the object itself is 1 */
+	enum { ID_BEFORE, ID_KEY, ID_IN_KEY, ID_COLON, ID_VALUE, ID_DONE } state;
+	bool in_str, esc, capturing, key_is_id;
+	size_t key_len, id_len;
+	char id[JSON_ID_MAX];
+};
+void json_id_finder_init(struct json_id_finder *f);
+void json_id_finder_feed(struct json_id_finder *f, const char *p, size_t n);
+/* The id's JSON text (NUL-terminated), or NULL when there was none. */
+const char *json_id_finder_result(const struct json_id_finder *f);
+
 #endif

@@ -56,18 +56,21 @@ void line_reader_feed(struct line_reader *lr, const char *data, size_t len,
 		size_t seg = nl ? (size_t)(nl - (data + i)) : len - i;
 		size_t next = i + seg + (nl ? 1 : 0);
 
+		if (!lr->discarding && lr->len + seg > lr->max) {
+			/* over the cap: from here only its id is looked for */
+			lr->discarding = true;
+			lr->discarded = lr->len;
+			json_id_finder_init(&lr->id);
+			json_id_finder_feed(&lr->id, lr->buf, lr->len);
+			lr->len = 0;
+		}
 		if (lr->discarding) {
 			lr->discarded += seg;
-			if (nl)
+			json_id_finder_feed(&lr->id, data + i, seg);
+			if (nl) {
 				lr->discarding = false;
-			i = next;
-			continue;
-		}
-		if (lr->len + seg > lr->max) {
-			ops->on_oversized(ctx, lr->max);
-			lr->discarded = lr->len + seg;
-			lr->len = 0;
-			lr->discarding = !nl;
+				ops->on_oversized(ctx, lr->max, json_id_finder_result(&lr->id));
+			}
 			i = next;
 			continue;
 		}

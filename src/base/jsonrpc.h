@@ -5,6 +5,8 @@
 
 #include <jansson.h>
 
+#include "base/json_scan.h"
+
 /* A JSON value this scope holds a reference to: dropped at scope exit
  * unless handed on with steal_ptr(). */
 static inline void pc_json_decrefp(json_t **j) { json_decref(*j); }
@@ -31,13 +33,15 @@ struct line_reader {
 	size_t len, cap, max;
 	bool discarding;     /* inside an oversized line */
 	size_t discarded;    /* bytes of it seen so far */
+	struct json_id_finder id;   /* of the oversized line, for its answer */
 };
 
 struct line_reader_ops {
 	/* A complete line without its "\n" (and without a trailing "\r"). */
 	void (*on_line)(void *ctx, const char *line, size_t len);
-	/* A line went over the cap; called once, when the cap is crossed. */
-	void (*on_oversized)(void *ctx, size_t max);
+	/* A line went over the cap; called once, at its end, with the JSON
+	 * text of its top-level "id" when one was seen (else NULL). */
+	void (*on_oversized)(void *ctx, size_t max, const char *id);
 };
 
 void line_reader_init(struct line_reader *lr, size_t max);

@@ -508,11 +508,25 @@ static void on_line(void *ctx, const char *line, size_t len)
 	json_decref(msg);
 }
 
-static void on_oversized(void *ctx, size_t max)
+static void on_oversized(void *ctx, size_t max, const char *id)
 {
 	struct upstream *u = ctx;
-	/* its id is lost with it: the call it answered will time out */
+	char *end = NULL;
+	unsigned long long n = id ? strtoull(id, &end, 10) : 0;
+	struct up_call *c = n && end && *end == '\0' ? call_unlink_id(u, n) : NULL;
+	char msg[160];
 	log_warn("upstream %s: dropped a message over %zu bytes", u->conf->name, max);
+	if (!c)
+		return;   /* no id seen, or not one of ours: nothing waits for it */
+	/* the answer of a tool call: it fails now rather than at its deadline */
+	snprintf(msg, sizeof(msg), "its answer was over the %zu-byte limit of a message", max);
+	if (c->kind == CALL_TOOL) {
+		call_finish(c, UPSTREAM_RPC_ERROR, NULL, msg);
+	} else {
+		call_free(c);
+		up_kill(u, msg);
+	}
+	rearm(u);
 }
 
 static void on_err_line(void *ctx, const char *line, size_t len)
@@ -524,10 +538,11 @@ static void on_err_line(void *ctx, const char *line, size_t len)
 	log_debug("upstream %s: stderr: %s", u->conf->name, u->last_err);
 }
 
-static void on_err_oversized(void *ctx, size_t max)
+static void on_err_oversized(void *ctx, size_t max, const char *id)
 {
 	(void)ctx;
 	(void)max;
+	(void)id;
 }
 
 static const struct line_reader_ops out_ops = { on_line, on_oversized };

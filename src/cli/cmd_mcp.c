@@ -32,7 +32,8 @@ static const char mcp_usage[] =
 	"      --policy FILE|NAME   policy of every run (default: the config file's, else \"default\")\n"
 	"      --config FILE        configuration file (default " CONF_DEFAULT_PATH ")\n"
 	"      --max-runs N         runs at once; more wait in a queue (default: the config's, 4)\n"
-	"      --max-message SIZE   largest message accepted, e.g. 4M (default 4M)\n"
+	"      --max-message SIZE   largest message accepted, 4K to 1G (default: the config's, 4M);\n"
+	"                           a larger one is answered with an error, with its id\n"
 	"      --tools-page-size N  tools per tools/list page (default: all; to test clients)\n"
 	"      --warm / --cold      warm starts: clone each run's fresh jail from an initialised\n"
 	"                           interpreter, and keep the config's warm.ready jails (2) made\n"
@@ -48,6 +49,7 @@ struct mcp_opts {
 	const char *policy, *config;
 	uint32_t max_runs, page_size;
 	uint64_t max_message;
+	bool has_max_message;
 	int verbose;
 	int warm;                /* 1 --warm, -1 --cold, 0 the config's */
 };
@@ -60,7 +62,8 @@ static const struct opt mcp_options[] = {
 	{ OPT_ROW("policy", 0, OPT_STRING, MCP(policy)) },
 	{ OPT_ROW("config", 0, OPT_STRING, MCP(config)) },
 	{ OPT_ROW("max-runs", 0, OPT_UINT, MCP(max_runs)), .min = 1, .max = 1024 },
-	{ OPT_ROW("max-message", 0, OPT_SIZE, MCP(max_message)), .min = 4096, .max = 1u << 30,
+	{ OPT_ROW("max-message", 0, OPT_SIZE, MCP(max_message)),
+	  .given = OPT_GIVEN(struct mcp_opts, has_max_message), .min = 4096, .max = 1u << 30,
 	  .range = "expected a size from 4K to 1G" },
 	{ OPT_ROW("tools-page-size", 0, OPT_UINT, MCP(page_size)), .min = 1, .max = 1000 },
 	{ OPT_ROW("warm", 0, OPT_SET, MCP(warm)), .set = 1 },
@@ -83,11 +86,11 @@ static void on_line(void *ctx, const char *line, size_t len)
 		mcp_session_handle_text(m->session, line, len);
 }
 
-static void on_oversized(void *ctx, size_t max)
+static void on_oversized(void *ctx, size_t max, const char *id)
 {
 	struct mcp_stdio *m = ctx;
 	if (!m->done)
-		mcp_session_oversized(m->session, max);
+		mcp_session_oversized(m->session, max, id);
 }
 
 static void on_close(void *ctx)
@@ -143,7 +146,6 @@ int cmd_mcp(int argc, char **argv)
 	int rc;
 
 	memset(&o, 0, sizeof(o));
-	o.max_message = JSONRPC_DEFAULT_MAX_MESSAGE;
 	rc = opts_parse(&cli_mcp_cmd, argc, argv, &o, &err);
 	if (rc >= 0 && !o.help && rc < argc)
 		rc = pc_fail(&err, EINVAL, "usage", "unexpected argument '%s'", argv[rc]);
@@ -172,6 +174,8 @@ int cmd_mcp(int argc, char **argv)
 			log_info("mcp: warm starts on (zygote pid %d)", (int)zygote_pid(env.warm));
 	}
 	cfg.max_runs = o.max_runs ? o.max_runs : conf.max_concurrent_runs;
+	if (!o.has_max_message)
+		o.max_message = conf.max_message;
 	cfg.ready = conf.warm_ready;
 	cfg.page_size = o.page_size;
 

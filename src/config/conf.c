@@ -9,8 +9,8 @@
 #include "config/json_check.h"
 #include "config/policy.h"
 
-static const char *const top_keys[] = { "policy", "max_concurrent_runs", "audit_log", "upstreams",
-					"host_uid_base", "warm", NULL };
+static const char *const top_keys[] = { "policy", "max_concurrent_runs", "max_message", "audit_log",
+					"upstreams", "host_uid_base", "warm", NULL };
 static const char *const upstream_keys[] = { "command", "env", "timeout", NULL };
 static const char *const warm_keys[] = { "enabled", "ready", NULL };
 
@@ -21,6 +21,7 @@ void conf_init_default(struct pycell_conf *c)
 	memset(c, 0, sizeof(*c));
 	c->policy = xstrdup("default");
 	c->max_concurrent_runs = 4;
+	c->max_message = 4u << 20;
 	c->warm_ready = 2;
 	c->host_uid_base = 100000;
 }
@@ -174,6 +175,9 @@ static int conf_apply(const struct jc *c, const json_t *root, struct pycell_conf
 			return -1;
 		conf->max_concurrent_runs = (uint32_t)n;
 	}
+	if ((v = json_object_get(root, "max_message")) &&
+	    jc_size(c, "max_message", v, 4096, 1u << 30, false, &conf->max_message) < 0)
+		return -1;
 	if ((v = json_object_get(root, "audit_log")) && nullable_path(c, "audit_log", v, &conf->audit_log) < 0)
 		return -1;
 	if ((v = json_object_get(root, "upstreams")) && apply_upstreams(c, v, conf) < 0)

@@ -26,6 +26,7 @@ struct pycell_conf {
 	char *path;                 /* file loaded, NULL when none (built-in defaults) */
 	char *policy;               /* default policy: a name or a path; "default" */
 	uint32_t max_concurrent_runs;   /* 4 */
+	uint64_t max_message;       /* the largest MCP message taken (4M) */
 	char *audit_log;            /* audit JSON lines file; NULL = stderr */
 	struct upstream_conf *upstreams;
 	size_t n_upstreams;

@@ -59,8 +59,10 @@ struct mcp_session *mcp_session_new(struct mcp_server *s, const struct mcp_sessi
 void mcp_session_handle_text(struct mcp_session *ss, const char *text, size_t len);
 /* A parsed message (object or batch array); borrowed. */
 void mcp_session_handle_message(struct mcp_session *ss, json_t *msg);
-/* The transport dropped a message over its size cap. */
-void mcp_session_oversized(struct mcp_session *ss, size_t max);
+/* The transport dropped a message over its size cap; id_text is the JSON
+ * text of its top-level "id" when the transport saw one (else NULL): the
+ * error answers it, so a client waiting for that id hears back. */
+void mcp_session_oversized(struct mcp_session *ss, size_t max, const char *id_text);
 /* The client is gone: kill its runs, answer nothing more, free. */
 void mcp_session_free(struct mcp_session *ss);
 

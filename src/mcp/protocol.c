@@ -491,12 +491,18 @@ void mcp_session_handle_text(struct mcp_session *ss, const char *text, size_t le
 	json_decref(msg);
 }
 
-void mcp_session_oversized(struct mcp_session *ss, size_t max)
+void mcp_session_oversized(struct mcp_session *ss, size_t max, const char *id_text)
 {
+	json_t *id = id_text ? json_loads(id_text, JSON_DECODE_ANY, NULL) : NULL;
+	if (!jsonrpc_id_valid(id)) {
+		json_decref(id);
+		id = NULL;   /* none that can be answered: null, as for a parse error */
+	}
 	log_warn("mcp: dropped a message over the %zu-byte limit", max);
 	mcp_log(ss, MLOG_WARNING, "dropped a message over the %zu-byte limit", max);
-	mcp_send(ss, jsonrpc_error(NULL, JSONRPC_INVALID_REQUEST, "Invalid Request: the message is too large",
-				       json_pack("{s:I}", "max_bytes", (json_int_t)max)), NULL);
+	mcp_send(ss, jsonrpc_error(id, JSONRPC_INVALID_REQUEST, "Invalid Request: the message is too large",
+				       json_pack("{s:I}", "max_bytes", (json_int_t)max)), id);
+	json_decref(id);
 }
 
 struct mcp_session *mcp_session_new(struct mcp_server *s, const struct mcp_session_ops *ops, void *ctx)

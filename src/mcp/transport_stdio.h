@@ -18,7 +18,7 @@ struct stdio_transport_ops {
 	/* One line, without its newline. */
 	void (*on_line)(void *ctx, const char *line, size_t len);
 	/* A line went over max_message and is being discarded. */
-	void (*on_oversized)(void *ctx, size_t max);
+	void (*on_oversized)(void *ctx, size_t max, const char *id);
 	/* The input reached EOF or failed, or the output's reader went away:
 	 * the session is over.  Called once. */
 	void (*on_close)(void *ctx);

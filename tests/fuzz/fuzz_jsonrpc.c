@@ -3,11 +3,15 @@
  * Checks beyond "no crash": the line reader hands on exactly the bytes of
  * each line and never buffers more than its cap; a message classified as a
  * request has a valid id and a method; a response built for any id that
- * classify returns is a valid JSON-RPC message that parses back. */
+ * classify returns is a valid JSON-RPC message that parses back; the
+ * streaming id finder (for lines too large to keep) finds the same "id" as
+ * the parser, whenever the line is an object that parses. */
 #include "config.h"
 
 #include <assert.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/jsonrpc.h"
@@ -30,6 +34,24 @@ static void check_message(const char *line, size_t len)
 		return;
 	}
 	if (json_is_object(msg)) {
+		struct json_id_finder f;
+		const json_t *want = json_object_get(msg, "id");
+		const char *found;
+		json_id_finder_init(&f);
+		json_id_finder_feed(&f, line, len);
+		found = json_id_finder_result(&f);
+		if (found) {
+			json_t *got = json_loads(found, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
+			if (!want || !got || !json_equal(got, want)) {
+				fprintf(stderr, "id finder: found %s, the parser %s\n", found,
+					want ? json_dumps(want, JSON_ENCODE_ANY) : "none");
+				abort();
+			}
+			json_decref(got);
+		} else if (json_is_integer(want) && !memchr(line, '\\', len)) {
+			fprintf(stderr, "id finder: missed the integer id\n");
+			abort();
+		}
 		jsonrpc_classify(msg, &m);
 		if (m.kind == JSONRPC_REQUEST) {
 			assert(m.method && jsonrpc_id_valid(m.id));
@@ -62,10 +84,11 @@ static void on_line(void *ctx, const char *line, size_t len)
 	check_message(line, len);
 }
 
-static void on_oversized(void *ctx, size_t max)
+static void on_oversized(void *ctx, size_t max, const char *id)
 {
 	struct seen *s = ctx;
 	assert(max == CAP);
+	assert(!id || strlen(id) < JSON_ID_MAX);
 	s->oversized++;
 }
 

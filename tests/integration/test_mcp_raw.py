@@ -167,15 +167,41 @@ def test_batch_refused_in_this_version(server):
     server.assert_serving()
 
 
+def test_the_message_cap_comes_from_the_config_unless_the_option_says(tmp_path):
+    conf = tmp_path / "pycell.conf"
+    conf.write_text('{"max_message": "8K"}')
+    line = b'{"jsonrpc":"2.0","id":7,"method":"ping","params":{"pad":"' + b"p" * 10000 + b'"}}\n'
+    for args, answer in ((["--config", str(conf)], "too large"),
+                         (["--config", str(conf), "--max-message", "16K"], "ok")):
+        s = Server(*args)
+        try:
+            s.initialize()
+            s.send_raw(line)
+            res = s.recv()
+            if answer == "ok":
+                assert res == {"jsonrpc": "2.0", "id": 7, "result": {}}
+            else:
+                assert_error(res, INVALID_REQUEST, 7)
+                assert res["error"]["data"] == {"max_bytes": 8192}
+            s.close()
+        finally:
+            s.kill()
+
+
 def test_oversized_line_is_dropped_with_bounded_memory():
     s = Server("--max-message", "64K")
     try:
         s.initialize()
         s.send_raw(b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":"' + b"x" * 100000 + b'"}}\n')
         err = s.recv()
-        assert_error(err, INVALID_REQUEST, None)
+        # answered with the request's id, which the client waits for (it was null)
+        assert_error(err, INVALID_REQUEST, 1)
         assert err["error"]["data"] == {"max_bytes": 65536}
         s.assert_serving("after-one")
+        # the id after the large part, as the SDKs write it, and one with escapes
+        s.send_raw(b'{"method":"tools/call","params":{"name":"run_python","arguments":{"code":"'
+                   + b"x" * 100000 + b'","id":"inner"}},"jsonrpc":"2.0","id":"l\\"ate"}\n')
+        assert_error(s.recv(), INVALID_REQUEST, 'l"ate')
         # 64 MiB in one line, fed in pieces: one error, and the server
         # never holds the line (its peak RSS stays far below 64 MiB)
         chunk = b"y" * (1 << 20)

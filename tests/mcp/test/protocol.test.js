@@ -30,6 +30,16 @@ describe("initialize", () => {
   test("ping", async () => {
     assert.deepEqual(await s.client.ping(), {});
   });
+
+  test("a call over the message cap fails at once with its id (it hung until the SDK's timeout)", async () => {
+    const t0 = Date.now();
+    await assert.rejects(
+      s.client.callTool({ name: "run_python", arguments: { code: "#" + "x".repeat(5 << 20) } }, undefined,
+        { timeout: 30000 }),
+      (e) => e instanceof McpError && e.code === -32600 && /too large/.test(e.message));
+    assert.ok(Date.now() - t0 < 10000, `took ${Date.now() - t0} ms`);
+    assert.deepEqual(await s.client.ping(), {});
+  });
 });
 
 describe("protocol version negotiation", () => {
