@@ -315,10 +315,14 @@ void json_id_finder_init(struct json_id_finder *f)
 
 static void id_put(struct json_id_finder *f, char c)
 {
-	if (f->id_len + 1 < JSON_ID_MAX)
+	if (f->id_len + 1 < JSON_ID_MAX) {
 		f->id[f->id_len++] = c;
-	else
-		f->capturing = false, f->state = ID_DONE, f->id_len = 0; /* too long: no id */
+		return;
+	}
+	/* too long to be an id worth answering: none */
+	f->capturing = false;
+	f->state = ID_DONE;
+	f->id_len = 0;
 }
 
 static void id_end(struct json_id_finder *f)

@@ -72,7 +72,7 @@ static int store(const struct opt *o, const char *shown, const char *arg, void *
 			return usage_fail(err, shown, what, arg);
 		}
 		if (n < o->min)
-			return usage_fail(err, shown, o->range, arg);
+			return usage_fail(err, shown, o->range ? o->range : "too small", arg);
 		*FIELD(out, o, uint32_t) = (uint32_t)n;
 		break;
 	}
