@@ -41,6 +41,7 @@ struct bridge_run {
 	json_t *per_tool;          /* {name: {calls, errors, total_ms}} */
 	json_t *denials;           /* the first few {tool, reason} */
 	json_t *calls;             /* every forwarded call: {tool, status, ms} */
+	json_t *lists_waiting;     /* ids of tools/list asked before the upstreams settled */
 };
 
 struct bridge {
@@ -51,6 +52,8 @@ struct bridge {
 	struct audit *audit;
 	struct bridge_run *runs;
 	uint64_t seq;
+	void (*on_settled)(void *ctx);   /* bridge_on_settled */
+	void *settled_ctx;
 };
 
 /* ------------------------------------------------------------ names */
@@ -404,13 +407,23 @@ static void handle_cancel(struct bridge_run *br, json_t *params)
 	}
 }
 
+static void answer_list(struct bridge_run *br, json_t *id)
+{
+	json_t *tools = br->b ? bridge_tools_for_policy(br->b, br->policy) : json_array();
+	send_to_jail(br, jsonrpc_result(id, json_pack("{s:o}", "tools", tools)));
+}
+
 static void handle_request(struct bridge_run *br, struct jsonrpc_msg *m)
 {
 	if (strcmp(m->method, "tools/call") == 0) {
 		handle_call(br, m->id, m->params);
 	} else if (strcmp(m->method, "tools/list") == 0) {
-		json_t *tools = br->b ? bridge_tools_for_policy(br->b, br->policy) : json_array();
-		send_to_jail(br, jsonrpc_result(m->id, json_pack("{s:o}", "tools", tools)));
+		/* a server still starting would be missing from the list while
+		 * a call to it already succeeds: the answer waits for them */
+		if (br->b && !bridge_settled(br->b))
+			json_array_append(br->lists_waiting, m->id);
+		else
+			answer_list(br, m->id);
 	} else if (strcmp(m->method, "ping") == 0) {
 		send_to_jail(br, jsonrpc_result(m->id, json_object()));
 	} else if (strcmp(m->method, "initialize") == 0) {
@@ -476,6 +489,7 @@ static void write_run_record(struct bridge_run *br, struct run *r)
 
 static void run_free_state(struct bridge_run *br)
 {
+	json_decref(br->lists_waiting);
 	json_decref(br->per_tool);
 	json_decref(br->denials);
 	json_decref(br->calls);
@@ -526,6 +540,7 @@ void bridge_attach(struct bridge *b, struct run_request *req)
 	br->per_tool = json_object();
 	br->denials = json_array();
 	br->calls = json_array();
+	br->lists_waiting = json_array();
 	br->next = b->runs;
 	b->runs = br;
 	req->on_tool_message = on_tool_message;
@@ -534,6 +549,37 @@ void bridge_attach(struct bridge *b, struct run_request *req)
 }
 
 /* ------------------------------------------------------------ the bridge */
+
+bool bridge_settled(const struct bridge *b)
+{
+	for (size_t i = 0; b && i < b->n_ups; i++)
+		if (!upstream_settled(b->ups[i]))
+			return false;
+	return true;
+}
+
+void bridge_on_settled(struct bridge *b, void (*fn)(void *ctx), void *ctx)
+{
+	b->on_settled = fn;
+	b->settled_ctx = ctx;
+}
+
+static void on_upstream_settled(void *ctx, struct upstream *u)
+{
+	struct bridge *b = ctx;
+	(void)u;
+	if (!bridge_settled(b))
+		return;
+	for (struct bridge_run *br = b->runs; br; br = br->next) {
+		size_t i;
+		json_t *id;
+		json_array_foreach (br->lists_waiting, i, id)
+			answer_list(br, id);
+		json_array_clear(br->lists_waiting);
+	}
+	if (b->on_settled)
+		b->on_settled(b->settled_ctx);
+}
 
 struct bridge *bridge_new(struct loop *l, const struct pycell_conf *c, struct pc_err *err)
 {
@@ -547,7 +593,7 @@ struct bridge *bridge_new(struct loop *l, const struct pycell_conf *c, struct pc
 	}
 	b->ups = xcalloc(c->n_upstreams, sizeof(*b->ups));
 	for (size_t i = 0; i < c->n_upstreams; i++) {
-		b->ups[i] = upstream_new(l, &c->upstreams[i], NULL, NULL);
+		b->ups[i] = upstream_new(l, &c->upstreams[i], on_upstream_settled, b);
 		if (!b->ups[i]) {
 			pc_syserr(err, "upstream", "upstream %s: timerfd", c->upstreams[i].name);
 			bridge_free(b);

@@ -83,6 +83,11 @@ json_t *bridge_tools_for_policy(struct bridge *b, const struct policy *p);
 /* Stops the upstreams.  Runs still attached are detached (their pending
  * calls dropped, no audit line). */
 void bridge_free(struct bridge *b);
+/* Has every upstream had its chance (listed its tools, or failed and waits
+ * for a restart)?  Until then a tools/list from a jail waits for them. */
+bool bridge_settled(const struct bridge *b);
+/* fn(ctx) each time the upstreams have all settled (for sandbox_info). */
+void bridge_on_settled(struct bridge *b, void (*fn)(void *ctx), void *ctx);
 
 /* The allowlist alone: `name` (len bytes, which must hold no NUL) equals
  * an entry of p->tools_allow byte for byte, or an entry "SERVER.*" is a

@@ -63,8 +63,8 @@ struct up_call {
 struct upstream {
 	struct loop *loop;
 	const struct upstream_conf *conf;
-	void (*on_ready)(void *ctx, struct upstream *u);
-	void *ready_ctx;
+	void (*on_settled)(void *ctx, struct upstream *u);
+	void *settled_ctx;
 
 	enum up_state state;
 	pid_t pid;
@@ -89,6 +89,15 @@ struct upstream {
 
 static void up_kill(struct upstream *u, const char *why);
 static void rearm(struct upstream *u);
+
+/* The server has had its chance (it is ready, or failed and waits for a
+ * restart): whoever waits for the upstreams to settle hears of it. */
+static void settle(struct upstream *u)
+{
+	u->settled = true;
+	if (u->on_settled)
+		u->on_settled(u->settled_ctx, u);
+}
 static int spawn(struct upstream *u, struct pc_err *err);
 
 /* ------------------------------------------------------------ calls */
@@ -402,8 +411,8 @@ static void on_list_page(struct upstream *u, json_t *result)
 	rearm(u);
 	if (u->relist)
 		start_listing(u);
-	if (u->on_ready)
-		u->on_ready(u->ready_ctx, u);
+	if (u->on_settled)
+		u->on_settled(u->settled_ctx, u);
 }
 
 static void on_init_result(struct upstream *u, json_t *result)
@@ -667,7 +676,7 @@ static void on_pidfd(struct loop_watch *w, uint32_t events, void *data)
 	if (now - u->started_at >= UP_STABLE_MS)
 		u->backoff_ms = 0;
 	schedule_restart(u, now);
-	u->settled = true;
+	settle(u);
 
 	/* calls it was answering fail; queued ones wait for the restart */
 	for (struct up_call **pp = &u->calls; *pp;) {
@@ -727,13 +736,13 @@ static int spawn(struct upstream *u, struct pc_err *err)
 /* ------------------------------------------------------------ API */
 
 struct upstream *upstream_new(struct loop *l, const struct upstream_conf *c,
-			      void (*on_ready)(void *ctx, struct upstream *u), void *ctx)
+			      void (*on_settled)(void *ctx, struct upstream *u), void *ctx)
 {
 	struct upstream *u = xcalloc(1, sizeof(*u));
 	u->loop = l;
 	u->conf = c;
-	u->on_ready = on_ready;
-	u->ready_ctx = ctx;
+	u->on_settled = on_settled;
+	u->settled_ctx = ctx;
 	u->pidfd = u->in_fd = u->out_fd = u->err_fd = -1;
 	u->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 	if (u->timer_fd < 0 || loop_add(l, &u->w_timer, u->timer_fd, EPOLLIN, on_timer, u) < 0) {
@@ -752,7 +761,7 @@ int upstream_start(struct upstream *u, struct pc_err *err)
 	if (spawn(u, err) < 0) {
 		u->backoff_ms = UP_BACKOFF_MIN_MS;
 		schedule_restart(u, now_ms());
-		u->settled = true;
+		settle(u);
 		rearm(u);
 		return -1;
 	}

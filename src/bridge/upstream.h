@@ -34,10 +34,11 @@ enum upstream_status {
  * never its command, environment or files. */
 typedef void (*upstream_reply_fn)(void *ctx, enum upstream_status st, json_t *result, const char *message);
 
-/* `c` is borrowed and must outlive the upstream.  on_ready, if set, is
- * called each time the server has (re)listed its tools. */
+/* `c` is borrowed and must outlive the upstream.  on_settled, if set, is
+ * called each time the server has (re)listed its tools, and each time it
+ * failed and waits for a restart: whenever it has had its chance. */
 struct upstream *upstream_new(struct loop *l, const struct upstream_conf *c,
-			      void (*on_ready)(void *ctx, struct upstream *u), void *ctx);
+			      void (*on_settled)(void *ctx, struct upstream *u), void *ctx);
 /* Spawn the server and start the handshake.  Fails only when the process
  * cannot be created; the handshake completes later on the loop (failures
  * there are logged and retried with backoff). */

@@ -116,6 +116,16 @@ static json_t *jail_tools(void *ctx, const struct policy *p)
 	return bridge_tools_for_policy(ctx, p);
 }
 
+static bool tools_settled(void *ctx)
+{
+	return bridge_settled(ctx);
+}
+
+static void on_tools_settled(void *ctx)
+{
+	mcp_server_tools_settled(ctx);
+}
+
 static void on_signal(struct loop_watch *w, uint32_t events, void *data)
 {
 	struct mcp_stdio *m = data;
@@ -211,6 +221,7 @@ int cmd_mcp(int argc, char **argv)
 		bridge_start(bridge, NULL);
 		cfg.attach_tools = attach_tools;
 		cfg.jail_tools = jail_tools;
+		cfg.tools_settled = tools_settled;
 		cfg.tool_ctx = bridge;
 	}
 	server = mcp_server_new(l, &env, &cfg, &err);
@@ -218,6 +229,8 @@ int cmd_mcp(int argc, char **argv)
 		cli_setup_error("mcp", &err);
 		goto out;
 	}
+	if (bridge)
+		bridge_on_settled(bridge, on_tools_settled, server);
 	m.transport = stdio_transport_new(l, STDIN_FILENO, STDOUT_FILENO, (size_t)o.max_message, &tops, &m, &err);
 	if (!m.transport) {
 		cli_setup_error("mcp", &err);

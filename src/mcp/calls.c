@@ -191,6 +191,19 @@ static void finish_version(struct mcp_call *c)
 			 run_status_name(r->status), r->status == RUN_SETUP_FAILED ? ": " : "",
 			 r->status == RUN_SETUP_FAILED ? r->setup_error.msg : "");
 	}
+	s->version_call = NULL;   /* asked: the waiting sandbox_info calls may go */
+	mcp_answer_waiting_info(s);
+}
+
+bool mcp_info_ready(struct mcp_server *s)
+{
+	return !s->version_call && (!s->cfg.tools_settled || s->cfg.tools_settled(s->cfg.tool_ctx));
+}
+
+void mcp_answer_waiting_info(struct mcp_server *s)
+{
+	if (!mcp_info_ready(s))
+		return;
 	for (struct mcp_call *w = s->active.head, *next; w; w = next) {
 		next = w->next;
 		if (w->kind == CALL_SANDBOX_INFO) {
@@ -198,6 +211,11 @@ static void finish_version(struct mcp_call *c)
 			mcp_call_free(w);
 		}
 	}
+}
+
+void mcp_server_tools_settled(struct mcp_server *s)
+{
+	kick(s);   /* mcp_on_defer answers the waiting sandbox_info calls */
 }
 
 /* ------------------------------------------------------------ scheduling */
@@ -270,6 +288,7 @@ void mcp_on_defer(struct loop_watch *w, uint32_t events, void *data)
 			finish_run_python(c);
 		mcp_call_free(c);
 	}
+	mcp_answer_waiting_info(s);
 	mcp_schedule(s);
 	run_pool_fill(s->pool);
 	(void)w;

@@ -144,6 +144,11 @@ uint64_t mcp_call_timeout_ms(const struct mcp_call *c);
 void mcp_schedule(struct mcp_server *s);
 /* Ask the interpreter its version once (sandbox_info waits for it). */
 void mcp_version_probe(struct mcp_server *s);
+/* sandbox_info can be answered: the interpreter was asked (or could not
+ * be) and the tools have settled. */
+bool mcp_info_ready(struct mcp_server *s);
+/* Answer the sandbox_info calls that waited, if they can be now. */
+void mcp_answer_waiting_info(struct mcp_server *s);
 void mcp_answer_sandbox_info(struct mcp_call *c);
 /* The server's eventfd (runs that ended) and progress timer. */
 void mcp_on_defer(struct loop_watch *w, uint32_t events, void *data);

@@ -36,6 +36,10 @@ struct mcp_server_config {
 	/* The tools jailed code may call under policy p, for sandbox_info: a
 	 * new reference to a JSON array.  NULL: the policy's allow patterns. */
 	json_t *(*jail_tools)(void *tool_ctx, const struct policy *p);
+	/* Have the tools behind jail_tools settled (their servers listed them
+	 * or failed)?  sandbox_info waits until they have, so that it never
+	 * lists fewer tools than a call can reach.  NULL: always. */
+	bool (*tools_settled)(void *tool_ctx);
 	void *tool_ctx;
 };
 
@@ -44,6 +48,9 @@ struct mcp_server *mcp_server_new(struct loop *l, const struct run_env *env,
 				  const struct mcp_server_config *cfg, struct pc_err *err);
 /* Kills and frees every run, queued or running; sends nothing. */
 void mcp_server_free(struct mcp_server *s);
+/* The tools of tools_settled have settled: the sandbox_info calls that
+ * waited for them are answered (from the loop, not from this call). */
+void mcp_server_tools_settled(struct mcp_server *s);
 
 /* How a session's messages leave: the transport's part.  `related` is the
  * id of the request a message belongs to (its response, or a progress

@@ -150,14 +150,16 @@ static void tools_call_sandbox_info(struct mcp_session *ss, struct mcp_batch *b,
 		return;
 	}
 	c = mcp_call_new(s, ss, b, CALL_SANDBOX_INFO, id);
-	if (s->python_version) {
+	if (s->python_version && mcp_info_ready(s)) {
 		mcp_answer_sandbox_info(c);
 		mcp_call_free(c);
 		return;
 	}
+	/* waits for the interpreter's version and for the tools to settle */
 	c->state = CALL_WAITING;
 	mcp_list_push(&s->active, c);
-	mcp_version_probe(s);
+	if (!s->python_version)
+		mcp_version_probe(s);
 }
 
 static void handle_tools_call(struct mcp_session *ss, struct mcp_batch *b, json_t *id, json_t *params)

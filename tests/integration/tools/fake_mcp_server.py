@@ -18,7 +18,8 @@ Tools:
 Environment: FAKE_MCP_STATE, a directory where each start appends
 "NAME PID" to "starts" and each tools/call appends "NAME TOOL" to "calls"
 (NAME is $FAKE_MCP_NAME), so a test can count restarts and see exactly
-which calls reached a server.
+which calls reached a server.  FAKE_MCP_START_DELAY (seconds) holds the
+server back before it reads anything, as a slow-starting server would.
 """
 
 import json
@@ -99,6 +100,7 @@ def record(what, text):
 def main():
     record("starts", os.getpid())
     print("fake MCP server starting", file=sys.stderr, flush=True)
+    time.sleep(float(os.environ.get("FAKE_MCP_START_DELAY", "0")))
     for line in sys.stdin:
         try:
             msg = json.loads(line)

@@ -300,3 +300,47 @@ describe("tool calls from the jail (upstream servers in the config)", () => {
     assert.equal(r.structuredContent.tool_calls.count, 1);
   });
 });
+
+// An upstream MCP server that takes a while to start (as the npm ones do,
+// about half a second): sandbox_info and pycell.list_tools() answer once
+// it has listed its tools, never with fewer tools than a call can reach
+// (they listed none for that half second while calls already succeeded).
+describe("upstream tools while their server starts", () => {
+  const here = path.dirname(fileURLToPath(import.meta.url));
+  const fake = path.resolve(here, "../../integration/tools/fake_mcp_server.py");
+  let dir;
+  let args;
+  before(() => {
+    dir = mkdtempSync(path.join(tmpdir(), "pycell-mcp-slow-"));
+    writeFileSync(path.join(dir, "pycell.conf"), JSON.stringify({
+      upstreams: { fake: { command: ["/usr/bin/python3", fake], env: { FAKE_MCP_START_DELAY: "1.5" } } },
+      audit_log: path.join(dir, "audit.log"),
+    }));
+    writeFileSync(path.join(dir, "slow.json"), JSON.stringify({ extends: "default", tools: { allow: ["fake.*"] } }));
+    args = ["--config", path.join(dir, "pycell.conf"), "--policy", path.join(dir, "slow.json")];
+  });
+  after(() => rmSync(dir, { recursive: true, force: true }));
+
+  test("sandbox_info right after the start lists them", async () => {
+    const s = await connect(args);
+    try {
+      const r = await s.client.callTool({ name: "sandbox_info", arguments: {} });
+      const names = r.structuredContent.tools.map((t) => t.name);
+      assert.ok(names.includes("fake.echo"), JSON.stringify(names));
+    } finally {
+      await s.close();
+    }
+  });
+
+  test("pycell.list_tools() in the first run lists them", async () => {
+    const s = await connect(args);
+    try {
+      const r = await s.client.callTool({ name: "run_python", arguments: {
+        code: "import pycell\nsorted(t['name'] for t in pycell.list_tools())" } });
+      assert.equal(r.isError, false, text(r));
+      assert.ok(r.structuredContent.return_value.includes("fake.echo"), JSON.stringify(r.structuredContent));
+    } finally {
+      await s.close();
+    }
+  });
+});
