@@ -2,6 +2,7 @@
 # pycell: the MCP tests as one automake TESTS entry:
 #   1. node:test suites in test/ with the official @modelcontextprotocol/sdk
 #      Client over StdioClientTransport, against $PYCELL mcp;
+#      (and test/inspector.test.js: the MCP Inspector's CLI with --strict);
 #   2. the official conformance suite (@modelcontextprotocol/conformance),
 #      server scenarios server-initialize, ping, logging-set-level and
 #      tools-list, through bridge.js (stdio <-> Streamable HTTP on 127.0.0.1).
@@ -26,7 +27,8 @@ if [ ! -x "$PYCELL" ]; then
 	exit 99
 fi
 cd "$here" || exit 99
-if [ ! -d node_modules/@modelcontextprotocol/sdk ] || [ ! -d node_modules/@modelcontextprotocol/conformance ]; then
+if [ ! -d node_modules/@modelcontextprotocol/sdk ] || [ ! -d node_modules/@modelcontextprotocol/conformance ] ||
+	[ ! -d node_modules/@modelcontextprotocol/inspector ]; then
 	echo "mcp: installing the npm packages of tests/mcp (npm ci)"
 	npm ci --no-audit --no-fund >npm-ci.log 2>&1 || {
 		cat npm-ci.log >&2

@@ -21,9 +21,35 @@ static const struct {
 	{ "sandbox_info.output.json", mcp_schema_sandbox_info_output },
 };
 
-/* Each schema is a JSON object schema; every required key is a property,
- * every property says its type or what it is; and the embedded text is the
- * file in the tree (a stale schemas.c fails). */
+/* The portable subset of JSON Schema that every client maps (the
+ * Inspector's --strict, Gemini's function declarations): one type per
+ * "type" (nullable as anyOf), no exclusiveMinimum/Maximum, no
+ * additionalProperties. */
+static void check_portable(const char *file, const char *where, const json_t *v)
+{
+	const char *key;
+	json_t *sub;
+	size_t i;
+	if (json_is_array(v)) {
+		json_array_foreach ((json_t *)v, i, sub)
+			check_portable(file, where, sub);
+		return;
+	}
+	if (!json_is_object(v))
+		return;
+	json_object_foreach ((json_t *)v, key, sub) {
+		ck_assert_msg(strcmp(key, "type") != 0 || json_is_string(sub), "%s: %s: a type array", file, where);
+		ck_assert_msg(strcmp(key, "exclusiveMinimum") && strcmp(key, "exclusiveMaximum") &&
+			      strcmp(key, "additionalProperties"), "%s: %s: %s is not portable", file, where, key);
+		if (strcmp(key, "enum") != 0 && strcmp(key, "required") != 0)
+			check_portable(file, key, sub);
+	}
+}
+
+/* Each schema is a JSON object schema in the portable subset; every
+ * required key is a property, every property says its type (or its types,
+ * anyOf) or what it is; and the embedded text is the file in the tree (a
+ * stale schemas.c fails). */
 START_TEST(test_schema_is_valid_and_embedded)
 {
 	cleanup_free char *path = xasprintf("%s/src/mcp/schemas/%s", unit_srcdir(), schemas[_i].file);
@@ -40,12 +66,14 @@ START_TEST(test_schema_is_valid_and_embedded)
 	props = json_object_get(s, "properties");
 	ck_assert_msg(json_is_object(props), "%s: no properties", schemas[_i].file);
 	json_object_foreach(props, key, v)
-		ck_assert_msg(json_is_object(v) && (json_object_get(v, "type") || json_object_get(v, "description")),
+		ck_assert_msg(json_is_object(v) && (json_object_get(v, "type") || json_object_get(v, "anyOf") ||
+						    json_object_get(v, "description")),
 			      "%s: property %s says neither its type nor what it is", schemas[_i].file, key);
 	req = json_object_get(s, "required");
 	json_array_foreach(req, i, v)
 		ck_assert_msg(json_object_get(props, json_string_value(v)) != NULL,
 			      "%s: required %s is not a property", schemas[_i].file, json_string_value(v));
+	check_portable(schemas[_i].file, "the schema", s);
 	json_decref(s);
 }
 END_TEST
