@@ -60,7 +60,7 @@ static const struct opt run_options[] = {
 	  .range = "at least 2 (init and python)" },
 };
 
-const struct opt_cmd cli_run_cmd = { "run", cli_run_usage, run_options, ARRAY_SIZE(run_options) };
+const struct opt_cmd cli_run_cmd = { "run", cli_run_usage, run_options, ARRAY_SIZE(run_options), true };
 
 int cli_parse_run(int argc, char **argv, struct run_opts *o, struct pc_err *err)
 {

@@ -70,7 +70,7 @@ static const struct opt mcp_options[] = {
 	{ OPT_ROW("cold", 0, OPT_SET, MCP(warm)), .set = -1 },
 };
 
-const struct opt_cmd cli_mcp_cmd = { "mcp", mcp_usage, mcp_options, ARRAY_SIZE(mcp_options) };
+const struct opt_cmd cli_mcp_cmd = { "mcp", mcp_usage, mcp_options, ARRAY_SIZE(mcp_options), false };
 
 struct mcp_stdio {
 	struct stdio_transport *transport;
@@ -157,8 +157,6 @@ int cmd_mcp(int argc, char **argv)
 
 	memset(&o, 0, sizeof(o));
 	rc = opts_parse(&cli_mcp_cmd, argc, argv, &o, &err);
-	if (rc >= 0 && !o.help && rc < argc)
-		rc = pc_fail(&err, EINVAL, "usage", "unexpected argument '%s'", argv[rc]);
 	if (rc < 0)
 		return cli_usage_error("mcp", &err);
 	if (o.help) {

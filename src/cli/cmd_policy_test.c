@@ -587,7 +587,7 @@ static const struct opt pt_options[] = {
 	{ OPT_ROW("only", 'o', OPT_STRING, PT(only)) },
 };
 
-const struct opt_cmd cli_policy_test_cmd = { "policy-test", usage, pt_options, ARRAY_SIZE(pt_options) };
+const struct opt_cmd cli_policy_test_cmd = { "policy-test", usage, pt_options, ARRAY_SIZE(pt_options), false };
 
 int cmd_policy_test(int argc, char **argv)
 {
@@ -604,8 +604,6 @@ int cmd_policy_test(int argc, char **argv)
 	int arg;
 
 	arg = opts_parse(&cli_policy_test_cmd, argc, argv, &o, &err);
-	if (arg >= 0 && !o.help && arg < argc)
-		arg = pc_fail(&err, EINVAL, "usage", "unexpected argument '%s'", argv[arg]);
 	if (arg >= 0 && o.only && !o.help)
 		arg = check_only(o.only, &err);
 	if (arg < 0)

@@ -321,7 +321,8 @@ static const struct opt doctor_options[] = {
 	{ OPT_ROW("json", 0, OPT_FLAG, offsetof(struct doctor_opts, json)) },
 };
 
-const struct opt_cmd cli_doctor_cmd = { "doctor", doctor_usage, doctor_options, ARRAY_SIZE(doctor_options) };
+const struct opt_cmd cli_doctor_cmd = { "doctor", doctor_usage, doctor_options, ARRAY_SIZE(doctor_options),
+				      false };
 
 int cmd_doctor(int argc, char **argv)
 {
@@ -333,8 +334,6 @@ int cmd_doctor(int argc, char **argv)
 	int i;
 
 	i = opts_parse(&cli_doctor_cmd, argc, argv, &o, &err);
-	if (i >= 0 && !o.help && i < argc)
-		i = pc_fail(&err, EINVAL, "usage", "unexpected argument '%s'", argv[i]);
 	if (i < 0)
 		return cli_usage_error("doctor", &err);
 	if (o.help) {

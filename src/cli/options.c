@@ -129,10 +129,12 @@ int opts_parse(const struct opt_cmd *cmd, int argc, char **argv, void *out, stru
 		const struct opt *o;
 		char shown[80];
 
-		if (strcmp(a, "--") == 0)
-			return i + 1;
+		if (strcmp(a, "--") == 0) {
+			i++;
+			break;
+		}
 		if (a[0] != '-' || a[1] == '\0')
-			return i; /* the first operand ("-" is one: stdin) */
+			break; /* the first operand ("-" is one: stdin) */
 		i++;
 		if (a[1] == '-') {
 			const char *eq = strchr(a + 2, '=');
@@ -174,6 +176,8 @@ int opts_parse(const struct opt_cmd *cmd, int argc, char **argv, void *out, stru
 		if (o->kind == OPT_HELP || o->kind == OPT_PROGRAM)
 			return i;
 	}
+	if (!cmd->operands && i < argc)
+		return pc_fail(err, EINVAL, "usage", "unexpected argument '%s'", argv[i]);
 	return i;
 }
 

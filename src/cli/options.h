@@ -49,13 +49,15 @@ struct opt_cmd {
 	const char *usage;     /* the --help text */
 	const struct opt *opts;
 	size_t n;
+	bool operands;         /* takes arguments after its options (else one is an error) */
 };
 
 /* Parse argv[1..argc) (argv[0] is the subcommand's name) into out, which
  * the caller has initialised with its defaults.  Options end at the first
- * operand, at "--", or after an OPT_PROGRAM option.  Returns the index of
- * the first operand (argc if none), or -1 with err (step "usage") naming
- * the option and what was expected. */
+ * operand, at "--", or after an OPT_PROGRAM option (or OPT_HELP).  Returns
+ * the index of the first operand (argc if none), or -1 with err (step
+ * "usage") naming the option and what was expected, or the operand of a
+ * command that takes none. */
 int opts_parse(const struct opt_cmd *cmd, int argc, char **argv, void *out, struct pc_err *err);
 
 /* The front ends' three ways to fail, written the same everywhere on

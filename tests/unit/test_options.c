@@ -35,7 +35,8 @@ static const struct opt t_rows[] = {
 	{ OPT_ROW("wait", 0, OPT_DURATION, T(ms)), .min = 1, .max = 60000, .range = "expected 1ms to 1m" },
 	{ OPT_ROW(NULL, 'c', OPT_PROGRAM, T(prog)) },
 };
-static const struct opt_cmd t_cmd = { "t", "", t_rows, ARRAY_SIZE(t_rows) };
+static const struct opt_cmd t_cmd = { "t", "", t_rows, ARRAY_SIZE(t_rows), true };
+static const struct opt_cmd t_no_operands = { "t", "", t_rows, ARRAY_SIZE(t_rows), false };
 
 #define ARGV(...) ((char *[]){ "t", __VA_ARGS__, NULL })
 #define ARGC(v) ((int)(sizeof(v) / sizeof(v[0])) - 1)
@@ -197,6 +198,22 @@ START_TEST(test_every_option_is_in_help_and_the_man_page)
 }
 END_TEST
 
+START_TEST(test_a_command_without_operands_refuses_one)
+{
+	struct t_opts o = { 0 };
+	struct pc_err e = { 0 };
+	char **a = ARGV("-f", "extra");
+	char **b = ARGV("--", "-f");
+	char **c = ARGV("-h", "extra");
+	ck_assert_int_eq(opts_parse(&t_no_operands, 3, a, &o, &e), -1);
+	ck_assert_str_eq(e.msg, "unexpected argument 'extra'");
+	ck_assert_int_eq(opts_parse(&t_no_operands, 3, b, &o, &e), -1);
+	ck_assert_str_eq(e.msg, "unexpected argument '-f'");
+	ck_assert_int_eq(opts_parse(&t_no_operands, 3, c, &o, &e), 2);   /* help wins */
+	ck_assert(o.help);
+}
+END_TEST
+
 START_TEST(test_wrap_puts_context_first_and_keeps_the_rest)
 {
 	struct pc_err e;
@@ -226,6 +243,7 @@ Suite *options_suite(void)
 	tcase_add_test(t, test_where_options_end);
 	tcase_add_loop_test(t, test_each_mistake_names_the_option_and_what_it_got, 0, ARRAY_SIZE(bad));
 	tcase_add_loop_test(t, test_every_option_is_in_help_and_the_man_page, 0, ARRAY_SIZE(documented));
+	tcase_add_test(t, test_a_command_without_operands_refuses_one);
 	tcase_add_test(t, test_wrap_puts_context_first_and_keeps_the_rest);
 	suite_add_tcase(s, t);
 	return s;
