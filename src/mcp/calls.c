@@ -88,6 +88,7 @@ void mcp_call_progress(struct mcp_call *c, const char *message)
 	}
 	c->last_progress = p;
 	c->n_progress++;
+	c->t_progress = now_ms();
 	params = json_pack("{s:O,s:I}", "progressToken", c->progress_token, "progress", (json_int_t)p);
 	if (c->progress_total)
 		json_object_set_new(params, "total", json_integer((json_int_t)c->progress_total));
@@ -274,6 +275,47 @@ void mcp_schedule(struct mcp_server *s)
 	tick_update(s);
 }
 
+/* A run's answer follows the call's last progress notification by at
+ * least this long.  The SDKs handle a notification a microtask after the
+ * message read with it: one that reaches them in the same read as the
+ * response finds its token gone, and they report an unknown token. */
+#define PROGRESS_GAP_MS 30
+
+/* Hold c's answer until PROGRESS_GAP_MS after its last notification. */
+static bool hold_answer(struct mcp_server *s, struct mcp_call *c)
+{
+	uint64_t now = now_ms(), due = c->t_progress + PROGRESS_GAP_MS;
+	struct itimerspec t = { 0 }, cur;
+	if (c->kind != CALL_RUN_PYTHON || !c->n_progress || c->cancelled || !c->session || now >= due)
+		return false;
+	c->ended_next = s->held;
+	s->held = c;
+	timerfd_gettime(s->hold_fd, &cur);
+	if ((!cur.it_value.tv_sec && !cur.it_value.tv_nsec) ||
+	    (uint64_t)cur.it_value.tv_sec * 1000 + (uint64_t)cur.it_value.tv_nsec / 1000000 > due - now) {
+		t.it_value.tv_nsec = (long)(due - now) * 1000000;
+		timerfd_settime(s->hold_fd, 0, &t, NULL);
+	}
+	return true;
+}
+
+void mcp_on_hold(struct loop_watch *w, uint32_t events, void *data)
+{
+	struct mcp_server *s = data;
+	uint64_t n;
+	(void)!read(s->hold_fd, &n, sizeof(n));
+	/* back to the ended list: mcp_on_defer answers what is due, holds the rest */
+	while (s->held) {
+		struct mcp_call *c = s->held;
+		s->held = c->ended_next;
+		c->ended_next = s->ended;
+		s->ended = c;
+	}
+	kick(s);
+	(void)w;
+	(void)events;
+}
+
 void mcp_on_defer(struct loop_watch *w, uint32_t events, void *data)
 {
 	struct mcp_server *s = data;
@@ -282,6 +324,8 @@ void mcp_on_defer(struct loop_watch *w, uint32_t events, void *data)
 	while (s->ended) {
 		struct mcp_call *c = s->ended;
 		s->ended = c->ended_next;
+		if (hold_answer(s, c))
+			continue;
 		if (c->kind == CALL_PY_VERSION)
 			finish_version(c);
 		else

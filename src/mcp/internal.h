@@ -72,6 +72,7 @@ struct mcp_call {
 	json_t *progress_token;
 	uint64_t last_progress, progress_total;   /* ms */
 	unsigned n_progress;
+	uint64_t t_progress;          /* when the last progress notification was sent */
 	uint64_t t_received, t_started;
 	unsigned long long seq;
 	bool cancelled, ended;
@@ -92,6 +93,9 @@ struct mcp_server {
 	struct call_list queue;       /* waiting for a run slot, in order */
 	struct call_list active;      /* running, and sandbox_info waiting */
 	struct mcp_call *ended;       /* runs whose on_done fired */
+	struct mcp_call *held;        /* ended runs whose answer waits out PROGRESS_GAP_MS */
+	int hold_fd;                  /* timer: when the first held answer may go */
+	struct loop_watch w_hold;
 	unsigned n_running;
 	unsigned long long next_seq;
 	/* Runs end inside run.c's callbacks; their replies are sent and their
@@ -153,6 +157,7 @@ void mcp_answer_sandbox_info(struct mcp_call *c);
 /* The server's eventfd (runs that ended) and progress timer. */
 void mcp_on_defer(struct loop_watch *w, uint32_t events, void *data);
 void mcp_on_tick(struct loop_watch *w, uint32_t events, void *data);
+void mcp_on_hold(struct loop_watch *w, uint32_t events, void *data);
 
 /* run_python's variables as the client wrote them, when they hold numbers
  * jansson cannot (protocol.c, parse_wide): a key no client can send (not

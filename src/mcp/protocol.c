@@ -558,7 +558,7 @@ struct mcp_server *mcp_server_new(struct loop *l, const struct run_env *env,
 	s->cfg = *cfg;
 	if (!s->cfg.max_runs)
 		s->cfg.max_runs = DEFAULT_MAX_RUNS;
-	s->tick_fd = -1;
+	s->tick_fd = s->hold_fd = -1;
 	s->defer_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (s->defer_fd < 0 || loop_add(l, &s->w_defer, s->defer_fd, EPOLLIN, mcp_on_defer, s) < 0) {
 		pc_syserr(err, "mcp", "eventfd");
@@ -566,6 +566,11 @@ struct mcp_server *mcp_server_new(struct loop *l, const struct run_env *env,
 	}
 	s->tick_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 	if (s->tick_fd < 0 || loop_add(l, &s->w_tick, s->tick_fd, EPOLLIN, mcp_on_tick, s) < 0) {
+		pc_syserr(err, "mcp", "timerfd");
+		goto fail;
+	}
+	s->hold_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	if (s->hold_fd < 0 || loop_add(l, &s->w_hold, s->hold_fd, EPOLLIN, mcp_on_hold, s) < 0) {
 		pc_syserr(err, "mcp", "timerfd");
 		goto fail;
 	}
@@ -586,7 +591,9 @@ void mcp_server_free(struct mcp_server *s)
 {
 	if (!s)
 		return;
-	/* run_free kills and reaps each jail; nothing is sent */
+	/* run_free kills and reaps each jail; nothing is sent (the ended and
+	 * held calls are on the active list too) */
+	s->ended = s->held = NULL;
 	while (s->queue.head)
 		mcp_call_free(s->queue.head);
 	while (s->active.head) {
@@ -596,6 +603,9 @@ void mcp_server_free(struct mcp_server *s)
 	run_pool_free(s->pool);
 	loop_del(s->loop, &s->w_defer);
 	loop_del(s->loop, &s->w_tick);
+	loop_del(s->loop, &s->w_hold);
+	if (s->hold_fd >= 0)
+		close(s->hold_fd);
 	if (s->defer_fd >= 0)
 		close(s->defer_fd);
 	if (s->tick_fd >= 0)
