@@ -442,9 +442,7 @@ static void on_tool_message(struct run *r, json_t *msg, void *ctx)
 	struct bridge_run *br = ctx;
 	struct jsonrpc_msg m;
 	br->run = r;
-	jsonrpc_classify(msg, &m);
-	if (m.method && strlen(m.method) != json_string_length(json_object_get(msg, "method")))
-		m.method = "";   /* a NUL inside: matches no method */
+	jsonrpc_classify(msg, &m);   /* a method with a NUL in it is invalid there */
 	switch (m.kind) {
 	case JSONRPC_REQUEST:
 		handle_request(br, &m);
