@@ -195,7 +195,8 @@ json_t *jsonrpc_error(json_t *id, int code, const char *message, json_t *data)
 	json_t *e = json_pack("{s:i,s:s}", "code", code, "message", message);
 	if (data)
 		json_object_set_new(e, "data", data);
-	json_object_set(m, "id", id ? id : json_null());
+	if (id)
+		json_object_set(m, "id", id);
 	json_object_set_new(m, "error", e);
 	return m;
 }

@@ -85,7 +85,9 @@ bool json_str_eq(const json_t *v, const char *s);
  * A NULL result (it could not be built) gives an internal error (-32603)
  * with the id instead: never an empty success. */
 json_t *jsonrpc_result(json_t *id, json_t *result);
-/* {"jsonrpc":"2.0","id":id or null,"error":{code,message[,data]}};
+/* {"jsonrpc":"2.0","id":id,"error":{code,message[,data]}}; without "id"
+ * when id is NULL (it could not be read: MCP's schemas, from 2025-11-25
+ * on, and the SDKs take an absent id there, not JSON-RPC's null);
  * steals data (may be NULL). */
 json_t *jsonrpc_error(json_t *id, int code, const char *message, json_t *data);
 json_t *jsonrpc_errorf(json_t *id, int code, const char *fmt, ...)

@@ -38,18 +38,21 @@ void mcp_call_join_batch(struct mcp_call *c, struct mcp_batch *b)
 		b->pending++;
 }
 
-struct mcp_call *mcp_call_new(struct mcp_server *s, struct mcp_session *ss, struct mcp_batch *b,
-				 enum call_kind kind, json_t *id)
+struct mcp_call *mcp_call_new(struct mcp_server *s, const struct mcp_req *r, enum call_kind kind)
 {
 	struct mcp_call *c = xcalloc(1, sizeof(*c));
 	c->srv = s;
-	c->session = ss;
 	c->kind = kind;
-	c->id = json_incref(id);
 	c->t_received = now_ms();
+	c->log_min = MLOG_OFF;
+	if (r) {
+		c->session = r->ss;
+		c->id = json_incref(r->id);
+		c->v = r->v;
+		c->log_min = r->log_min;
+	}
 	if (kind == CALL_RUN_PYTHON)
 		c->seq = ++s->next_seq;
-	mcp_call_join_batch(c, b);
 	return c;
 }
 
@@ -92,7 +95,7 @@ void mcp_call_progress(struct mcp_call *c, const char *message)
 	params = json_pack("{s:O,s:I}", "progressToken", c->progress_token, "progress", (json_int_t)p);
 	if (c->progress_total)
 		json_object_set_new(params, "total", json_integer((json_int_t)c->progress_total));
-	if (c->session->proto >= PROTO_2025_03_26)
+	if (c->v >= PROTO_2025_03_26)
 		json_object_set_new(params, "message", json_string(message));
 	mcp_send(c->session, jsonrpc_notification("notifications/progress", params), c->id);
 }
@@ -166,14 +169,14 @@ static void finish_run_python(struct mcp_call *c)
 			  r->setup_error.msg);
 	if (c->cancelled || !c->session)
 		return;
-	mcp_log(c->session, r->status == RUN_SETUP_FAILED ? MLOG_ERROR : MLOG_INFO, "run %llu: %s in %llu ms",
-	     c->seq, run_status_name(r->status), (unsigned long long)r->duration_ms);
+	mcp_call_log(c, r->status == RUN_SETUP_FAILED ? MLOG_ERROR : MLOG_INFO, "run %llu: %s in %llu ms",
+		     c->seq, run_status_name(r->status), (unsigned long long)r->duration_ms);
 	res = result_to_json(r);
 	text = mcp_result_text(res, r, &s->env->policy, mcp_call_timeout_ms(c));
 	/* No progress notification at the end: one written right before the
 	 * response reaches the SDKs after it (they handle notifications a tick
 	 * later) and they report an unknown token.  The response says it all. */
-	mcp_call_reply(c, jsonrpc_result(c->id, mcp_tool_result(c->session, text, res, r->status != RUN_OK)));
+	mcp_call_reply(c, mcp_result(c->v, c->id, mcp_tool_result(c->v, text, res, r->status != RUN_OK)));
 }
 
 static void finish_version(struct mcp_call *c)
@@ -258,8 +261,8 @@ void mcp_schedule(struct mcp_server *s)
 		mcp_list_push(&s->active, c);
 		if (call_start(c, &err) < 0) {
 			log_error("mcp: run %llu: could not start: %s", c->seq, err.msg);
-			mcp_log(c->session, MLOG_ERROR, "run %llu: could not start: %s", c->seq, err.msg);
-			mcp_call_reply(c, jsonrpc_result(c->id, mcp_tool_error(c->session,
+			mcp_call_log(c, MLOG_ERROR, "run %llu: could not start: %s", c->seq, err.msg);
+			mcp_call_reply(c, mcp_result(c->v, c->id, mcp_tool_error(c->v,
 				"The sandbox could not be started (%s). This is a problem of the server, not of "
 				"the code; try again later.", err.msg)));
 			mcp_call_free(c);
@@ -269,7 +272,7 @@ void mcp_schedule(struct mcp_server *s)
 		if (mcp_call_timeout_ms(c))
 			c->progress_total = c->t_started - c->t_received + mcp_call_timeout_ms(c);
 		log_debug("mcp: run %llu started (%u running, %u queued)", c->seq, s->n_running, s->queue.n);
-		mcp_log(c->session, MLOG_INFO, "run %llu started", c->seq);
+		mcp_call_log(c, MLOG_INFO, "run %llu started", c->seq);
 		mcp_call_progress(c, "started");
 	}
 	tick_update(s);
@@ -347,7 +350,7 @@ void mcp_version_probe(struct mcp_server *s)
 	struct mcp_call *c;
 	if (s->version_call)
 		return;
-	c = mcp_call_new(s, NULL, NULL, CALL_PY_VERSION, NULL);
+	c = mcp_call_new(s, NULL, CALL_PY_VERSION);
 	c->code = xstrdup(code);
 	c->code_len = strlen(code);
 	mcp_list_push(&s->active, c);

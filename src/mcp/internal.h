@@ -27,12 +27,32 @@ enum proto {
 	PROTO_2025_03_26,  /* + tool annotations, progress messages, batches */
 	PROTO_2025_06_18,  /* + structured content, output schemas, titles; - batches */
 	PROTO_2025_11_25,
+	PROTO_2026_07_28,  /* modern: no initialize; version, capabilities and log level in
+			    * every request's _meta; server/discover; resultType on results */
 };
-#define PROTO_LATEST PROTO_2025_11_25
+#define PROTO_LATEST_LEGACY PROTO_2025_11_25
+#define PROTO_MODERN PROTO_2026_07_28
+#define proto_is_modern(v) ((v) >= PROTO_MODERN)
+
+/* How a connection speaks, decided by its first request that succeeds: an
+ * initialize picks the handshake revisions (2025-11-25 and earlier), a
+ * request whose _meta names 2026-07-28 the per-request one. */
+enum era { ERA_OPEN, ERA_LEGACY, ERA_MODERN };
 
 /* MCP (RFC 5424) log levels, least severe first. */
 extern const char *const mlog_names[];   /* "debug" ... "emergency", NULL */
 enum mlog { MLOG_DEBUG, MLOG_INFO, MLOG_NOTICE, MLOG_WARNING, MLOG_ERROR, MLOG_OFF = 8 };
+
+/* One request being handled: where its answer goes, and the revision and
+ * log level it is served at (the session's for a 2025 request, its own
+ * _meta's for a 2026 one). */
+struct mcp_req {
+	struct mcp_session *ss;
+	struct mcp_batch *b;
+	json_t *id;
+	enum proto v;
+	enum mlog log_min;
+};
 
 /* A queued run holds its code; a client that floods tools/call gets an
  * error instead of unbounded memory. */
@@ -69,6 +89,8 @@ struct mcp_call {
 	enum call_kind kind;
 	enum call_state state;
 	json_t *id;
+	enum proto v;                 /* the revision it is answered in */
+	enum mlog log_min;            /* a 2026 request's own log level */
 	json_t *progress_token;
 	uint64_t last_progress, progress_total;   /* ms */
 	unsigned n_progress;
@@ -115,8 +137,9 @@ struct mcp_session {
 	struct mcp_server *srv;
 	struct mcp_session_ops ops;
 	void *ctx;
-	enum proto proto;
-	enum mlog log_min;
+	enum era era;
+	enum proto proto;             /* negotiated by initialize (ERA_LEGACY) */
+	enum mlog log_min;            /* set by logging/setLevel (ERA_LEGACY) */
 	char *client;
 };
 
@@ -125,14 +148,24 @@ void mcp_send(struct mcp_session *ss, json_t *msg, const json_t *related);
 /* Send a response (stolen), or add it to its batch. */
 void mcp_reply(struct mcp_session *ss, struct mcp_batch *b, json_t *msg);
 void mcp_batch_maybe_send(struct mcp_batch *b);
-/* notifications/message to the client, when it asked for this level. */
+/* A result (stolen) as revision v wants it: with resultType and the
+ * server's identity in _meta from 2026-07-28 on.  A new response. */
+json_t *mcp_result(enum proto v, json_t *id, json_t *result);
+/* Answer request r with a result (stolen) or an error. */
+void mcp_answer(const struct mcp_req *r, json_t *result);
+void mcp_fail(const struct mcp_req *r, int code, const char *msg, json_t *data);
+/* notifications/message to the client, when it asked for this level: for
+ * the session (2025 revisions only: a 2026 client hears only of its own
+ * requests), or for a call. */
 void mcp_log(struct mcp_session *ss, enum mlog level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void mcp_call_log(struct mcp_call *c, enum mlog level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void mcp_list_push(struct call_list *l, struct mcp_call *c);
 void mcp_list_remove(struct mcp_call *c);
 
 /* ---- calls.c */
-struct mcp_call *mcp_call_new(struct mcp_server *s, struct mcp_session *ss, struct mcp_batch *b,
-			      enum call_kind kind, json_t *id);
+/* r: the request it answers (NULL: the server's own); it joins r's batch
+ * with mcp_call_join_batch once it will answer later. */
+struct mcp_call *mcp_call_new(struct mcp_server *s, const struct mcp_req *r, enum call_kind kind);
 void mcp_call_free(struct mcp_call *c);
 /* The call answers inside batch b: b waits for it. */
 void mcp_call_join_batch(struct mcp_call *c, struct mcp_batch *b);
@@ -181,8 +214,8 @@ json_t *mcp_result_text(const json_t *res, const struct run_result *r, const str
 			uint64_t timeout_ms);
 /* A tools/call result of the text block (stolen) and the structured
  * content (stolen; sent to clients of 2025-06-18 and later). */
-json_t *mcp_tool_result(struct mcp_session *ss, json_t *text, json_t *structured, bool is_error);
-json_t *mcp_tool_error(struct mcp_session *ss, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+json_t *mcp_tool_result(enum proto v, json_t *text, json_t *structured, bool is_error);
+json_t *mcp_tool_error(enum proto v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 json_t *mcp_sandbox_info(struct mcp_server *s);
 
 #endif

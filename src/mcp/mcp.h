@@ -2,9 +2,10 @@
  *
  * A server holds what every client shares: the policy's run environment,
  * the two tools, the cap on concurrent runs and the queue behind it.  A
- * session is one client (stdio has one; Streamable HTTP one per
- * Mcp-Session-Id): its negotiated protocol version, its log level and its
- * requests in flight.  Everything runs on one event loop; tools/call
+ * session is one client connection (stdio has one): its era (the 2025
+ * handshake, or 2026-07-28 where every request carries its version), the
+ * negotiated version and log level of the handshake, its requests in
+ * flight.  Everything runs on one event loop; tools/call
  * answers later, when its run ends, while other requests are answered at
  * once. */
 #ifndef PYCELL_MCP_H
@@ -21,9 +22,12 @@
 struct mcp_server;
 struct mcp_session;
 
-/* Protocol versions, oldest first; the newest is offered by default. */
+/* Protocol versions, oldest first: the handshake revisions (initialize
+ * offers the newest of them by default), then 2026-07-28, spoken without
+ * a handshake. */
 extern const char *const mcp_protocol_versions[];
-#define MCP_LATEST_PROTOCOL "2025-11-25"
+#define MCP_LATEST_LEGACY_PROTOCOL "2025-11-25"
+#define MCP_MODERN_PROTOCOL "2026-07-28"
 
 struct mcp_server_config {
 	unsigned max_runs;       /* runs at once; the rest wait in a queue (0 = 4) */

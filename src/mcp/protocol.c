@@ -2,6 +2,7 @@
  * and the server that holds them (internal.h says who does what). */
 #include "config.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -13,7 +14,27 @@
 #include "base/log.h"
 #include "mcp/internal.h"
 
-const char *const mcp_protocol_versions[] = { "2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", NULL };
+const char *const mcp_protocol_versions[] = { "2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28",
+					       NULL };
+
+/* The _meta keys of a 2026-07-28 request and result. */
+#define META_VERSION "io.modelcontextprotocol/protocolVersion"
+#define META_CAPS "io.modelcontextprotocol/clientCapabilities"
+#define META_CLIENT "io.modelcontextprotocol/clientInfo"
+#define META_LOG_LEVEL "io.modelcontextprotocol/logLevel"
+#define META_SERVER "io.modelcontextprotocol/serverInfo"
+/* The 2026-07-28 error codes (basic/index, "Error Codes"). */
+#define MCP_UNSUPPORTED_VERSION -32022
+/* How long a client may cache tools/list and server/discover (ttlMs): the
+ * tools and capabilities of a server never change while it runs, but a
+ * restarted one may have a new policy. */
+#define CACHE_TTL_MS 300000
+
+static const char instructions[] =
+	"pycell runs Python code in a fresh, isolated sandbox for every call. Use run_python to "
+	"compute, parse or transform data; the value of the last expression comes back as "
+	"return_value. Nothing persists between calls. sandbox_info shows the Python version "
+	"and the limits.";
 const char *const mlog_names[] = { "debug", "info", "notice", "warning", "error", "critical", "alert",
 				   "emergency", NULL };
 
@@ -80,18 +101,66 @@ void mcp_reply(struct mcp_session *ss, struct mcp_batch *b, json_t *msg)
 	mcp_send(ss, msg, json_object_get(msg, "id"));
 }
 
-void mcp_log(struct mcp_session *ss, enum mlog level, const char *fmt, ...)
+static json_t *server_info(enum proto v)
+{
+	json_t *info = json_pack("{s:s,s:s}", "name", "pycell", "version", PACKAGE_VERSION);
+	if (v >= PROTO_2025_06_18)
+		json_object_set_new(info, "title", json_string("pycell: Python in a Linux sandbox"));
+	return info;
+}
+
+json_t *mcp_result(enum proto v, json_t *id, json_t *result)
+{
+	if (proto_is_modern(v)) {
+		json_t *meta = json_object_get(result, "_meta");
+		if (!meta)
+			json_object_set_new(result, "_meta", meta = json_object());
+		json_object_set_new(meta, META_SERVER, server_info(v));
+		json_object_set_new(result, "resultType", json_string("complete"));
+	}
+	return jsonrpc_result(id, result);
+}
+
+void mcp_answer(const struct mcp_req *r, json_t *result)
+{
+	mcp_reply(r->ss, r->b, mcp_result(r->v, r->id, result));
+}
+
+void mcp_fail(const struct mcp_req *r, int code, const char *msg, json_t *data)
+{
+	mcp_reply(r->ss, r->b, jsonrpc_error(r->id, code, msg, data));
+}
+
+static void send_log(struct mcp_session *ss, enum mlog level, const json_t *related, const char *fmt, va_list ap)
 {
 	char buf[1024];
-	va_list ap;
-	if (!ss || ss->proto == PROTO_NONE || level < ss->log_min)
-		return;
-	va_start(ap, fmt);
 	vsnprintf(buf, sizeof(buf), fmt, ap);
-	va_end(ap);
+	utf8_trim_tail(buf);
 	mcp_send(ss, jsonrpc_notification("notifications/message",
 					      json_pack("{s:s,s:s,s:s}", "level", mlog_names[level],
-							"logger", "pycell", "data", buf)), NULL);
+							"logger", "pycell", "data", buf)), related);
+}
+
+void mcp_log(struct mcp_session *ss, enum mlog level, const char *fmt, ...)
+{
+	va_list ap;
+	if (!ss || ss->era != ERA_LEGACY || level < ss->log_min)
+		return;
+	va_start(ap, fmt);
+	send_log(ss, level, NULL, fmt, ap);
+	va_end(ap);
+}
+
+void mcp_call_log(struct mcp_call *c, enum mlog level, const char *fmt, ...)
+{
+	va_list ap;
+	if (!c->session || c->cancelled)
+		return;
+	if (proto_is_modern(c->v) ? level < c->log_min : (c->session->era != ERA_LEGACY || level < c->session->log_min))
+		return;
+	va_start(ap, fmt);
+	send_log(c->session, level, c->id, fmt, ap);
+	va_end(ap);
 }
 
 /* ------------------------------------------------------------ requests */
@@ -107,26 +176,25 @@ static struct mcp_call *find_call(struct mcp_session *ss, const json_t *id)
 	return NULL;
 }
 
-static void tools_call_run_python(struct mcp_session *ss, struct mcp_batch *b, json_t *id,
-				  const json_t *args, const json_t *token)
+static void tools_call_run_python(const struct mcp_req *r, const json_t *args, const json_t *token)
 {
-	struct mcp_server *s = ss->srv;
+	struct mcp_server *s = r->ss->srv;
 	struct mcp_call *c;
 	struct pc_err err;
 
 	if (s->queue.n >= MAX_QUEUED) {
-		mcp_reply(ss, b, jsonrpc_result(id, mcp_tool_error(ss, "The server is busy: %u runs are already waiting. "
-			"Wait for some to finish, then try again.", s->queue.n)));
+		mcp_answer(r, mcp_tool_error(r->v, "The server is busy: %u runs are already waiting. "
+			"Wait for some to finish, then try again.", s->queue.n));
 		return;
 	}
-	c = mcp_call_new(s, ss, NULL, CALL_RUN_PYTHON, id);
+	c = mcp_call_new(s, r, CALL_RUN_PYTHON);
 	if (mcp_run_python_args(s, args, c, &err) < 0) {
 		pc_err_wrap(&err, "Invalid arguments for run_python");
-		mcp_reply(ss, b, jsonrpc_result(id, mcp_tool_error(ss, "%s", err.msg)));
+		mcp_answer(r, mcp_tool_error(r->v, "%s", err.msg));
 		mcp_call_free(c);
 		return;
 	}
-	mcp_call_join_batch(c, b);
+	mcp_call_join_batch(c, r->b);
 	if (token)
 		c->progress_token = json_incref((json_t *)token);
 	c->state = CALL_QUEUED;
@@ -134,22 +202,23 @@ static void tools_call_run_python(struct mcp_session *ss, struct mcp_batch *b, j
 	if (s->n_running >= s->cfg.max_runs) {
 		char msg[96];
 		snprintf(msg, sizeof(msg), "queued: %u runs ahead", s->queue.n - 1 + s->n_running);
-		mcp_log(ss, MLOG_DEBUG, "run %llu %s", c->seq, msg);
+		mcp_call_log(c, MLOG_DEBUG, "run %llu %s", c->seq, msg);
 		mcp_call_progress(c, msg);
 	}
 	mcp_schedule(s);
 }
 
-static void tools_call_sandbox_info(struct mcp_session *ss, struct mcp_batch *b, json_t *id, const json_t *args)
+static void tools_call_sandbox_info(const struct mcp_req *r, const json_t *args)
 {
-	struct mcp_server *s = ss->srv;
+	struct mcp_server *s = r->ss->srv;
 	struct mcp_call *c;
 	if (args && !json_is_null(args) && (!json_is_object(args) || json_object_size(args) > 0)) {
-		mcp_reply(ss, b, jsonrpc_result(id, mcp_tool_error(ss, "Invalid arguments for sandbox_info: it takes no "
-			"arguments; call it with {}")));
+		mcp_answer(r, mcp_tool_error(r->v, "Invalid arguments for sandbox_info: it takes no "
+			"arguments; call it with {}"));
 		return;
 	}
-	c = mcp_call_new(s, ss, b, CALL_SANDBOX_INFO, id);
+	c = mcp_call_new(s, r, CALL_SANDBOX_INFO);
+	mcp_call_join_batch(c, r->b);
 	if (s->python_version && mcp_info_ready(s)) {
 		mcp_answer_sandbox_info(c);
 		mcp_call_free(c);
@@ -162,25 +231,25 @@ static void tools_call_sandbox_info(struct mcp_session *ss, struct mcp_batch *b,
 		mcp_version_probe(s);
 }
 
-static void handle_tools_call(struct mcp_session *ss, struct mcp_batch *b, json_t *id, json_t *params)
+static void handle_tools_call(const struct mcp_req *r, json_t *params)
 {
 	json_t *name = json_object_get(params, "name");
 	json_t *args = json_object_get(params, "arguments");
 	json_t *token = json_object_get(json_object_get(params, "_meta"), "progressToken");
 	if (!json_is_string(name)) {
-		mcp_reply(ss, b, jsonrpc_error(id, JSONRPC_INVALID_PARAMS,
-			"Invalid params: tools/call needs \"name\", the tool's name as a string", NULL));
+		mcp_fail(r, JSONRPC_INVALID_PARAMS, "Invalid params: tools/call needs \"name\", the tool's name as "
+			 "a string", NULL);
 		return;
 	}
 	if (token && !json_is_string(token) && !json_is_integer(token))
 		token = NULL;
 	if (json_str_eq(name, "run_python"))
-		tools_call_run_python(ss, b, id, args, token);
+		tools_call_run_python(r, args, token);
 	else if (json_str_eq(name, "sandbox_info"))
-		tools_call_sandbox_info(ss, b, id, args);
+		tools_call_sandbox_info(r, args);
 	else
-		mcp_reply(ss, b, jsonrpc_error(id, JSONRPC_INVALID_PARAMS, "Unknown tool: this server has run_python "
-			"and sandbox_info", json_pack("{s:O}", "name", name)));
+		mcp_fail(r, JSONRPC_INVALID_PARAMS, "Unknown tool: this server has run_python and sandbox_info",
+			 json_pack("{s:O}", "name", name));
 }
 
 /* Our cursors are "tools:N", N the index of the page's first tool. */
@@ -200,140 +269,256 @@ static bool parse_cursor(const json_t *cursor, size_t n, size_t *start)
 	return true;
 }
 
-static void handle_tools_list(struct mcp_session *ss, struct mcp_batch *b, json_t *id, json_t *params)
+/* ttlMs and cacheScope, which 2026-07-28 requires of tools/list and
+ * server/discover: the same for every client of this server. */
+static json_t *cacheable(enum proto v, json_t *result)
 {
-	struct mcp_server *s = ss->srv;
+	if (proto_is_modern(v)) {
+		json_object_set_new(result, "ttlMs", json_integer(CACHE_TTL_MS));
+		json_object_set_new(result, "cacheScope", json_string("public"));
+	}
+	return result;
+}
+
+static void handle_tools_list(const struct mcp_req *r, json_t *params)
+{
+	struct mcp_server *s = r->ss->srv;
 	json_t *cursor = json_object_get(params, "cursor");
 	size_t start = 0, n = json_array_size(s->tools), page = s->cfg.page_size ? s->cfg.page_size : n;
 	json_t *tools, *result;
 
 	if (cursor && !json_is_null(cursor) && !parse_cursor(cursor, n, &start)) {
-		mcp_reply(ss, b, jsonrpc_error(id, JSONRPC_INVALID_PARAMS,
-			"Invalid params: unknown cursor; pass the nextCursor of a previous tools/list", NULL));
+		mcp_fail(r, JSONRPC_INVALID_PARAMS, "Invalid params: unknown cursor; pass the nextCursor of a "
+			 "previous tools/list", NULL);
 		return;
 	}
+	/* s->tools is in a fixed order (run_python, sandbox_info): every
+	 * listing is the same, as 2026-07-28 asks for caching's sake */
 	tools = json_array();
 	for (size_t i = start; i < n && i < start + page; i++)
-		json_array_append_new(tools, mcp_tool_for(json_array_get(s->tools, i), ss->proto));
+		json_array_append_new(tools, mcp_tool_for(json_array_get(s->tools, i), r->v));
 	result = json_pack("{s:o}", "tools", tools);
 	if (start + page < n)
 		json_object_set_new(result, "nextCursor", json_sprintf("tools:%zu", start + page));
-	mcp_reply(ss, b, jsonrpc_result(id, result));
+	mcp_answer(r, cacheable(r->v, result));
 }
 
-static void handle_initialize(struct mcp_session *ss, struct mcp_batch *b, json_t *id, json_t *params)
+/* The versions this server speaks, newest first (server/discover, and the
+ * error for a version it does not). */
+static json_t *supported_versions(void)
+{
+	json_t *a = json_array();
+	for (int i = PROTO_MODERN; i >= 0; i--)
+		json_array_append_new(a, json_string(mcp_protocol_versions[i]));
+	return a;
+}
+
+static json_t *capabilities(void)
+{
+	return json_pack("{s:{s:b},s:{}}", "tools", "listChanged", 0, "logging");
+}
+
+static void handle_discover(const struct mcp_req *r)
+{
+	mcp_answer(r, cacheable(r->v, json_pack("{s:o,s:o,s:s}", "supportedVersions", supported_versions(),
+						  "capabilities", capabilities(), "instructions", instructions)));
+}
+
+static void set_client(struct mcp_session *ss, const json_t *client)
+{
+	const char *name = json_string_value(json_object_get(client, "name"));
+	const char *version = json_string_value(json_object_get(client, "version"));
+	if (ss->client && !name)
+		return;
+	free(ss->client);
+	ss->client = xasprintf("%s %s", name ?: "unknown-client", version ?: "");
+}
+
+static void handle_initialize(struct mcp_session *ss, const struct mcp_req *r, json_t *params)
 {
 	json_t *version = json_object_get(params, "protocolVersion");
-	json_t *client = json_object_get(params, "clientInfo");
-	enum proto v = PROTO_LATEST;
-	json_t *server_info, *result;
+	enum proto v = PROTO_LATEST_LEGACY;
 
-	if (ss->proto != PROTO_NONE) {
-		mcp_reply(ss, b, jsonrpc_error(id, JSONRPC_INVALID_REQUEST,
-			"Invalid Request: the session is already initialized", NULL));
+	if (ss->era == ERA_MODERN) {
+		mcp_fail(r, JSONRPC_INVALID_REQUEST, "Invalid Request: this connection speaks " MCP_MODERN_PROTOCOL
+			 ", where every request carries its version in _meta; initialize belongs to the 2025 "
+			 "revisions", json_pack("{s:o}", "supported", supported_versions()));
 		return;
 	}
-	if (b) {
-		mcp_reply(ss, b, jsonrpc_error(id, JSONRPC_INVALID_REQUEST,
-			"Invalid Request: initialize must not be part of a batch", NULL));
+	if (ss->proto != PROTO_NONE) {
+		mcp_fail(r, JSONRPC_INVALID_REQUEST, "Invalid Request: the session is already initialized", NULL);
+		return;
+	}
+	if (r->b) {
+		mcp_fail(r, JSONRPC_INVALID_REQUEST, "Invalid Request: initialize must not be part of a batch", NULL);
 		return;
 	}
 	if (!json_is_string(version)) {
-		mcp_reply(ss, b, jsonrpc_error(id, JSONRPC_INVALID_PARAMS,
-			"Invalid params: initialize needs \"protocolVersion\", a string such as \""
-			MCP_LATEST_PROTOCOL "\"", NULL));
+		mcp_fail(r, JSONRPC_INVALID_PARAMS, "Invalid params: initialize needs \"protocolVersion\", a string "
+			 "such as \"" MCP_LATEST_LEGACY_PROTOCOL "\"", NULL);
 		return;
 	}
-	/* A version we do not speak gets the newest we do; the client decides
-	 * whether it can go on. */
-	for (int i = 0; mcp_protocol_versions[i]; i++)
+	/* A version we do not speak by handshake (2026-07-28 has none) gets
+	 * the newest we do; the client decides whether it can go on. */
+	for (int i = 0; i <= PROTO_LATEST_LEGACY; i++)
 		if (json_str_eq(version, mcp_protocol_versions[i]))
 			v = (enum proto)i;
+	ss->era = ERA_LEGACY;
 	ss->proto = v;
-	free(ss->client);
-	ss->client = xasprintf("%s %s", json_string_value(json_object_get(client, "name")) ?: "unknown-client",
-			       json_string_value(json_object_get(client, "version")) ?: "");
+	set_client(ss, json_object_get(params, "clientInfo"));
 	log_info("mcp: %s initialized with protocol %s (asked for %s)", ss->client, mcp_protocol_versions[v],
 		 json_string_value(version));
-
-	server_info = json_pack("{s:s,s:s}", "name", "pycell", "version", PACKAGE_VERSION);
-	if (v >= PROTO_2025_06_18)
-		json_object_set_new(server_info, "title", json_string("pycell: Python in a Linux sandbox"));
-	result = json_pack("{s:s,s:{s:{s:b},s:{}},s:o,s:s}",
-		"protocolVersion", mcp_protocol_versions[v],
-		"capabilities", "tools", "listChanged", 0, "logging",
-		"serverInfo", server_info,
-		"instructions",
-			"pycell runs Python code in a fresh, isolated sandbox for every call. Use run_python to "
-			"compute, parse or transform data; the value of the last expression comes back as "
-			"return_value. Nothing persists between calls. sandbox_info shows the Python version "
-			"and the limits.");
-	mcp_reply(ss, b, jsonrpc_result(id, result));
+	mcp_answer(r, json_pack("{s:s,s:o,s:o,s:s}", "protocolVersion", mcp_protocol_versions[v],
+				"capabilities", capabilities(), "serverInfo", server_info(v),
+				"instructions", instructions));
 }
 
-static void handle_set_level(struct mcp_session *ss, struct mcp_batch *b, json_t *id, json_t *params)
+static void handle_set_level(const struct mcp_req *r, json_t *params)
 {
 	json_t *level = json_object_get(params, "level");
 	for (int i = 0; json_is_string(level) && mlog_names[i]; i++) {
 		if (json_str_eq(level, mlog_names[i])) {
-			ss->log_min = (enum mlog)i;
-			mcp_reply(ss, b, jsonrpc_result(id, json_object()));
+			r->ss->log_min = (enum mlog)i;
+			mcp_answer(r, json_object());
 			return;
 		}
 	}
-	mcp_reply(ss, b, jsonrpc_error(id, JSONRPC_INVALID_PARAMS, "Invalid params: \"level\" must be one of debug, "
-		"info, notice, warning, error, critical, alert, emergency", NULL));
+	mcp_fail(r, JSONRPC_INVALID_PARAMS, "Invalid params: \"level\" must be one of debug, info, notice, "
+		 "warning, error, critical, alert, emergency", NULL);
+}
+
+/* A 2026-07-28 request's _meta: its version, capabilities, identity and
+ * log level.  0, with r's version and level set; -1 when it was answered
+ * with an error. */
+static int read_modern_meta(struct mcp_req *r, const json_t *meta)
+{
+	json_t *version = json_object_get(meta, META_VERSION);
+	json_t *caps = json_object_get(meta, META_CAPS);
+	json_t *level = json_object_get(meta, META_LOG_LEVEL);
+
+	if (!json_is_string(version)) {
+		mcp_fail(r, JSONRPC_INVALID_PARAMS, "Invalid params: without an initialize, a request carries its "
+			 "protocol version in \"_meta\": {\"" META_VERSION "\": \"" MCP_MODERN_PROTOCOL "\", \""
+			 META_CAPS "\": {}}", NULL);
+		return -1;
+	}
+	if (!json_str_eq(version, MCP_MODERN_PROTOCOL)) {
+		mcp_fail(r, MCP_UNSUPPORTED_VERSION, "Unsupported protocol version: requests without an "
+			 "initialize speak " MCP_MODERN_PROTOCOL "; the 2025 revisions begin with initialize",
+			 json_pack("{s:o,s:O}", "supported", supported_versions(), "requested", version));
+		return -1;
+	}
+	if (!json_is_object(caps)) {
+		mcp_fail(r, JSONRPC_INVALID_PARAMS, "Invalid params: \"_meta\" needs \"" META_CAPS "\", the "
+			 "client's capabilities as an object ({} for none)", NULL);
+		return -1;
+	}
+	r->log_min = MLOG_OFF;   /* no notifications/message unless asked for */
+	if (level) {
+		int i;
+		for (i = 0; mlog_names[i] && !json_str_eq(level, mlog_names[i]); i++)
+			;
+		if (!mlog_names[i]) {
+			mcp_fail(r, JSONRPC_INVALID_PARAMS, "Invalid params: \"" META_LOG_LEVEL "\" must be one of "
+				 "debug, info, notice, warning, error, critical, alert, emergency", NULL);
+			return -1;
+		}
+		r->log_min = (enum mlog)i;
+	}
+	r->v = PROTO_MODERN;
+	if (r->ss->era == ERA_OPEN) {
+		r->ss->era = ERA_MODERN;
+		set_client(r->ss, json_object_get(meta, META_CLIENT));
+		log_info("mcp: %s speaks %s", r->ss->client, MCP_MODERN_PROTOCOL);
+	}
+	return 0;
+}
+
+static bool in_progress(const struct mcp_req *r)
+{
+	if (!find_call(r->ss, r->id))
+		return false;
+	mcp_fail(r, JSONRPC_INVALID_REQUEST, "Invalid Request: this id belongs to a request still in progress", NULL);
+	return true;
+}
+
+/* A request of the 2026-07-28 revision: everything it needs is in it. */
+static void handle_modern(struct mcp_req *r, const char *method, json_t *params)
+{
+	static const char *const methods[] = { "server/discover", "tools/list", "tools/call", NULL };
+	bool known = false;
+	for (int i = 0; methods[i]; i++)
+		known |= strcmp(method, methods[i]) == 0;
+	if (!known) {
+		/* ping and logging/setLevel are gone from 2026-07-28 */
+		mcp_fail(r, JSONRPC_METHOD_NOT_FOUND, "Method not found", json_pack("{s:s}", "method", method));
+		return;
+	}
+	if (read_modern_meta(r, json_object_get(params, "_meta")) < 0 || in_progress(r))
+		return;
+	if (strcmp(method, "server/discover") == 0)
+		handle_discover(r);
+	else if (strcmp(method, "tools/list") == 0)
+		handle_tools_list(r, params);
+	else
+		handle_tools_call(r, params);
 }
 
 static void handle_request(struct mcp_session *ss, struct mcp_batch *b, const struct jsonrpc_msg *m)
 {
 	static const char *const methods[] = { "tools/list", "tools/call", "logging/setLevel", NULL };
+	struct mcp_req r = { .ss = ss, .b = b, .id = m->id, .v = ss->proto, .log_min = MLOG_OFF };
 	const char *method = m->method;
 	json_t *params = m->params;
 	bool known = false;
 
-	if (strcmp(method, "ping") == 0) {
-		mcp_reply(ss, b, jsonrpc_result(m->id, json_object()));
-		return;
-	}
 	if (params && !json_is_object(params)) {
-		mcp_reply(ss, b, jsonrpc_error(m->id, JSONRPC_INVALID_PARAMS, "Invalid params: \"params\" must be an "
-			"object", NULL));
+		mcp_fail(&r, JSONRPC_INVALID_PARAMS, "Invalid params: \"params\" must be an object", NULL);
 		return;
 	}
 	if (strcmp(method, "initialize") == 0) {
-		handle_initialize(ss, b, m->id, params);
+		handle_initialize(ss, &r, params);
+		return;
+	}
+	/* The era: a connection that began with initialize stays in the 2025
+	 * revisions (a 2026 key in its _meta changes nothing); any other
+	 * request naming a version in _meta, and server/discover, which only
+	 * 2026-07-28 has, are served as 2026-07-28 requests. */
+	if (strcmp(method, "server/discover") == 0 || ss->era == ERA_MODERN ||
+	    (ss->era == ERA_OPEN && json_object_get(json_object_get(params, "_meta"), META_VERSION))) {
+		handle_modern(&r, method, params);
+		return;
+	}
+	if (strcmp(method, "ping") == 0) {
+		mcp_answer(&r, json_object());
 		return;
 	}
 	for (int i = 0; methods[i]; i++)
 		known |= strcmp(method, methods[i]) == 0;
 	if (!known) {
-		mcp_reply(ss, b, jsonrpc_error(m->id, JSONRPC_METHOD_NOT_FOUND, "Method not found",
-			json_pack("{s:s}", "method", method)));
+		mcp_fail(&r, JSONRPC_METHOD_NOT_FOUND, "Method not found", json_pack("{s:s}", "method", method));
 		return;
 	}
 	if (ss->proto == PROTO_NONE) {
-		mcp_reply(ss, b, jsonrpc_error(m->id, JSONRPC_INVALID_REQUEST,
-			"Invalid Request: the session is not initialized; send initialize first", NULL));
+		mcp_fail(&r, JSONRPC_INVALID_REQUEST, "Invalid Request: the session is not initialized; send "
+			 "initialize first (2025 revisions), or name the version in each request's _meta (\""
+			 META_VERSION "\": \"" MCP_MODERN_PROTOCOL "\")", NULL);
 		return;
 	}
-	if (find_call(ss, m->id)) {
-		mcp_reply(ss, b, jsonrpc_error(m->id, JSONRPC_INVALID_REQUEST,
-			"Invalid Request: this id belongs to a request still in progress", NULL));
+	if (in_progress(&r))
 		return;
-	}
 	if (strcmp(method, "tools/list") == 0)
-		handle_tools_list(ss, b, m->id, params);
+		handle_tools_list(&r, params);
 	else if (strcmp(method, "tools/call") == 0)
-		handle_tools_call(ss, b, m->id, params);
+		handle_tools_call(&r, params);
 	else
-		handle_set_level(ss, b, m->id, params);
+		handle_set_level(&r, params);
 }
 
 static void cancel_call(struct mcp_call *c, const char *reason)
 {
 	log_debug("mcp: request %llu cancelled by the client%s%s", c->seq, reason ? ": " : "", reason ? reason : "");
-	mcp_log(c->session, MLOG_INFO, "run %llu cancelled%s%s", c->seq, reason ? ": " : "", reason ? reason : "");
+	mcp_call_log(c, MLOG_INFO, "run %llu cancelled%s%s", c->seq, reason ? ": " : "", reason ? reason : "");
 	c->cancelled = true;
 	if (c->state == CALL_RUNNING && c->kind == CALL_RUN_PYTHON) {
 		run_cancel(c->run);   /* on_done follows; no response, as the spec says */
@@ -402,7 +587,7 @@ void mcp_session_handle_message(struct mcp_session *ss, json_t *msg)
 	}
 	if (!batches_allowed(ss) || json_array_size(msg) == 0) {
 		const char *why = json_array_size(msg) == 0 ? "Invalid Request: an empty batch"
-			: ss->proto == PROTO_NONE ? "Invalid Request: a batch before initialize"
+			: ss->era == ERA_OPEN ? "Invalid Request: a batch before initialize"
 			: "Invalid Request: JSON-RPC batches are not supported in this protocol version";
 		mcp_send(ss, jsonrpc_error(NULL, JSONRPC_INVALID_REQUEST, why, NULL), NULL);
 		return;
@@ -513,6 +698,7 @@ struct mcp_session *mcp_session_new(struct mcp_server *s, const struct mcp_sessi
 	ss->srv = s;
 	ss->ops = *ops;
 	ss->ctx = ctx;
+	ss->era = ERA_OPEN;
 	ss->proto = PROTO_NONE;
 	/* quiet until the client picks a level with logging/setLevel */
 	ss->log_min = MLOG_OFF;

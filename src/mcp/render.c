@@ -112,17 +112,16 @@ json_t *mcp_result_text(const json_t *res, const struct run_result *r, const str
 	return text;
 }
 
-json_t *mcp_tool_result(struct mcp_session *ss, json_t *text, json_t *structured, bool is_error)
+json_t *mcp_tool_result(enum proto v, json_t *text, json_t *structured, bool is_error)
 {
 	json_t *r = json_pack("{s:[{s:s,s:o}],s:b}", "content", "type", "text", "text", text, "isError", is_error);
-	if (structured && ss->proto >= PROTO_2025_06_18)
+	if (structured && v >= PROTO_2025_06_18)
 		json_object_set(r, "structuredContent", structured);
 	json_decref(structured);
 	return r;
 }
 
-json_t *mcp_tool_error(struct mcp_session *ss, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-json_t *mcp_tool_error(struct mcp_session *ss, const char *fmt, ...)
+json_t *mcp_tool_error(enum proto v, const char *fmt, ...)
 {
 	char buf[1024];
 	va_list ap;
@@ -130,7 +129,7 @@ json_t *mcp_tool_error(struct mcp_session *ss, const char *fmt, ...)
 	vsnprintf(buf, sizeof(buf), fmt, ap);
 	va_end(ap);
 	utf8_trim_tail(buf);
-	return mcp_tool_result(ss, json_string(buf), NULL, true);
+	return mcp_tool_result(v, json_string(buf), NULL, true);
 }
 
 json_t *mcp_sandbox_info(struct mcp_server *s)
@@ -165,6 +164,6 @@ void mcp_answer_sandbox_info(struct mcp_call *c)
 {
 	json_t *info = mcp_sandbox_info(c->srv);
 	cleanup_free char *text = json_dumps(info, JSON_INDENT(2));
-	mcp_call_reply(c, jsonrpc_result(c->id, mcp_tool_result(c->session, json_string(text ? text : "{}"), info,
-								 false)));
+	mcp_call_reply(c, mcp_result(c->v, c->id, mcp_tool_result(c->v, json_string(text ? text : "{}"), info,
+								   false)));
 }

@@ -80,6 +80,27 @@ static size_t answers_for(const json_t *msgs, const json_t *id)
 	return n;
 }
 
+static bool was_cancelled(const json_t *cancelled, const json_t *id)
+{
+	size_t j;
+	json_t *other;
+	json_array_foreach (cancelled, j, other)
+		if (json_equal(other, id))
+			return true;
+	return false;
+}
+
+/* Is some request not cancelled still without its answer? */
+static bool unanswered(const json_t *requests, const json_t *cancelled, const json_t *msgs)
+{
+	size_t i;
+	json_t *id;
+	json_array_foreach (requests, i, id)
+		if (!was_cancelled(cancelled, id) && answers_for(msgs, id) == 0)
+			return true;
+	return false;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static const struct mcp_session_ops ops = { on_send };
@@ -108,16 +129,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		mcp_session_handle_text(ss, p, len);
 		p += len + 1;
 	}
-	/* the runs' answers come from the loop */
+	/* the runs' answers come from the loop; one that followed a progress
+	 * notification waits out PROGRESS_GAP_MS (30 ms) on a timer */
 	for (int k = 0; k < 200 && loop_run_once(l, 1) > 0; k++)
+		;
+	for (int k = 0; k < 10 && unanswered(requests, cancelled, s.msgs) && loop_run_once(l, 50) > 0; k++)
 		;
 	json_array_foreach (requests, i, id) {
 		size_t asked = 0, j;
 		json_t *other;
-		bool was_cancelled = false;
-		json_array_foreach (cancelled, j, other)
-			was_cancelled |= json_equal(other, id);
-		if (was_cancelled)
+		if (was_cancelled(cancelled, id))
 			continue;
 		json_array_foreach (requests, j, other)
 			asked += json_equal(other, id);

@@ -32,12 +32,14 @@ flags="-g -O1 -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=
 flags="$flags $(sed -n -E 's/^(CAPNG|JANSSON|LIBBPF|LIBNL|SECCOMP)_CFLAGS = //p' "$build/Makefile" | tr '\n' ' ')"
 libs=$(sed -n "s/^DEPS_LIBS = //p" "$build/Makefile")
 
-# the library, once for all targets
+# the library, once for all targets; an object is made again when its
+# source, or any header (no dependency tracking here), is newer
+newest_h=$(ls -t "$src"/src/*/*.h "$build/config.h" 2>/dev/null | head -n 1)
 objs=
 for f in $(cd "$src" && ls src/*/*.c | grep -v -e '^src/cli/main.c$' -e '^src/mcp/schemas.c$') src/mcp/schemas.c; do
 	[ -f "$src/$f" ] && in="$src/$f" || in="$build/$f"
 	o="$out/obj/$(echo "$f" | tr / _).o"
-	if [ ! -f "$o" ] || [ "$in" -nt "$o" ]; then
+	if [ ! -f "$o" ] || [ "$in" -nt "$o" ] || [ "$newest_h" -nt "$o" ]; then
 		# shellcheck disable=SC2086
 		$cc $flags -c "$in" -o "$o" || { echo "fuzz: cannot compile $f" >&2; exit 2; }
 	fi

@@ -7,6 +7,8 @@ import { fileURLToPath } from "node:url";
 
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { Client as Client2 } from "@modelcontextprotocol/client";
+import { StdioClientTransport as StdioClientTransport2 } from "@modelcontextprotocol/client/stdio";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const top = path.resolve(here, "../../..");
@@ -45,6 +47,25 @@ export async function connect(extra = [], { capabilities = {} } = {}) {
   await client.connect(transport);
   // tools/list first: the SDK then checks every structuredContent
   // against the tool's outputSchema
+  await client.listTools();
+  return { client, transport, pid: transport.pid, log, close: () => client.close() };
+}
+
+// The same with the v2 client (@modelcontextprotocol/client), negotiating
+// `mode`: { pin: "2026-07-28" }, "auto" or "legacy".
+export async function connectV2(extra = [], mode = { pin: "2026-07-28" }) {
+  const transport = new StdioClientTransport2({
+    command: PYCELL,
+    args: serverArgs(extra),
+    env: serverEnv(),
+    stderr: "pipe",
+  });
+  const log = { text: "" };
+  transport.stderr.on("data", (d) => {
+    if (log.text.length < 65536) log.text += d.toString();
+  });
+  const client = new Client2({ name: "pycell-tests-v2", version: "1.0.0" }, { versionNegotiation: { mode } });
+  await client.connect(transport);
   await client.listTools();
   return { client, transport, pid: transport.pid, log, close: () => client.close() };
 }
