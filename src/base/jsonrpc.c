@@ -101,7 +101,20 @@ json_t *jsonrpc_parse(const char *text, size_t len, json_t **error_response)
 	 * disagree about which "method" or "id" it has.  \u0000 is valid JSON
 	 * (code, stdin and variables may hold it): strings keep their length,
 	 * and what is compared as a name goes through json_str_eq. */
-	json_t *v = json_loadb(text, len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
+	const char *nul = memchr(text, '\0', len);
+	json_t *v;
+	/* A raw NUL byte is never JSON (in a string it must be written
+	 * \u0000), but jansson reads past one as if it were not there
+	 * ("[1<NUL>]" is [1]): such text would be one message to jansson and
+	 * another to every other reader (json_scan, the id finder).  The
+	 * libFuzzer target fuzz_jsonrpc found the disagreement. */
+	if (nul) {
+		*error_response = jsonrpc_error(NULL, JSONRPC_PARSE_ERROR, "Parse error: the message is not valid JSON",
+						json_pack("{s:s,s:I}", "detail", "a NUL byte (write \\u0000 in a string)",
+							  "position", (json_int_t)(nul - text)));
+		return NULL;
+	}
+	v = json_loadb(text, len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
 	if (v) {
 		*error_response = NULL;
 		return v;

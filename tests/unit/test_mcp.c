@@ -129,6 +129,26 @@ START_TEST(test_jsonrpc_nul)
 }
 END_TEST
 
+/* A raw NUL byte is not JSON: jansson alone would read "[1<NUL>]" as [1]
+ * (fuzz_jsonrpc found its id finder and the parser disagreeing). */
+START_TEST(test_jsonrpc_raw_nul_is_a_parse_error)
+{
+	static const char *const texts[] = { "[1\0]", "{\"jsonrpc\": \"2.0\", \"id\": {\"a\": 17\0}}",
+					     "{\"a\": \"x\0y\"}", "\0" };
+	static const size_t lens[] = { 4, 36, 12, 1 };
+	for (size_t i = 0; i < ARRAY_SIZE(texts); i++) {
+		json_t *err = NULL, *msg = jsonrpc_parse(texts[i], lens[i], &err);
+		ck_assert_msg(msg == NULL, "text %zu was taken", i);
+		ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(err, "error"), "code")), -32700);
+		ck_assert_str_eq(json_string_value(json_object_get(json_object_get(json_object_get(err, "error"),
+									       "data"), "detail")),
+				 "a NUL byte (write \\u0000 in a string)");
+		ck_assert_ptr_null(json_object_get(err, "id"));
+		json_decref(err);
+	}
+}
+END_TEST
+
 START_TEST(test_json_str_eq_compares_every_byte)
 {
 	json_t *a = json_stringn("run_python\0x", 12), *b = json_string("run_python");
@@ -149,6 +169,7 @@ Suite *mcp_suite(void)
 	tcase_add_test(t, test_tools_of_the_default_policy);
 	tcase_add_loop_test(t, test_jsonrpc_nul, 0, (int)ARRAY_SIZE(messages));
 	tcase_add_test(t, test_json_str_eq_compares_every_byte);
+	tcase_add_test(t, test_jsonrpc_raw_nul_is_a_parse_error);
 	suite_add_tcase(s, t);
 	return s;
 }
