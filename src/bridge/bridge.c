@@ -35,6 +35,7 @@ struct bridge_run {
 	struct run *run;
 	char code_sha256[65];
 	char id[40];
+	char *client;              /* run_request.client, copied */
 	uint32_t requests, denied, errors, in_flight;
 	uint32_t denials_logged, denials_not_logged;
 	struct bridge_call *pending;
@@ -176,6 +177,8 @@ static void audit_base(struct bridge_run *br, json_t *rec)
 	json_object_set_new(rec, "run", json_string(br->id));
 	json_object_set_new(rec, "code_sha256", json_string(br->code_sha256));
 	json_object_set_new(rec, "policy", json_string(br->policy->name ? br->policy->name : ""));
+	if (br->client)
+		json_object_set_new(rec, "client", json_string(br->client));
 }
 
 /* Refuse a call: the error to the jail, the count, the records. */
@@ -491,6 +494,7 @@ static void run_free_state(struct bridge_run *br)
 	json_decref(br->per_tool);
 	json_decref(br->denials);
 	json_decref(br->calls);
+	free(br->client);
 	free(br);
 }
 
@@ -533,6 +537,7 @@ void bridge_attach(struct bridge *b, struct run_request *req)
 	struct bridge_run *br = xcalloc(1, sizeof(*br));
 	br->b = b;
 	br->policy = req->policy;
+	br->client = req->client ? xstrdup(req->client) : NULL;
 	sha256_hex(req->code ? req->code : "", req->code ? req->code_len : 0, br->code_sha256);
 	snprintf(br->id, sizeof(br->id), "%d-%llu", (int)getpid(), (unsigned long long)++b->seq);
 	br->per_tool = json_object();

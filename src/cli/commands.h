@@ -4,6 +4,7 @@
 
 int cmd_run(int argc, char **argv);
 int cmd_mcp(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);
 int cmd_policy_test(int argc, char **argv);
 

@@ -21,6 +21,7 @@ static const char usage[] =
 	"Commands:\n"
 	"  run          run a program in a jail (pycell run --help)\n"
 	"  mcp          MCP server on stdin/stdout (pycell mcp --help)\n"
+	"  serve        MCP server over Streamable HTTP (pycell serve --help)\n"
 	"  doctor       check what this host supports and how to fix what it lacks\n"
 	"  policy-test  prove a policy holds: run the escape probes (pycell policy-test --help)\n"
 	"\n"
@@ -34,6 +35,7 @@ int main(int argc, char **argv)
 	static const struct { const char *name; int (*fn)(int, char **); } cmds[] = {
 		{ "run", cmd_run },
 		{ "mcp", cmd_mcp },
+		{ "serve", cmd_serve },
 		{ "doctor", cmd_doctor },
 		{ "policy-test", cmd_policy_test },
 		{ "__zygote", cmd_zygote }, /* internal: warm starts, see zygote.h */

@@ -75,6 +75,6 @@ int cli_setup_error(const char *cmd, const struct pc_err *err);
 
 /* Every subcommand's table, for the test that holds them against --help
  * and the man page. */
-extern const struct opt_cmd cli_run_cmd, cli_mcp_cmd, cli_doctor_cmd, cli_policy_test_cmd;
+extern const struct opt_cmd cli_run_cmd, cli_mcp_cmd, cli_serve_cmd, cli_doctor_cmd, cli_policy_test_cmd;
 
 #endif

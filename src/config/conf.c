@@ -10,9 +10,11 @@
 #include "config/policy.h"
 
 static const char *const top_keys[] = { "policy", "max_concurrent_runs", "max_message", "audit_log",
-					"upstreams", "host_uid_base", "warm", NULL };
+					"upstreams", "host_uid_base", "warm", "http", NULL };
 static const char *const upstream_keys[] = { "command", "env", "timeout", NULL };
 static const char *const warm_keys[] = { "enabled", "ready", NULL };
+static const char *const http_keys[] = { "listen", "tokens", "allow_hosts", "max_connections", "request_timeout",
+					 "max_sessions", "session_idle", NULL };
 
 #define JAIL_ID_COUNT 65536
 
@@ -24,6 +26,11 @@ void conf_init_default(struct pycell_conf *c)
 	c->max_message = 4u << 20;
 	c->warm_ready = 2;
 	c->host_uid_base = 100000;
+	c->http_listen = xstrdup("127.0.0.1:8080");
+	c->http_max_connections = 256;
+	c->http_request_timeout_ms = 10000;
+	c->http_max_sessions = 256;
+	c->http_session_idle_ms = 3600000;
 }
 
 static void upstream_free(struct upstream_conf *u)
@@ -43,6 +50,9 @@ void conf_free(struct pycell_conf *c)
 	for (size_t i = 0; i < c->n_upstreams; i++)
 		upstream_free(&c->upstreams[i]);
 	free(c->upstreams);
+	free(c->http_listen);
+	free(c->http_tokens);
+	jc_strv_free(c->http_allow_hosts, c->n_http_allow_hosts);
 	memset(c, 0, sizeof(*c));
 }
 
@@ -151,15 +161,60 @@ static int apply_warm(const struct jc *c, const json_t *o, struct pycell_conf *c
 	return 0;
 }
 
+static int apply_http(const struct jc *c, const json_t *o, struct pycell_conf *conf)
+{
+	const json_t *v;
+	const char *s;
+	uint64_t n;
+	if (jc_object(c, "http", o, http_keys) < 0)
+		return -1;
+	if ((v = json_object_get(o, "listen"))) {
+		if (jc_string(c, "http.listen", v, &s) < 0)
+			return -1;
+		free(conf->http_listen);
+		conf->http_listen = xstrdup(s);
+	}
+	if ((v = json_object_get(o, "tokens")) && nullable_path(c, "http.tokens", v, &conf->http_tokens) < 0)
+		return -1;
+	if ((v = json_object_get(o, "allow_hosts"))) {
+		size_t i;
+		const json_t *h;
+		if (!json_is_array(v))
+			return jc_expected(c, "http.allow_hosts", "an array of host names", v);
+		conf->http_allow_hosts = xcalloc(json_array_size(v) + 1, sizeof(char *));
+		json_array_foreach (v, i, h) {
+			char k[JC_KEY_MAX];
+			jc_index(k, "http.allow_hosts", i);
+			if (jc_string(c, k, h, &s) < 0)
+				return -1;
+			if (strpbrk(s, "/,: \t"))
+				return jc_expected(c, k, "a host name (no scheme, port, comma or space)", h);
+			conf->http_allow_hosts[conf->n_http_allow_hosts++] = xstrdup(s);
+		}
+	}
+	if ((v = json_object_get(o, "max_connections"))) {
+		if (jc_uint(c, "http.max_connections", v, 1, 65536, false, &n) < 0)
+			return -1;
+		conf->http_max_connections = (uint32_t)n;
+	}
+	if ((v = json_object_get(o, "request_timeout")) &&
+	    jc_duration(c, "http.request_timeout", v, 1000, 3600000, false, &conf->http_request_timeout_ms) < 0)
+		return -1;
+	if ((v = json_object_get(o, "max_sessions"))) {
+		if (jc_uint(c, "http.max_sessions", v, 1, 65536, false, &n) < 0)
+			return -1;
+		conf->http_max_sessions = (uint32_t)n;
+	}
+	if ((v = json_object_get(o, "session_idle")) &&
+	    jc_duration(c, "http.session_idle", v, 1000, 7 * 24 * 3600000ULL, false, &conf->http_session_idle_ms) < 0)
+		return -1;
+	return 0;
+}
+
 static int conf_apply(const struct jc *c, const json_t *root, struct pycell_conf *conf)
 {
 	const json_t *v;
 	uint64_t n;
-	/* Settings of a feature that is not built are refused, never kept and
-	 * ignored: the HTTP transport (`pycell serve`) does not exist yet. */
-	if (json_object_get(root, "http"))
-		return jc_fail(c, "http", "`pycell serve` (MCP over HTTP) is not built in this version: "
-			       "remove the http settings; pycell serves MCP over stdio (`pycell mcp`)");
 	if (jc_object(c, NULL, root, top_keys) < 0)
 		return -1;
 	if ((v = json_object_get(root, "policy"))) {
@@ -189,6 +244,8 @@ static int conf_apply(const struct jc *c, const json_t *root, struct pycell_conf
 		conf->host_uid_base = (uint32_t)n;
 	}
 	if ((v = json_object_get(root, "warm")) && apply_warm(c, v, conf) < 0)
+		return -1;
+	if ((v = json_object_get(root, "http")) && apply_http(c, v, conf) < 0)
 		return -1;
 	return 0;
 }

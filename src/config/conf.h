@@ -34,6 +34,16 @@ struct pycell_conf {
 	uint32_t host_uid_base;     /* as root: jail ids 0..65535 map to base.. */
 	bool warm_enabled;          /* warm starts from a zygote (zygote.h) */
 	uint32_t warm_ready;        /* jails made ahead for pycell mcp (2; 0 = none) */
+
+	/* `pycell serve` ("http"); its options override each */
+	char *http_listen;          /* "127.0.0.1:8080" */
+	char *http_tokens;          /* token file; NULL: none */
+	char **http_allow_hosts;    /* more Host/Origin names */
+	size_t n_http_allow_hosts;
+	uint32_t http_max_connections;   /* 256 */
+	uint64_t http_request_timeout_ms;   /* 10 s */
+	uint32_t http_max_sessions;      /* 256 */
+	uint64_t http_session_idle_ms;   /* 1 h */
 };
 
 void conf_init_default(struct pycell_conf *c);

@@ -14,6 +14,8 @@
 void mcp_call_free(struct mcp_call *c)
 {
 	struct mcp_batch *b = c->batch;
+	if (c->task)
+		mcp_task_lost(c->task);
 	mcp_list_remove(c);
 	if (c->srv->version_call == c)
 		c->srv->version_call = NULL;
@@ -167,6 +169,17 @@ static void finish_run_python(struct mcp_call *c)
 	if (r->status == RUN_SETUP_FAILED)
 		log_error("mcp: run %llu: sandbox setup failed: %s: %s", c->seq, r->setup_error.step,
 			  r->setup_error.msg);
+	if (c->task) {
+		json_t *res_json = result_to_json(r);
+		json_t *text_json = mcp_result_text(res_json, r, &s->env->policy, mcp_call_timeout_ms(c));
+		char summary[96];
+		snprintf(summary, sizeof(summary), "run %s in %llu ms", run_status_name(r->status),
+			 (unsigned long long)r->duration_ms);
+		mcp_task_finish(c->task, mcp_result_object(c->v, mcp_tool_result(c->v, text_json, res_json,
+										  r->status != RUN_OK)), summary);
+		c->task = NULL;
+		return;
+	}
 	if (c->cancelled || !c->session)
 		return;
 	mcp_call_log(c, r->status == RUN_SETUP_FAILED ? MLOG_ERROR : MLOG_INFO, "run %llu: %s in %llu ms",
@@ -238,6 +251,7 @@ static int call_start(struct mcp_call *c, struct pc_err *err)
 	req.stdin_data = c->stdin_data;
 	req.stdin_len = c->stdin_len;
 	req.timeout_ms = c->timeout_ms;
+	req.client = c->task ? c->task->owner : c->session ? c->session->principal : NULL;
 	req.on_done = call_on_done;
 	req.ctx = c;
 	if (s->cfg.attach_tools && c->kind == CALL_RUN_PYTHON)
@@ -262,9 +276,14 @@ void mcp_schedule(struct mcp_server *s)
 		if (call_start(c, &err) < 0) {
 			log_error("mcp: run %llu: could not start: %s", c->seq, err.msg);
 			mcp_call_log(c, MLOG_ERROR, "run %llu: could not start: %s", c->seq, err.msg);
-			mcp_call_reply(c, mcp_result(c->v, c->id, mcp_tool_error(c->v,
-				"The sandbox could not be started (%s). This is a problem of the server, not of "
-				"the code; try again later.", err.msg)));
+			json_t *res = mcp_tool_error(c->v, "The sandbox could not be started (%s). This is a problem "
+						     "of the server, not of the code; try again later.", err.msg);
+			if (c->task) {
+				mcp_task_finish(c->task, mcp_result_object(c->v, res), "the sandbox could not be started");
+				c->task = NULL;
+			} else {
+				mcp_call_reply(c, mcp_result(c->v, c->id, res));
+			}
 			mcp_call_free(c);
 			continue;
 		}

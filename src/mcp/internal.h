@@ -7,7 +7,8 @@
  *   tools.c     the tools: definitions (schemas from src/mcp/schemas/,
  *               embedded at build time) and run_python's arguments
  *   render.c    what a result looks like to the client: text and
- *               structured content, sandbox_info */
+ *               structured content, sandbox_info
+ *   tasks.c     the Tasks extension: a long run_python call as a task */
 #ifndef PYCELL_MCP_INTERNAL_H
 #define PYCELL_MCP_INTERNAL_H
 
@@ -52,6 +53,31 @@ struct mcp_req {
 	json_t *id;
 	enum proto v;
 	enum mlog log_min;
+	bool tasks_ok;                /* its capabilities name the Tasks extension */
+};
+
+/* The Tasks extension (tasks.c). */
+#define EXT_TASKS "io.modelcontextprotocol/tasks"
+#define TASK_AFTER_MS 1000            /* a call still running this long becomes a task */
+#define TASK_TTL_MS 3600000           /* a task is kept this long after it was made */
+#define TASK_POLL_MS 1000             /* pollIntervalMs */
+#define TASKS_MAX 256                 /* tasks kept per server */
+#define TASKS_MAX_BYTES (64u << 20)   /* their results, in JSON bytes */
+#define MCP_MISSING_CAPABILITY -32021
+
+enum task_status { TASK_WORKING, TASK_COMPLETED, TASK_FAILED, TASK_CANCELLED };
+
+struct mcp_task {
+	struct mcp_task *next;        /* the server's list, newest first */
+	char id[33];                  /* 128 random bits, hex */
+	char *owner;                  /* the principal of its client (NULL: none) */
+	enum task_status status;
+	char *message;                /* statusMessage */
+	uint64_t created, updated;    /* wall clock, ms */
+	uint64_t t_created;           /* monotonic, for the TTL */
+	json_t *result;               /* TASK_COMPLETED: the CallToolResult */
+	size_t bytes;                 /* of result, as JSON */
+	struct mcp_call *call;        /* while its run goes on */
 };
 
 /* A queued run holds its code; a client that floods tools/call gets an
@@ -91,6 +117,8 @@ struct mcp_call {
 	json_t *id;
 	enum proto v;                 /* the revision it is answered in */
 	enum mlog log_min;            /* a 2026 request's own log level */
+	bool task_ok;                 /* may become a task (tasks.c) */
+	struct mcp_task *task;        /* it did: its answer goes there */
 	json_t *progress_token;
 	uint64_t last_progress, progress_total;   /* ms */
 	unsigned n_progress;
@@ -131,6 +159,11 @@ struct mcp_server {
 	struct mcp_call *version_call;
 	json_t *tools;
 	struct run_pool *pool;        /* warm starts: jails made ahead (run/pool.h) */
+	struct mcp_task *tasks;       /* tasks.c */
+	unsigned n_tasks;
+	size_t task_bytes;
+	int task_fd;                  /* timer: the next call that may become a task */
+	struct loop_watch w_task;
 };
 
 struct mcp_session {
@@ -141,6 +174,7 @@ struct mcp_session {
 	enum proto proto;             /* negotiated by initialize (ERA_LEGACY) */
 	enum mlog log_min;            /* set by logging/setLevel (ERA_LEGACY) */
 	char *client;
+	char *principal;              /* mcp_session_set_principal */
 };
 
 /* ---- protocol.c */
@@ -151,6 +185,8 @@ void mcp_batch_maybe_send(struct mcp_batch *b);
 /* A result (stolen) as revision v wants it: with resultType and the
  * server's identity in _meta from 2026-07-28 on.  A new response. */
 json_t *mcp_result(enum proto v, json_t *id, json_t *result);
+/* The result object itself as revision v wants it (the same fields). */
+json_t *mcp_result_object(enum proto v, json_t *result);
 /* Answer request r with a result (stolen) or an error. */
 void mcp_answer(const struct mcp_req *r, json_t *result);
 void mcp_fail(const struct mcp_req *r, int code, const char *msg, json_t *data);
@@ -196,6 +232,17 @@ void mcp_on_hold(struct loop_watch *w, uint32_t events, void *data);
  * jansson cannot (protocol.c, parse_wide): a key no client can send (not
  * UTF-8), beside the variables read with those numbers as 0. */
 #define RAW_VARIABLES_KEY "\xff" "raw variables"
+
+/* ---- tasks.c */
+/* Arm the timer for the next call that may become a task. */
+void mcp_tasks_arm(struct mcp_server *s);
+void mcp_on_task_timer(struct loop_watch *w, uint32_t events, void *data);
+/* The task's run ended with this result (stolen, a CallToolResult). */
+void mcp_task_finish(struct mcp_task *t, json_t *result, const char *summary);
+/* Its call is freed without a result. */
+void mcp_task_lost(struct mcp_task *t);
+void mcp_tasks_free(struct mcp_server *s);
+void mcp_handle_task_request(const struct mcp_req *r, const char *method, json_t *params);
 
 /* ---- tools.c */
 /* [run_python, sandbox_info] for policy p: a new reference, or NULL. */

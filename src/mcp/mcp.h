@@ -45,6 +45,9 @@ struct mcp_server_config {
 	 * lists fewer tools than a call can reach.  NULL: always. */
 	bool (*tools_settled)(void *tool_ctx);
 	void *tool_ctx;
+	/* tools/list and server/discover differ between clients (HTTP with a
+	 * policy per token): their cacheScope is "private", else "public". */
+	bool cache_private;
 };
 
 /* The env must outlive the server. */
@@ -74,6 +77,9 @@ void mcp_session_handle_message(struct mcp_session *ss, json_t *msg);
  * text of its top-level "id" when the transport saw one (else NULL): the
  * error answers it, so a client waiting for that id hears back. */
 void mcp_session_oversized(struct mcp_session *ss, size_t max, const char *id_text);
+/* Who the session's client is, for the audit log of its runs (a token's
+ * name on HTTP); NULL: not said.  Copied. */
+void mcp_session_set_principal(struct mcp_session *ss, const char *name);
 /* The client is gone: kill its runs, answer nothing more, free. */
 void mcp_session_free(struct mcp_session *ss);
 

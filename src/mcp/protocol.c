@@ -109,16 +109,22 @@ static json_t *server_info(enum proto v)
 	return info;
 }
 
-json_t *mcp_result(enum proto v, json_t *id, json_t *result)
+json_t *mcp_result_object(enum proto v, json_t *result)
 {
-	if (proto_is_modern(v)) {
+	if (result && proto_is_modern(v)) {
 		json_t *meta = json_object_get(result, "_meta");
 		if (!meta)
 			json_object_set_new(result, "_meta", meta = json_object());
 		json_object_set_new(meta, META_SERVER, server_info(v));
-		json_object_set_new(result, "resultType", json_string("complete"));
+		if (!json_object_get(result, "resultType"))
+			json_object_set_new(result, "resultType", json_string("complete"));
 	}
-	return jsonrpc_result(id, result);
+	return result;
+}
+
+json_t *mcp_result(enum proto v, json_t *id, json_t *result)
+{
+	return jsonrpc_result(id, mcp_result_object(v, result));
 }
 
 void mcp_answer(const struct mcp_req *r, json_t *result)
@@ -188,6 +194,7 @@ static void tools_call_run_python(const struct mcp_req *r, const json_t *args, c
 		return;
 	}
 	c = mcp_call_new(s, r, CALL_RUN_PYTHON);
+	c->task_ok = r->tasks_ok;
 	if (mcp_run_python_args(s, args, c, &err) < 0) {
 		pc_err_wrap(&err, "Invalid arguments for run_python");
 		mcp_answer(r, mcp_tool_error(r->v, "%s", err.msg));
@@ -206,6 +213,8 @@ static void tools_call_run_python(const struct mcp_req *r, const json_t *args, c
 		mcp_call_progress(c, msg);
 	}
 	mcp_schedule(s);
+	if (c->task_ok)
+		mcp_tasks_arm(s);
 }
 
 static void tools_call_sandbox_info(const struct mcp_req *r, const json_t *args)
@@ -270,12 +279,13 @@ static bool parse_cursor(const json_t *cursor, size_t n, size_t *start)
 }
 
 /* ttlMs and cacheScope, which 2026-07-28 requires of tools/list and
- * server/discover: the same for every client of this server. */
-static json_t *cacheable(enum proto v, json_t *result)
+ * server/discover. */
+static json_t *cacheable(const struct mcp_req *r, json_t *result)
 {
-	if (proto_is_modern(v)) {
+	if (proto_is_modern(r->v)) {
 		json_object_set_new(result, "ttlMs", json_integer(CACHE_TTL_MS));
-		json_object_set_new(result, "cacheScope", json_string("public"));
+		json_object_set_new(result, "cacheScope",
+				    json_string(r->ss->srv->cfg.cache_private ? "private" : "public"));
 	}
 	return result;
 }
@@ -300,7 +310,7 @@ static void handle_tools_list(const struct mcp_req *r, json_t *params)
 	result = json_pack("{s:o}", "tools", tools);
 	if (start + page < n)
 		json_object_set_new(result, "nextCursor", json_sprintf("tools:%zu", start + page));
-	mcp_answer(r, cacheable(r->v, result));
+	mcp_answer(r, cacheable(r, result));
 }
 
 /* The versions this server speaks, newest first (server/discover, and the
@@ -313,15 +323,18 @@ static json_t *supported_versions(void)
 	return a;
 }
 
-static json_t *capabilities(void)
+static json_t *capabilities(enum proto v)
 {
-	return json_pack("{s:{s:b},s:{}}", "tools", "listChanged", 0, "logging");
+	json_t *caps = json_pack("{s:{s:b},s:{}}", "tools", "listChanged", 0, "logging");
+	if (proto_is_modern(v))
+		json_object_set_new(caps, "extensions", json_pack("{s:{}}", EXT_TASKS));
+	return caps;
 }
 
 static void handle_discover(const struct mcp_req *r)
 {
-	mcp_answer(r, cacheable(r->v, json_pack("{s:o,s:o,s:s}", "supportedVersions", supported_versions(),
-						  "capabilities", capabilities(), "instructions", instructions)));
+	mcp_answer(r, cacheable(r, json_pack("{s:o,s:o,s:s}", "supportedVersions", supported_versions(),
+						  "capabilities", capabilities(r->v), "instructions", instructions)));
 }
 
 static void set_client(struct mcp_session *ss, const json_t *client)
@@ -369,7 +382,7 @@ static void handle_initialize(struct mcp_session *ss, const struct mcp_req *r, j
 	log_info("mcp: %s initialized with protocol %s (asked for %s)", ss->client, mcp_protocol_versions[v],
 		 json_string_value(version));
 	mcp_answer(r, json_pack("{s:s,s:o,s:o,s:s}", "protocolVersion", mcp_protocol_versions[v],
-				"capabilities", capabilities(), "serverInfo", server_info(v),
+				"capabilities", capabilities(v), "serverInfo", server_info(v),
 				"instructions", instructions));
 }
 
@@ -414,6 +427,7 @@ static int read_modern_meta(struct mcp_req *r, const json_t *meta)
 		return -1;
 	}
 	r->log_min = MLOG_OFF;   /* no notifications/message unless asked for */
+	r->tasks_ok = json_object_get(json_object_get(caps, "extensions"), EXT_TASKS) != NULL;
 	if (level) {
 		int i;
 		for (i = 0; mlog_names[i] && !json_str_eq(level, mlog_names[i]); i++)
@@ -445,7 +459,8 @@ static bool in_progress(const struct mcp_req *r)
 /* A request of the 2026-07-28 revision: everything it needs is in it. */
 static void handle_modern(struct mcp_req *r, const char *method, json_t *params)
 {
-	static const char *const methods[] = { "server/discover", "tools/list", "tools/call", NULL };
+	static const char *const methods[] = { "server/discover", "tools/list", "tools/call", "tasks/get",
+					       "tasks/update", "tasks/cancel", NULL };
 	bool known = false;
 	for (int i = 0; methods[i]; i++)
 		known |= strcmp(method, methods[i]) == 0;
@@ -458,6 +473,8 @@ static void handle_modern(struct mcp_req *r, const char *method, json_t *params)
 		return;
 	if (strcmp(method, "server/discover") == 0)
 		handle_discover(r);
+	else if (strncmp(method, "tasks/", 6) == 0)
+		mcp_handle_task_request(r, method, params);
 	else if (strcmp(method, "tools/list") == 0)
 		handle_tools_list(r, params);
 	else
@@ -730,7 +747,14 @@ void mcp_session_free(struct mcp_session *ss)
 		}
 	}
 	free(ss->client);
+	free(ss->principal);
 	free(ss);
+}
+
+void mcp_session_set_principal(struct mcp_session *ss, const char *name)
+{
+	free(ss->principal);
+	ss->principal = name ? xstrdup(name) : NULL;
 }
 
 /* ------------------------------------------------------------ server */
@@ -744,7 +768,7 @@ struct mcp_server *mcp_server_new(struct loop *l, const struct run_env *env,
 	s->cfg = *cfg;
 	if (!s->cfg.max_runs)
 		s->cfg.max_runs = DEFAULT_MAX_RUNS;
-	s->tick_fd = s->hold_fd = -1;
+	s->tick_fd = s->hold_fd = s->task_fd = -1;
 	s->defer_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (s->defer_fd < 0 || loop_add(l, &s->w_defer, s->defer_fd, EPOLLIN, mcp_on_defer, s) < 0) {
 		pc_syserr(err, "mcp", "eventfd");
@@ -757,6 +781,11 @@ struct mcp_server *mcp_server_new(struct loop *l, const struct run_env *env,
 	}
 	s->hold_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 	if (s->hold_fd < 0 || loop_add(l, &s->w_hold, s->hold_fd, EPOLLIN, mcp_on_hold, s) < 0) {
+		pc_syserr(err, "mcp", "timerfd");
+		goto fail;
+	}
+	s->task_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	if (s->task_fd < 0 || loop_add(l, &s->w_task, s->task_fd, EPOLLIN, mcp_on_task_timer, s) < 0) {
 		pc_syserr(err, "mcp", "timerfd");
 		goto fail;
 	}
@@ -786,8 +815,12 @@ void mcp_server_free(struct mcp_server *s)
 		s->active.head->cancelled = true;
 		mcp_call_free(s->active.head);
 	}
+	mcp_tasks_free(s);
 	run_pool_free(s->pool);
 	loop_del(s->loop, &s->w_defer);
+	loop_del(s->loop, &s->w_task);
+	if (s->task_fd >= 0)
+		close(s->task_fd);
 	loop_del(s->loop, &s->w_tick);
 	loop_del(s->loop, &s->w_hold);
 	if (s->hold_fd >= 0)

@@ -61,6 +61,9 @@ struct run_request {
 	struct spawner *spawner;
 	/* Per-run overrides; 0 = the policy's. May only tighten. */
 	uint64_t timeout_ms;
+	/* Who asked for the run (an HTTP token's name), for the audit log;
+	 * NULL: not said.  Read by bridge_attach, not kept. */
+	const char *client;
 };
 
 /* What every run of one policy shares, set up once: the policy, its

@@ -23,6 +23,7 @@ tests/bench/README.md for the method and its caveats.
 import argparse
 import ctypes
 import datetime
+import http.client
 import json
 import math
 import os
@@ -481,6 +482,103 @@ class McpRunner:
         return elapsed
 
 
+class HttpClient:
+    """One `pycell serve` on an ephemeral loopback port, spoken to with
+    protocol 2026-07-28 (stateless POSTs) over keep-alive connections, one
+    per thread.  The round trip ends when the whole body is read (before
+    it is parsed), as for McpClient."""
+
+    def __init__(self, name, argv, env, cwd, reaper, timeout):
+        self.name = name
+        self.timeout = timeout
+        self.reaper = reaper
+        self.proc = reaper.popen(argv + ["--listen", "127.0.0.1:0"], stdin=subprocess.DEVNULL,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=cwd)
+        self.local = threading.local()
+        self.stderr_tail = b""
+        self.port = None
+        found = threading.Event()
+
+        def read_stderr():
+            for line in self.proc.stderr:
+                self.stderr_tail = (self.stderr_tail + line)[-4000:]
+                m = re.search(rb"listening on http://127\.0\.0\.1:(\d+)/mcp", line)
+                if m and not found.is_set():
+                    self.port = int(m.group(1))
+                    found.set()
+            found.set()
+        threading.Thread(target=read_stderr, daemon=True).start()
+        if not found.wait(timeout) or self.port is None:
+            raise BenchError(f"{name}: pycell serve did not start; stderr: {self.stderr_tail!r}")
+
+    def _conn(self):
+        c = getattr(self.local, "conn", None)
+        if c is None:
+            c = self.local.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=self.timeout)
+        return c
+
+    def request(self, method, params=None, timeout=None, name=None):
+        params = dict(params or {})
+        params["_meta"] = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                           "io.modelcontextprotocol/clientCapabilities": {}}
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+        headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+                   "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": method}
+        if name:
+            headers["Mcp-Name"] = name
+        c = self._conn()
+        c.timeout = timeout or self.timeout
+        t0 = time.perf_counter()
+        try:
+            c.request("POST", "/mcp", body=body, headers=headers)
+            r = c.getresponse()
+            data = r.read()
+        except (OSError, http.client.HTTPException) as e:
+            self.local.conn = None
+            raise BenchError(f"{self.name}: {method}: {e}; stderr: {self.stderr_tail!r}") from None
+        elapsed = time.perf_counter() - t0
+        msg = json.loads(data)
+        if "error" in msg:
+            raise BenchError(f"{self.name}: {method} failed: {msg['error']!r}")
+        return elapsed, msg["result"]
+
+    def initialize(self):
+        _, tools = self.request("tools/list")
+        names = [t.get("name") for t in tools.get("tools", [])]
+        if "run_python" not in names:
+            raise BenchError(f"{self.name}: tools/list has no run_python: {names!r}")
+
+    def run_python(self, code, timeout=None):
+        elapsed, res = self.request("tools/call", {"name": "run_python", "arguments": {"code": code}},
+                                    timeout=timeout, name="run_python")
+        sc = res.get("structuredContent")
+        if res.get("isError") or not isinstance(sc, dict) or sc.get("status") != "ok":
+            raise BenchError(f"{self.name}: run_python failed: {json.dumps(res)[:1000]}")
+        return elapsed, sc
+
+    def close(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.reaper.kill(self.proc)
+            self.proc.wait()
+        self.reaper.done(self.proc)
+
+
+class HttpRunner(McpRunner):
+    """A runner backed by one `pycell serve` (kind "mcp": the same tables)."""
+
+    def new_client(self):
+        client = HttpClient(self.name, self.argv, self.env, self.cwd, self.reaper, self.timeout)
+        try:
+            client.initialize()
+        except BaseException:
+            client.close()
+            raise
+        return client
+
+
 # ------------------------------------------------------------------ workloads
 
 class Workload:
@@ -911,17 +1009,24 @@ def targets(res):
             if row["runner"] == name and row["what"] == "supervisor idle after initialize":
                 add(f"{name} supervisor RSS idle", f"{fmt_mib(row['rss'])} MiB", "< 10 MiB",
                     row["rss"] < 10 * MIB)
+    # what HTTP adds to a call: `pycell serve X` beside `pycell mcp X`
+    for name in res["mcp_runners"]:
+        if name.startswith("pycell serve"):
+            stdio = "pycell mcp" + name[len("pycell serve"):]
+            if stdio in lat:
+                d = (lat[name]["median"] - lat[stdio]["median"]) * 1000
+                add(f'{name} tools/call p50 - {stdio}', f"{d:+.2f} ms", "< 0.3 ms", d < 0.3)
     return out
 
 
 # ------------------------------------------------------------------ main
 
-RUNNER_KEYS = ("python3", "bwrap", "pycell-run", "pycell-mcp")
+RUNNER_KEYS = ("python3", "bwrap", "pycell-run", "pycell-mcp", "pycell-serve")
 
 
 def parse_args(argv):
     ap = argparse.ArgumentParser(
-        description="Side-by-side benchmark: bare python3, bwrap, pycell run, pycell mcp.",
+        description="Side-by-side benchmark: bare python3, bwrap, pycell run, pycell mcp, pycell serve.",
         epilog="make bench BENCH_ARGS='--out tests/bench/RESULTS.md' runs it from the build tree.")
     ap.add_argument("--quick", action="store_true",
                     help="few iterations and short batches (a smoke test of the harness)")
@@ -945,6 +1050,10 @@ def parse_args(argv):
                     help="a pycell mcp runner: LABEL and extra arguments for `pycell mcp`; "
                     "repeatable; default: 'pycell mcp=' (cold) and "
                     "'pycell mcp warm=--config tests/bench/warm.conf' (warm starts on)")
+    ap.add_argument("--serve", action="append", metavar="LABEL=ARGS",
+                    help="a pycell serve runner (Streamable HTTP, protocol 2026-07-28, keep-alive): "
+                    "LABEL and extra arguments for `pycell serve`; repeatable; default: "
+                    "'pycell serve=' and 'pycell serve warm=--config tests/bench/warm.conf'")
     ap.add_argument("--levels", default="1,2,8",
                     help="throughput concurrency levels (default 1,2,8)")
     ap.add_argument("--rounds", type=int, help="throughput rounds (default 3; 1 with --quick)")
@@ -989,13 +1098,15 @@ def parse_args(argv):
     a.run_variants = variants("run", a.run or ["pycell run="])
     a.mcp_variants = variants("mcp", a.mcp or [
         "pycell mcp=", "pycell mcp warm=" + shlex.join(["--config", str(WARM_CONF)])])
+    a.serve_variants = variants("serve", a.serve or [
+        "pycell serve=", "pycell serve warm=" + shlex.join(["--config", str(WARM_CONF)])])
     return a
 
 
 def check_tools(a, env, cwd):
     if not os.access(PYTHON, os.X_OK):
         raise SetupError(f"{PYTHON} not found: the benchmark and the jail use the system python3")
-    if "pycell-run" in a.runners or "pycell-mcp" in a.runners:
+    if "pycell-run" in a.runners or "pycell-mcp" in a.runners or "pycell-serve" in a.runners:
         if not (os.path.isfile(a.pycell) and os.access(a.pycell, os.X_OK)):
             raise SetupError(f"pycell binary not found or not executable: {a.pycell} "
                              "(build it: autoreconf -fi && ./configure && make; or pass --pycell)")
@@ -1056,6 +1167,12 @@ def build_runners(a, reaper, cwd):
             if "--max-runs" not in extra:
                 argv += ["--max-runs", str(max(a.levels))]
             runners.append(McpRunner(label, argv, pycell_env, cwd, reaper, a.timeout))
+    if "pycell-serve" in a.runners:
+        for label, extra in a.serve_variants:
+            argv = [a.pycell, "serve", *extra]
+            if "--max-runs" not in extra:
+                argv += ["--max-runs", str(max(a.levels))]
+            runners.append(HttpRunner(label, argv, pycell_env, cwd, reaper, a.timeout))
     names = [r.name for r in runners]
     if len(set(names)) != len(names):
         raise SetupError(f"runner names must differ: {names}")

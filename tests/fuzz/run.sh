@@ -14,7 +14,7 @@ build=${PYCELL_BUILDDIR:-$src}
 out="$build/tests/fuzz/build"
 seconds=${1:-60}
 [ $# -gt 0 ] && shift
-targets=${*:-"tool mcp jsonrpc json_scan upstream policy conf"}
+targets=${*:-"tool mcp jsonrpc json_scan upstream policy conf http"}
 cc=${FUZZ_CC:-clang-14}
 export PYCELL_DATADIR="${PYCELL_DATADIR:-$src}"
 
@@ -29,7 +29,7 @@ flags="-g -O1 -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=
        -DPYCELL_FAULT_INJECTION=1 -DPYCELL_DATADIR=\"$src\" -DPYCELL_SYSCONFDIR=\"/etc/pycell\"
        -I$build -I$src/src -Wno-unused-command-line-argument"
 # the dependencies' -I flags, as configure found them
-flags="$flags $(sed -n -E 's/^(CAPNG|JANSSON|LIBBPF|LIBNL|SECCOMP)_CFLAGS = //p' "$build/Makefile" | tr '\n' ' ')"
+flags="$flags $(sed -n -E 's/^(CAPNG|JANSSON|LIBBPF|LIBNL|SECCOMP|MHD)_CFLAGS = //p' "$build/Makefile" | tr '\n' ' ')"
 libs=$(sed -n "s/^DEPS_LIBS = //p" "$build/Makefile")
 
 # the library, once for all targets; an object is made again when its

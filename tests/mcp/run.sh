@@ -5,7 +5,9 @@
 #      (and test/inspector.test.js: the MCP Inspector's CLI with --strict);
 #   2. the official conformance suite (@modelcontextprotocol/conformance),
 #      server scenarios server-initialize, ping, logging-set-level and
-#      tools-list, through bridge.js (stdio <-> Streamable HTTP on 127.0.0.1).
+#      tools-list against `pycell mcp` through bridge.js (stdio <->
+#      Streamable HTTP on 127.0.0.1), and those plus dns-rebinding-protection
+#      and the SSE ones directly against `pycell serve`.
 # Installs the npm packages (package-lock.json) when node_modules is missing.
 # Env: PYCELL (default <top>/pycell), PYCELL_DATADIR (default <top>),
 # PYCELL_TEST_POLICY (optional policy for every server), PYCELL_MCP_SKIP_CONFORMANCE=1.
@@ -55,8 +57,10 @@ fi
 
 work=$(mktemp -d) || exit 99
 bridge_pid=
+serve_pid=
 cleanup() {
 	[ -n "$bridge_pid" ] && kill "$bridge_pid" 2>/dev/null
+	[ -n "$serve_pid" ] && kill "$serve_pid" 2>/dev/null
 	rm -rf "$work"
 }
 trap cleanup EXIT
@@ -67,7 +71,7 @@ node bridge.js -- "$PYCELL" mcp "$@" >"$work/bridge.out" 2>"$work/bridge.err" &
 bridge_pid=$!
 url=
 for _ in $(seq 100); do
-	url=$(sed -n 's/^listening //p' "$work/bridge.out")
+	url=$(sed -n 's/^listening //p' "$work/bridge.out" 2>/dev/null)
 	[ -n "$url" ] && break
 	sleep 0.1
 done
@@ -79,18 +83,45 @@ fi
 
 passed=0
 failed=0
-for scenario in server-initialize ping logging-set-level tools-list; do
-	# the suite writes results/ into its working directory
-	if (cd "$work" && "$node22" "$here/node_modules/@modelcontextprotocol/conformance/dist/index.js" \
-		server --url "$url" --scenario "$scenario") >"$work/$scenario.log" 2>&1; then
-		echo "ok - conformance $scenario"
-		passed=$((passed + 1))
-	else
-		sed 's/\x1b\[[0-9;]*m//g' "$work/$scenario.log"
-		echo "not ok - conformance $scenario"
-		failed=$((failed + 1))
-		rc=1
-	fi
+# scenario... against $url, the results under $work/$tag
+scenarios() {
+	tag=$1
+	shift
+	for scenario in "$@"; do
+		mkdir -p "$work/$tag"
+		# the suite writes results/ into its working directory
+		if (cd "$work/$tag" && "$node22" "$here/node_modules/@modelcontextprotocol/conformance/dist/index.js" \
+			server --url "$url" --scenario "$scenario") >"$work/$tag/$scenario.log" 2>&1 &&
+			! grep -q -E '[1-9][0-9]* failed' "$work/$tag/$scenario.log"; then
+			echo "ok - conformance $scenario ($tag)"
+			passed=$((passed + 1))
+		else
+			sed 's/\x1b\[[0-9;]*m//g' "$work/$tag/$scenario.log"
+			echo "not ok - conformance $scenario ($tag)"
+			failed=$((failed + 1))
+			rc=1
+		fi
+	done
+}
+scenarios "pycell mcp" server-initialize ping logging-set-level tools-list
+
+"$PYCELL" serve --listen 127.0.0.1:0 "$@" 2>"$work/serve.err" &
+serve_pid=$!
+url=
+for _ in $(seq 100); do
+	url=$(sed -n 's/.*listening on \([^ ]*\).*/\1/p' "$work/serve.err" 2>/dev/null)
+	[ -n "$url" ] && break
+	sleep 0.1
 done
+if [ -z "$url" ]; then
+	cat "$work/serve.err" >&2
+	echo "mcp: pycell serve did not start" >&2
+	exit 99
+fi
+scenarios "pycell serve" server-initialize ping logging-set-level tools-list dns-rebinding-protection \
+	server-sse-polling server-sse-multiple-streams
+kill "$serve_pid"
+wait "$serve_pid" || { echo "not ok - pycell serve did not exit 0 on SIGTERM"; rc=1; }
+serve_pid=
 echo "conformance: $passed passed, $failed failed"
 exit $rc

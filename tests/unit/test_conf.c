@@ -30,7 +30,7 @@ static const struct { const char *json; const char *msg; } bad[] = {
 	/* unknown keys */
 	{ "{'max_message': '1K'}", "config c.conf: max_message: expected a size from 4K to 1G, got \"1K\"" },
 	{ "{'max_message': 'big'}", "config c.conf: max_message: expected a size such as 512M, got \"big\"" },
-	{ "{'polciy': 'strict'}", "config c.conf: polciy: unknown key (expected one of policy, max_concurrent_runs, max_message, audit_log, upstreams, host_uid_base, warm)" },
+	{ "{'polciy': 'strict'}", "config c.conf: polciy: unknown key (expected one of policy, max_concurrent_runs, max_message, audit_log, upstreams, host_uid_base, warm, http)" },
 	{ "{'upstreams': {'memory': {'command': ['x'], 'args': []}}}", "config c.conf: upstreams.memory.args: unknown key (expected one of command, env, timeout)" },
 	{ "{'warm': {'size': 2}}", "config c.conf: warm.size: unknown key (expected one of enabled, ready)" },
 	{ "{'warm': {'pool_size': 2}}", "config c.conf: warm.pool_size: unknown key (expected one of enabled, ready)" },
@@ -154,18 +154,47 @@ START_TEST(test_full)
 }
 END_TEST
 
-/* `pycell serve` is not built: its settings are refused, naming the key,
- * whatever they hold (never accepted and ignored). */
-START_TEST(test_http_is_refused)
+/* `pycell serve`'s settings: defaults, values, and each mistake named. */
+START_TEST(test_http_settings)
 {
-	static const char *const docs[] = { "{\"http\": {\"listen\": \"127.0.0.1:8765\"}}", "{\"http\": {}}",
-					    "{\"http\": null}" };
-	for (size_t i = 0; i < ARRAY_SIZE(docs); i++) {
-		struct pycell_conf c;
-		struct pc_err err = { 0 };
-		ck_assert_int_eq(conf_parse(docs[i], "c.conf", &c, &err), -1);
-		ck_assert_str_eq(err.msg, "config c.conf: http: `pycell serve` (MCP over HTTP) is not built in this "
-					  "version: remove the http settings; pycell serves MCP over stdio (`pycell mcp`)");
+	static const struct { const char *doc, *msg; } wrong[] = {
+		{ "{\"http\": null}", "config c.conf: http: expected an object, got null" },
+		{ "{\"http\": {\"port\": 1}}", "config c.conf: http.port: unknown key (expected one of listen, tokens, allow_hosts, "
+		  "max_connections, request_timeout, max_sessions, session_idle)" },
+		{ "{\"http\": {\"tokens\": \"t.json\"}}", NULL },
+		{ "{\"http\": {\"allow_hosts\": [\"a.example:80\"]}}",
+		  "config c.conf: http.allow_hosts[0]: expected a host name (no scheme, port, comma or space), got "
+		  "\"a.example:80\"" },
+		{ "{\"http\": {\"request_timeout\": \"0s\"}}", NULL },
+		{ "{\"http\": {\"max_sessions\": 0}}", NULL },
+	};
+	struct pycell_conf c;
+	struct pc_err err = { 0 };
+	ck_assert_int_eq(conf_parse("{}", "c.conf", &c, &err), 0);
+	ck_assert_str_eq(c.http_listen, "127.0.0.1:8080");
+	ck_assert_ptr_null(c.http_tokens);
+	ck_assert_uint_eq(c.http_max_connections, 256);
+	ck_assert_uint_eq(c.http_request_timeout_ms, 10000);
+	ck_assert_uint_eq(c.http_max_sessions, 256);
+	ck_assert_uint_eq(c.http_session_idle_ms, 3600000);
+	conf_free(&c);
+	ck_assert_int_eq(conf_parse("{\"http\": {\"listen\": \"unix:/run/pycell/mcp.sock\", \"tokens\": "
+				    "\"/etc/pycell/tokens.json\", \"allow_hosts\": [\"mcp.example.org\"], "
+				    "\"max_connections\": 64, \"request_timeout\": \"5s\", \"max_sessions\": 8, "
+				    "\"session_idle\": \"10m\"}}", "c.conf", &c, &err), 0);
+	ck_assert_str_eq(c.http_listen, "unix:/run/pycell/mcp.sock");
+	ck_assert_str_eq(c.http_tokens, "/etc/pycell/tokens.json");
+	ck_assert_uint_eq(c.n_http_allow_hosts, 1);
+	ck_assert_str_eq(c.http_allow_hosts[0], "mcp.example.org");
+	ck_assert_uint_eq(c.http_max_connections, 64);
+	ck_assert_uint_eq(c.http_request_timeout_ms, 5000);
+	ck_assert_uint_eq(c.http_max_sessions, 8);
+	ck_assert_uint_eq(c.http_session_idle_ms, 600000);
+	conf_free(&c);
+	for (size_t i = 0; i < ARRAY_SIZE(wrong); i++) {
+		ck_assert_msg(conf_parse(wrong[i].doc, "c.conf", &c, &err) == -1, "%s was taken", wrong[i].doc);
+		if (wrong[i].msg)
+			ck_assert_str_eq(err.msg, wrong[i].msg);
 	}
 }
 END_TEST
@@ -221,7 +250,7 @@ Suite *conf_suite(void)
 	tcase_add_loop_test(bad_tc, test_bad, 0, (int)ARRAY_SIZE(bad));
 	tcase_add_test(good, test_defaults);
 	tcase_add_test(good, test_full);
-	tcase_add_test(good, test_http_is_refused);
+	tcase_add_test(good, test_http_settings);
 	tcase_add_test(good, test_load_files);
 	tcase_add_test(good, test_load_default_path);
 	suite_add_tcase(s, bad_tc);

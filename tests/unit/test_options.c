@@ -168,6 +168,7 @@ static bool mentions(const char *text, const char *opt)
 static const struct { const struct opt_cmd *cmd; const char *page, *heading; } documented[] = {
 	{ &cli_run_cmd, "pycell.1", ".SS \"pycell run" },
 	{ &cli_mcp_cmd, "pycell.1", ".SS \"pycell mcp" },
+	{ &cli_serve_cmd, "pycell.1", ".SS \"pycell serve" },
 	{ &cli_doctor_cmd, "pycell.1", ".SS \"pycell doctor" },
 	{ &cli_policy_test_cmd, "pycell-policy-test.8", ".SH OPTIONS" },
 };

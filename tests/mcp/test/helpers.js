@@ -70,6 +70,33 @@ export async function connectV2(extra = [], mode = { pin: "2026-07-28" }) {
   return { client, transport, pid: transport.pid, log, close: () => client.close() };
 }
 
+// `pycell serve` on an ephemeral loopback port: { proc, url, pid, stderr(), stop() }.
+export async function startServe(extra = []) {
+  const proc = spawn(PYCELL, ["serve", "--listen", "127.0.0.1:0", ...POLICY, ...FLAGS, ...extra],
+    { env: serverEnv(), stdio: ["ignore", "ignore", "pipe"] });
+  let stderr = "";
+  proc.stderr.on("data", (d) => {
+    if (stderr.length < 1 << 20) stderr += d.toString();
+  });
+  const exited = new Promise((resolve) => proc.on("exit", (code, signal) => resolve({ code, signal })));
+  const deadline = Date.now() + 20000;
+  let url;
+  while (!(url = /listening on (\S+)/.exec(stderr)?.[1])) {
+    if (Date.now() > deadline || proc.exitCode !== null) throw new Error(`serve did not start: ${stderr}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return {
+    proc,
+    url: new URL(url),
+    pid: proc.pid,
+    stderr: () => stderr,
+    async stop() {
+      proc.kill("SIGTERM");
+      return exited;
+    },
+  };
+}
+
 // `pycell mcp` on plain pipes: send objects or raw text lines, read
 // parsed responses.
 export function startRaw(extra = []) {
@@ -189,6 +216,28 @@ export function descendants(pid) {
     for (const [p, pp] of parent) {
       if (pp === cur) {
         if (!isZygote(p) && !isReadyJail(p)) out.push(p);
+        frontier.push(p);
+      }
+    }
+  }
+  return out;
+}
+
+// The ready jails below pid (made ahead, waiting for a run).
+export function readyJails(pid) {
+  const parent = new Map();
+  for (const d of readdirSync("/proc")) {
+    if (!/^\d+$/.test(d)) continue;
+    const st = stat(d);
+    if (st && st.state !== "Z") parent.set(Number(d), st.ppid);
+  }
+  const out = [];
+  const frontier = [pid];
+  while (frontier.length) {
+    const cur = frontier.pop();
+    for (const [p, pp] of parent) {
+      if (pp === cur) {
+        if (isReadyJail(p)) out.push(p);
         frontier.push(p);
       }
     }

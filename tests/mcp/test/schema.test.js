@@ -230,3 +230,44 @@ describe("every message validates against the schema of its revision", () => {
     }
   });
 });
+
+test("the Tasks extension's messages validate against its schema (and 2026-07-28's)", async () => {
+  const core = validator(MODERN);
+  const ext = validator("ext-tasks");
+  const r = startRaw();
+  try {
+    const meta = {
+      "io.modelcontextprotocol/protocolVersion": MODERN,
+      "io.modelcontextprotocol/clientCapabilities": { extensions: { "io.modelcontextprotocol/tasks": {} } },
+    };
+    const disc = (await r.request(1, "server/discover", { _meta: meta })).result;
+    assert.deepEqual(core.check(disc, "DiscoverResult"), []);
+    assert.deepEqual(disc.capabilities.extensions, { "io.modelcontextprotocol/tasks": {} });
+    const created = await r.request(2, "tools/call",
+      { name: "run_python", arguments: { code: "import time\ntime.sleep(1.6)\n6*7" }, _meta: meta });
+    assert.deepEqual(core.check(created, "JSONRPCResultResponse"), []);
+    assert.deepEqual(ext.check(created.result, "CreateTaskResult"), []);
+    assert.equal(created.result.resultType, "task");
+    const id = created.result.taskId;
+    const working = (await r.request(3, "tasks/get", { taskId: id, _meta: meta })).result;
+    assert.deepEqual(ext.check(working, "GetTaskResult"), []);
+    assert.equal(working.status, "working");
+    let done;
+    for (let i = 0; i < 100 && (done = (await r.request(10 + i, "tasks/get", { taskId: id, _meta: meta })).result)
+      .status === "working"; i++)
+      await new Promise((res) => setTimeout(res, 100));
+    assert.equal(done.status, "completed");
+    assert.deepEqual(ext.check(done, "GetTaskResult"), []);
+    assert.deepEqual(core.check(done.result, "CallToolResult"), []);
+    assert.equal(done.result.structuredContent.return_value, 42);
+    const upd = (await r.request(200, "tasks/update", { taskId: id, inputResponses: {}, _meta: meta })).result;
+    assert.deepEqual(ext.check(upd, "UpdateTaskResult"), []);
+    const cancel = (await r.request(201, "tasks/cancel", { taskId: id, _meta: meta })).result;
+    assert.deepEqual(ext.check(cancel, "CancelTaskResult"), []);
+    // and the check is not vacuous
+    const { taskId: _, ...noId } = done;
+    assert.notDeepEqual(ext.check(noId, "GetTaskResult"), []);
+  } finally {
+    r.kill();
+  }
+});

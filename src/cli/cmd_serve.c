@@ -1,0 +1,345 @@
+/* pycell: `pycell serve`, the MCP server over Streamable HTTP (mcp/transport_http.h)
+ * for many clients: one MCP server per policy its clients' tokens name. */
+#include "config.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+
+#include "base/log.h"
+#include "bridge/bridge.h"
+#include "cli/commands.h"
+#include "cli/options.h"
+#include "config/conf.h"
+#include "config/json_check.h"
+#include "mcp/transport_http.h"
+#include "config/tokens.h"
+#include "jail/jail.h"
+#include "mcp/mcp.h"
+#include "run/run.h"
+#include "run/zygote.h"
+
+static const char serve_usage[] =
+	"Usage: pycell serve [OPTION]...\n"
+	"Serve MCP (the Model Context Protocol) over Streamable HTTP on one endpoint, /mcp:\n"
+	"protocol 2026-07-28 statelessly, the 2025 revisions in Mcp-Session-Id sessions.\n"
+	"Tools: run_python (run code in a fresh jail) and sandbox_info.\n"
+	"\n"
+	"      --listen ADDR         127.0.0.1:PORT, [::1]:PORT, 0.0.0.0:PORT (port 0: any) or\n"
+	"                            unix:PATH (default: the config's http.listen, 127.0.0.1:8080)\n"
+	"      --tokens FILE         bearer tokens (JSON, mode 0600; default: the config's\n"
+	"                            http.tokens; see pycell.conf(5)): every\n"
+	"                            request needs one; each names a policy and a run quota.\n"
+	"                            Without it only loopback or a unix socket is served\n"
+	"      --allow-host NAMES    more Host/Origin names to accept, comma-separated (behind a\n"
+	"                            reverse proxy); localhost, 127.0.0.1, [::1] always are\n"
+	"      --policy FILE|NAME    policy of runs whose token names none (default: the config\n"
+	"                            file's, else \"default\")\n"
+	"      --config FILE         configuration file (default " CONF_DEFAULT_PATH ")\n"
+	"      --max-runs N          runs at once per policy; more wait (default: the config's, 4)\n"
+	"      --max-message SIZE    largest request body, 4K to 1G (default: the config's, 4M);\n"
+	"                            a larger one gets 413\n"
+	"      --max-connections N   connections at once (default 256)\n"
+	"      --request-timeout SECONDS\n"
+	"                            time to send a whole request, else the connection is cut\n"
+	"                            (default 10s)\n"
+	"      --max-sessions N      2025-revision sessions at once (default 256)\n"
+	"      --session-idle SECONDS\n"
+	"                            a session unused this long ends (default 1h)\n"
+	"      --warm / --cold       warm starts (default: the config's warm.enabled, off)\n"
+	"  -v, --verbose            log more to stderr (twice for debug)\n"
+	"  -h, --help               show this help\n"
+	"\n"
+	"Logs and the audit log go to stderr (or the config's audit_log).  SIGTERM or SIGINT\n"
+	"kill every run and stop the server (exit status 0).  See pycell(1).\n";
+
+struct serve_opts {
+	bool help;
+	const char *listen, *tokens, *allow_host, *policy, *config;
+	uint32_t max_runs, max_connections, max_sessions;
+	uint64_t max_message, request_timeout, session_idle;
+	bool has_max_message;
+	int verbose;
+	int warm;
+};
+
+#define SV(field) offsetof(struct serve_opts, field)
+
+static const struct opt serve_options[] = {
+	{ OPT_ROW("help", 'h', OPT_HELP, SV(help)) },
+	{ OPT_ROW("verbose", 'v', OPT_COUNT, SV(verbose)) },
+	{ OPT_ROW("listen", 0, OPT_STRING, SV(listen)) },
+	{ OPT_ROW("tokens", 0, OPT_STRING, SV(tokens)) },
+	{ OPT_ROW("allow-host", 0, OPT_STRING, SV(allow_host)) },
+	{ OPT_ROW("policy", 0, OPT_STRING, SV(policy)) },
+	{ OPT_ROW("config", 0, OPT_STRING, SV(config)) },
+	{ OPT_ROW("max-runs", 0, OPT_UINT, SV(max_runs)), .min = 1, .max = 1024 },
+	{ OPT_ROW("max-message", 0, OPT_SIZE, SV(max_message)),
+	  .given = OPT_GIVEN(struct serve_opts, has_max_message), .min = 4096, .max = 1u << 30,
+	  .range = "expected a size from 4K to 1G" },
+	{ OPT_ROW("max-connections", 0, OPT_UINT, SV(max_connections)), .min = 1, .max = 65536 },
+	{ OPT_ROW("request-timeout", 0, OPT_DURATION, SV(request_timeout)), .min = 1000, .max = 3600000,
+	  .range = "expected a duration from 1s to 1h" },
+	{ OPT_ROW("max-sessions", 0, OPT_UINT, SV(max_sessions)), .min = 1, .max = 65536 },
+	{ OPT_ROW("session-idle", 0, OPT_DURATION, SV(session_idle)), .min = 1000, .max = 7 * 24 * 3600000ULL,
+	  .range = "expected a duration from 1s to 7 days" },
+	{ OPT_ROW("warm", 0, OPT_SET, SV(warm)), .set = 1 },
+	{ OPT_ROW("cold", 0, OPT_SET, SV(warm)), .set = -1 },
+};
+
+const struct opt_cmd cli_serve_cmd = { "serve", serve_usage, serve_options, ARRAY_SIZE(serve_options), false };
+
+/* One MCP server per policy, made when the server starts. */
+struct policy_server {
+	char *name;                 /* as the token or the configuration names it */
+	struct run_env env;
+	struct mcp_server *srv;
+};
+
+struct serve {
+	struct policy_server *ps;
+	size_t n_ps;
+	const char *default_policy;
+	bool done;
+	int signal;
+};
+
+static struct mcp_server *server_for(void *ctx, const struct token *t)
+{
+	struct serve *s = ctx;
+	const char *want = t && t->policy ? t->policy : s->default_policy;
+	for (size_t i = 0; i < s->n_ps; i++)
+		if (strcmp(s->ps[i].name, want) == 0)
+			return s->ps[i].srv;
+	return s->ps[0].srv;   /* not reached: every token's policy was loaded */
+}
+
+static void attach_tools(void *ctx, struct run_request *req)
+{
+	bridge_attach(ctx, req);
+}
+
+static json_t *jail_tools(void *ctx, const struct policy *p)
+{
+	return bridge_tools_for_policy(ctx, p);
+}
+
+static bool tools_settled(void *ctx)
+{
+	return bridge_settled(ctx);
+}
+
+static void on_tools_settled(void *ctx)
+{
+	struct serve *s = ctx;
+	for (size_t i = 0; i < s->n_ps; i++)
+		mcp_server_tools_settled(s->ps[i].srv);
+}
+
+static void on_signal(struct loop_watch *w, uint32_t events, void *data)
+{
+	struct serve *s = data;
+	struct signalfd_siginfo si;
+	if (read(w->fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+		s->signal = (int)si.ssi_signo;
+		s->done = true;
+	}
+	(void)events;
+}
+
+/* The names of --allow-host, split at commas (an array of strings). */
+static char **split_hosts(const char *list, size_t *n)
+{
+	char **v = NULL;
+	*n = 0;
+	while (list && *list) {
+		size_t len = strcspn(list, ",");
+		if (len) {
+			v = xrealloc(v, (*n + 1) * sizeof(*v));
+			v[(*n)++] = xasprintf("%.*s", (int)len, list);
+		}
+		list += len + (list[len] == ',');
+	}
+	return v;
+}
+
+/* Each policy once: the default, then those the tokens name. */
+static int load_policies(struct serve *s, const struct tokens *toks, bool warm, struct pc_err *err)
+{
+	size_t n = 1 + (toks ? toks->n : 0);
+	s->ps = xcalloc(n, sizeof(*s->ps));
+	for (size_t i = 0; i < n; i++) {
+		const char *name = i == 0 ? s->default_policy : toks->v[i - 1].policy;
+		bool seen = false;
+		if (!name)
+			continue;
+		for (size_t j = 0; j < s->n_ps; j++)
+			seen |= strcmp(s->ps[j].name, name) == 0;
+		if (seen)
+			continue;
+		if (run_env_init(&s->ps[s->n_ps].env, name, err) < 0) {
+			if (i > 0)
+				pc_err_wrap(err, "tokens[%zu] (\"%s\"): policy", i - 1, toks->v[i - 1].name);
+			return -1;
+		}
+		s->ps[s->n_ps].name = xstrdup(name);
+		if (warm && run_env_warm(&s->ps[s->n_ps].env, err) < 0)
+			log_warn("serve: policy %s: warm starts unavailable, runs start cold: %s", name, err->msg);
+		s->n_ps++;
+	}
+	return 0;
+}
+
+int cmd_serve(int argc, char **argv)
+{
+	struct serve_opts o;
+	struct pycell_conf conf;
+	struct tokens toks = { 0 };
+	struct pc_err err = { 0 };
+	struct mcp_server_config cfg = { 0 };
+	struct http_config hcfg = { 0 };
+	struct http_server *http = NULL;
+	struct bridge *bridge = NULL;
+	struct serve s = { 0 };
+	struct loop *l = NULL;
+	struct loop_watch w_sig = { 0 };
+	cleanup_close int sig_fd = -1;
+	sigset_t sigs, old_sigs;
+	char **hosts = NULL;
+	const char *tokens_file;
+	size_t n_hosts = 0;
+	struct rlimit nofile;
+	int rc;
+
+	memset(&o, 0, sizeof(o));
+	rc = opts_parse(&cli_serve_cmd, argc, argv, &o, &err);
+	if (rc < 0)
+		return cli_usage_error("serve", &err);
+	if (o.help) {
+		fputs(serve_usage, stdout);
+		return 0;
+	}
+	if (o.verbose)
+		log_level = o.verbose > 1 ? LOG_DEBUG : LOG_INFO;
+	if (conf_load(o.config, &conf, &err) < 0)
+		return cli_input_error("serve", &err);
+	if (conf.host_uid_base)
+		jail_host_id_base = conf.host_uid_base;
+	tokens_file = o.tokens ? o.tokens : conf.http_tokens;
+	if (tokens_file && tokens_load(tokens_file, &toks, &err) < 0) {
+		conf_free(&conf);
+		return cli_input_error("serve", &err);
+	}
+	s.default_policy = o.policy ? o.policy : conf.policy ? conf.policy : "default";
+	rc = 1;
+	if (load_policies(&s, tokens_file ? &toks : NULL, o.warm > 0 || (o.warm == 0 && conf.warm_enabled), &err) < 0) {
+		rc = cli_input_error("serve", &err);
+		goto out_env;
+	}
+	/* connections and jails need descriptors: the soft limit goes up to
+	 * the hard one */
+	if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+		nofile.rlim_cur = nofile.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &nofile);
+	}
+
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGHUP);
+	sigprocmask(SIG_BLOCK, &sigs, &old_sigs);
+	l = loop_new();
+	if (!l) {
+		pc_syserr(&err, "loop", "epoll_create1");
+		cli_setup_error("serve", &err);
+		goto out;
+	}
+	sig_fd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (sig_fd < 0 || loop_add(l, &w_sig, sig_fd, EPOLLIN, on_signal, &s) < 0) {
+		pc_syserr(&err, "loop", "signalfd");
+		cli_setup_error("serve", &err);
+		goto out;
+	}
+	/* The bridge always: it writes the audit record of every run, with
+	 * the client that asked; and it reaches the upstreams, if any. */
+	bridge = bridge_new(l, &conf, &err);
+	if (!bridge) {
+		cli_setup_error("serve", &err);
+		goto out;
+	}
+	bridge_start(bridge, NULL);
+	cfg.max_runs = o.max_runs ? o.max_runs : conf.max_concurrent_runs;
+	cfg.ready = conf.warm_ready;
+	cfg.attach_tools = attach_tools;
+	cfg.jail_tools = jail_tools;
+	cfg.tools_settled = tools_settled;
+	cfg.tool_ctx = bridge;
+	cfg.cache_private = s.n_ps > 1;
+	for (size_t i = 0; i < s.n_ps; i++) {
+		s.ps[i].srv = mcp_server_new(l, &s.ps[i].env, &cfg, &err);
+		if (!s.ps[i].srv) {
+			cli_setup_error("serve", &err);
+			goto out;
+		}
+	}
+	bridge_on_settled(bridge, on_tools_settled, &s);
+
+	if (o.allow_host) {
+		hosts = split_hosts(o.allow_host, &n_hosts);
+		hcfg.allow_hosts = hosts;
+		hcfg.n_allow_hosts = n_hosts;
+	} else {
+		hcfg.allow_hosts = conf.http_allow_hosts;
+		hcfg.n_allow_hosts = conf.n_http_allow_hosts;
+	}
+	hcfg.listen = o.listen ? o.listen : conf.http_listen;
+	hcfg.tokens = tokens_file ? &toks : NULL;
+	hcfg.max_body = o.has_max_message ? o.max_message : conf.max_message;
+	hcfg.max_connections = o.max_connections ? o.max_connections : conf.http_max_connections;
+	hcfg.request_timeout_s = (unsigned)((o.request_timeout ? o.request_timeout : conf.http_request_timeout_ms) / 1000);
+	hcfg.max_sessions = o.max_sessions ? o.max_sessions : conf.http_max_sessions;
+	hcfg.session_idle_ms = o.session_idle ? o.session_idle : conf.http_session_idle_ms;
+	hcfg.max_pending = 4096;
+	hcfg.server_for = server_for;
+	hcfg.ctx = &s;
+	http = http_server_new(l, &hcfg, &err);
+	if (!http) {
+		cli_setup_error("serve", &err);
+		goto out;
+	}
+	/* always said, whatever the log level: clients and scripts read it */
+	fprintf(stderr, "pycell: serve: listening on %s (policy %s, %s%s)\n", http_server_url(http),
+		s.default_policy, tokens_file ? "tokens from " : "no tokens", tokens_file ? tokens_file : "");
+
+	while (!s.done) {
+		if (loop_run_once(l, -1) < 0 && errno != EINTR) {
+			pc_syserr(&err, "loop", "epoll_wait");
+			cli_setup_error("serve", &err);
+			goto out;
+		}
+	}
+	log_info("serve: %s: stopping", strsignal(s.signal));
+	rc = 0;
+out:
+	http_server_free(http);
+	for (size_t i = 0; i < s.n_ps; i++)
+		mcp_server_free(s.ps[i].srv);
+	bridge_free(bridge);
+	if (w_sig.registered)
+		loop_del(l, &w_sig);
+	loop_free(l);
+	sigprocmask(SIG_SETMASK, &old_sigs, NULL);
+out_env:
+	for (size_t i = 0; i < s.n_ps; i++) {
+		run_env_free(&s.ps[i].env);
+		free(s.ps[i].name);
+	}
+	free(s.ps);
+	jc_strv_free(hosts, n_hosts);
+	tokens_free(&toks);
+	conf_free(&conf);
+	return rc;
+}

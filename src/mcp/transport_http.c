@@ -1,0 +1,1214 @@
+/* pycell: MCP over Streamable HTTP on libmicrohttpd (transport_http.h).
+ *
+ * Ownership: a struct hconn per TCP/unix connection (MHD's socket
+ * context), a struct hreq per HTTP request (MHD's con_cls), a struct
+ * hsession per 2025 session.  An hreq is freed only by MHD's completion
+ * callback; everything that can end a request early (the client gone, its
+ * session deleted) marks it and lets MHD finish it. */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/timerfd.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "base/json_scan.h"
+#include "base/jsonrpc.h"
+#include "base/log.h"
+#include "mcp/transport_http.h"
+
+#define ENDPOINT "/mcp"
+#define HDR_SESSION "Mcp-Session-Id"
+#define HDR_VERSION "MCP-Protocol-Version"
+#define HDR_METHOD "Mcp-Method"
+#define HDR_NAME "Mcp-Name"
+#define META_VERSION "io.modelcontextprotocol/protocolVersion"
+#define MCP_HEADER_MISMATCH -32020
+/* Application error codes, outside JSON-RPC's reserved range as the
+ * 2026-07-28 revision asks: the HTTP status, negated, less 31000. */
+#define ERR_QUOTA -31429
+#define ERR_FULL -31503
+#define HEADER_MEMORY (64 * 1024)
+#define SSE_BLOCK (16 * 1024)
+
+enum conn_state { CONN_RECEIVING, CONN_ANSWERING };
+
+struct hconn {
+	struct hconn *prev, *next;
+	struct http_server *h;
+	int fd;
+	enum conn_state state;
+	uint64_t t_start;            /* when the request being received began */
+	bool cut;                    /* shut down for taking too long */
+	bool is_unix;
+	bool peer_known;
+	uid_t peer_uid;
+	struct hreq *req;            /* the request being received or answered */
+	struct loop_watch w_hup;     /* the peer stopping to send (EPOLLRDHUP) */
+};
+
+struct hsession;
+
+struct hreq {
+	struct hreq *prev, *next;     /* on its session's list of requests in flight */
+	struct http_server *h;
+	struct hconn *hc;
+	struct MHD_Connection *conn;
+	struct hsession *hs;          /* a 2025 session's request; NULL: stateless */
+	struct mcp_session *ss;       /* a stateless request's own MCP session */
+	const struct token *tok;
+	struct mcp_server *srv;
+	char *body;
+	size_t body_len;
+	bool too_large;
+	bool processed;               /* the body went to the MCP layer */
+	bool queued;                  /* a response is queued with MHD */
+	bool suspended;
+	bool pending;                 /* counted in h->n_pending: answered later */
+	bool counted_run;             /* counted against its token's quota */
+	bool sse_ok;                  /* Accept names text/event-stream */
+	bool streaming;               /* the answer is an SSE stream */
+	bool done;                    /* the final response is in `final` or `out` */
+	bool gone;                    /* the client left; nothing more is sent */
+	bool is_initialize;
+	json_t *id;                   /* the JSON-RPC request's id, if any */
+	char *final;                  /* the response, as JSON text */
+	int status;                   /* its HTTP status */
+	char *out;                    /* SSE bytes not yet taken by MHD */
+	size_t out_len, out_off;
+};
+
+struct hsession {
+	struct hsession *next;
+	struct http_server *h;
+	char id[33];
+	struct mcp_session *ss;
+	const struct token *tok;
+	uint64_t last_used;
+	struct hreq *reqs;            /* requests in flight */
+	bool initialized;
+};
+
+struct http_server {
+	struct loop *loop;
+	struct http_config cfg;
+	struct MHD_Daemon *d;
+	int listen_fd;
+	bool is_unix;
+	char *unix_path;
+	char *url;
+	char *listen_host;            /* the listen address, accepted as a Host */
+	struct loop_watch w_mhd;
+	int timer_fd;                 /* MHD's timeout */
+	struct loop_watch w_timer;
+	int tick_fd;                  /* once a second: slow requests, idle sessions */
+	struct loop_watch w_tick;
+	struct hconn *conns;
+	struct hsession *sessions;
+	unsigned n_sessions, n_pending;
+	uint32_t *runs_by_token;      /* in flight, per entry of cfg.tokens */
+	uint32_t runs_anonymous;
+};
+
+static void hreq_resume(struct hreq *r);
+
+/* ------------------------------------------------------------ helpers */
+
+static const char *header(struct MHD_Connection *c, const char *name)
+{
+	return MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
+}
+
+static bool is_loopback_name(const char *host, size_t len)
+{
+	return (len == 9 && strncasecmp(host, "localhost", 9) == 0) || (len == 9 && !strncmp(host, "127.0.0.1", 9)) ||
+	       (len == 5 && !strncmp(host, "[::1]", 5));
+}
+
+/* The host part of a Host header value ("name", "name:port", "[v6]:port"). */
+static size_t host_part(const char *v)
+{
+	const char *colon;
+	if (v[0] == '[') {
+		const char *end = strchr(v, ']');
+		return end ? (size_t)(end - v) + 1 : strlen(v);
+	}
+	colon = strrchr(v, ':');
+	return colon ? (size_t)(colon - v) : strlen(v);
+}
+
+static bool host_allowed(const struct http_server *h, const char *host, size_t len)
+{
+	if (is_loopback_name(host, len))
+		return true;
+	if (h->listen_host && strlen(h->listen_host) == len && strncasecmp(h->listen_host, host, len) == 0)
+		return true;
+	for (size_t i = 0; i < h->cfg.n_allow_hosts; i++)
+		if (strlen(h->cfg.allow_hosts[i]) == len && strncasecmp(h->cfg.allow_hosts[i], host, len) == 0)
+			return true;
+	return false;
+}
+
+/* An Origin such as "http://localhost:3000": its host must be allowed. */
+static bool origin_allowed(const struct http_server *h, const char *origin)
+{
+	const char *p = strstr(origin, "://");
+	const char *end;
+	if (!p)
+		return false;
+	p += 3;
+	end = p + strcspn(p, "/");
+	return host_allowed(h, p, host_part(p) < (size_t)(end - p) ? host_part(p) : (size_t)(end - p));
+}
+
+static int b64_value(char c)
+{
+	if (c >= 'A' && c <= 'Z')
+		return c - 'A';
+	if (c >= 'a' && c <= 'z')
+		return c - 'a' + 26;
+	if (c >= '0' && c <= '9')
+		return c - '0' + 52;
+	if (c == '+' || c == '-')
+		return 62;
+	if (c == '/' || c == '_')
+		return 63;
+	return -1;
+}
+
+/* Decode base64 (padding optional); NULL when it is not base64. */
+static char *b64_decode(const char *s, size_t len, size_t *out_len)
+{
+	char *out = xmalloc(len * 3 / 4 + 3);
+	size_t n = 0;
+	unsigned acc = 0, bits = 0;
+	while (len && s[len - 1] == '=')
+		len--;
+	for (size_t i = 0; i < len; i++) {
+		int v = b64_value(s[i]);
+		if (v < 0) {
+			free(out);
+			return NULL;
+		}
+		acc = (acc << 6) | (unsigned)v;
+		bits += 6;
+		if (bits >= 8) {
+			bits -= 8;
+			out[n++] = (char)((acc >> bits) & 0xff);
+		}
+	}
+	out[n] = '\0';
+	*out_len = n;
+	return out;
+}
+
+/* An Mcp-Name value as the body would have it: "=?base64?...?=" decoded. */
+static char *header_value(const char *v, size_t *len)
+{
+	size_t n = strlen(v);
+	if (n >= 11 && strncmp(v, "=?base64?", 9) == 0 && strcmp(v + n - 2, "?=") == 0)
+		return b64_decode(v + 9, n - 11, len);
+	*len = n;
+	return xstrdup(v);
+}
+
+/* ------------------------------------------------------------ responses */
+
+static enum MHD_Result queue(struct MHD_Connection *c, unsigned status, const char *ctype, const char *body,
+			     const char *const *headers)
+{
+	struct MHD_Response *resp = MHD_create_response_from_buffer(body ? strlen(body) : 0, (void *)(body ? body : ""),
+								     MHD_RESPMEM_MUST_COPY);
+	enum MHD_Result ret;
+	if (!resp)
+		return MHD_NO;
+	if (ctype)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+	for (size_t i = 0; headers && headers[i]; i += 2)
+		MHD_add_response_header(resp, headers[i], headers[i + 1]);
+	ret = MHD_queue_response(c, status, resp);
+	MHD_destroy_response(resp);
+	return ret;
+}
+
+/* An HTTP error whose body is a JSON-RPC error (with the id when known). */
+static enum MHD_Result fail(struct hreq *r, unsigned status, int code, const char *msg, const char *const *headers)
+{
+	json_t *e = jsonrpc_error(r && r->id ? r->id : NULL, code, msg, NULL);
+	cleanup_free char *text = json_dumps(e, JSON_COMPACT);
+	json_decref(e);
+	if (r)
+		r->queued = true;
+	return queue(r->conn, status, "application/json", text, headers);
+}
+
+/* The HTTP status of a JSON-RPC response, as Streamable HTTP asks. */
+static int status_of(const struct hreq *r, const json_t *msg)
+{
+	json_t *err = json_object_get(msg, "error");
+	json_int_t code;
+	if (!err)
+		return MHD_HTTP_OK;
+	code = json_integer_value(json_object_get(err, "code"));
+	switch (code) {
+	case JSONRPC_PARSE_ERROR:
+	case JSONRPC_INVALID_REQUEST:
+	case MCP_HEADER_MISMATCH:
+	case -32021:
+	case -32022:
+		return MHD_HTTP_BAD_REQUEST;
+	case JSONRPC_METHOD_NOT_FOUND:
+		/* 2026-07-28: an unknown method is 404 with -32601 */
+		return r->hs ? MHD_HTTP_OK : MHD_HTTP_NOT_FOUND;
+	case JSONRPC_INVALID_PARAMS:
+		/* a stateless request without its _meta is not a 2026 request:
+		 * 4xx, so that a client may fall back to initialize */
+		return r->hs ? MHD_HTTP_OK : MHD_HTTP_BAD_REQUEST;
+	default:
+		return MHD_HTTP_OK;
+	}
+}
+
+static void sse_append(struct hreq *r, const json_t *msg)
+{
+	cleanup_free char *text = json_dumps(msg, JSON_COMPACT);
+	size_t n = text ? strlen(text) : 0;
+	if (!text)
+		return;
+	if (r->out_off == r->out_len) {
+		r->out_off = r->out_len = 0;
+	}
+	r->out = xrealloc(r->out, r->out_len + n + 32);
+	r->out_len += (size_t)sprintf(r->out + r->out_len, "event: message\ndata: %s\n\n", text);
+}
+
+/* A message of the MCP layer for request r. */
+static void hreq_push(struct hreq *r, json_t *msg)
+{
+	bool response = !json_object_get(msg, "method");
+	if (r->done || r->gone)
+		return;
+	if (response) {
+		r->done = true;
+		r->status = status_of(r, msg);
+		if (r->streaming)
+			sse_append(r, msg);
+		else
+			r->final = json_dumps(msg, JSON_COMPACT);
+		if (r->is_initialize && r->hs && json_object_get(msg, "result"))
+			r->hs->initialized = true;
+	} else {
+		/* notifications are only for a client that takes a stream */
+		if (!r->sse_ok || r->queued)
+			return;
+		r->streaming = true;
+		sse_append(r, msg);
+	}
+	hreq_resume(r);
+}
+
+/* SSE: what is buffered, then the end once the response is in. */
+static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct hreq *r = cls;
+	size_t n = r->out_len - r->out_off;
+	(void)pos;
+	if (r->gone)
+		return MHD_CONTENT_READER_END_WITH_ERROR;
+	if (n) {
+		if (n > max)
+			n = max;
+		memcpy(buf, r->out + r->out_off, n);
+		r->out_off += n;
+		return (ssize_t)n;
+	}
+	if (r->done)
+		return MHD_CONTENT_READER_END_OF_STREAM;
+	/* nothing yet: wait for the next message (hreq_push resumes) */
+	r->suspended = true;
+	MHD_suspend_connection(r->conn);
+	return 0;
+}
+
+/* ------------------------------------------------------------ requests */
+
+static uint32_t *runs_counter(struct http_server *h, const struct token *t)
+{
+	return t ? &h->runs_by_token[t - h->cfg.tokens->v] : &h->runs_anonymous;
+}
+
+/* The request will not be answered: stop its work.  Idempotent. */
+static void hreq_abandon(struct hreq *r)
+{
+	if (r->gone)
+		return;
+	r->gone = true;
+	if (r->done)
+		return;
+	if (r->ss) {
+		/* a stateless request's own session: ending it kills its run */
+		mcp_session_free(r->ss);
+		r->ss = NULL;
+	} else if (r->hs && r->id && r->processed) {
+		json_t *n = jsonrpc_notification("notifications/cancelled",
+						 json_pack("{s:O,s:s}", "requestId", r->id, "reason",
+							   "the HTTP client closed the connection"));
+		mcp_session_handle_message(r->hs->ss, n);
+		json_decref(n);
+	}
+	log_debug("serve: %s left before its answer: cancelled", r->tok ? r->tok->name : "a client");
+}
+
+static void hreq_resume(struct hreq *r)
+{
+	struct itimerspec soon = { { 0, 0 }, { 0, 1000 } };
+	if (!r->suspended)
+		return;
+	r->suspended = false;
+	MHD_resume_connection(r->conn);
+	/* In external polling mode MHD hears of a resumed connection only at
+	 * its next MHD_run (its wake-up does not reach this loop): now. */
+	timerfd_settime(r->h->timer_fd, 0, &soon, NULL);
+}
+
+static void run_mhd(struct http_server *h);
+
+/* The peer stopped sending.  A request being answered: the client left
+ * (Streamable HTTP's cancellation), its run is stopped.  One being
+ * received: it will never be whole, the connection is cut (libmicrohttpd
+ * may not notice the end of input while it waits for a body).  MHD
+ * hears nothing while a connection is suspended: this watch is how a
+ * waiting request learns its client is gone. */
+static void on_conn_hup(struct loop_watch *w, uint32_t events, void *data)
+{
+	struct hconn *hc = data;
+	(void)events;
+	loop_del(hc->h->loop, w);
+	if (hc->req && hc->req->processed) {
+		hreq_abandon(hc->req);
+		hreq_resume(hc->req);
+	} else if (!hc->cut) {
+		hc->cut = true;
+		shutdown(hc->fd, SHUT_RDWR);
+	}
+	run_mhd(hc->h);
+}
+
+static void session_unlink(struct hreq *r)
+{
+	if (!r->hs)
+		return;
+	if (r->prev)
+		r->prev->next = r->next;
+	else
+		r->hs->reqs = r->next;
+	if (r->next)
+		r->next->prev = r->prev;
+	r->prev = r->next = NULL;
+}
+
+static void hreq_free(struct hreq *r)
+{
+	struct http_server *h = r->h;
+	if (r->pending)
+		h->n_pending--;
+	if (r->counted_run)
+		(*runs_counter(h, r->tok))--;
+	session_unlink(r);
+	mcp_session_free(r->ss);
+	json_decref(r->id);
+	free(r->body);
+	free(r->final);
+	free(r->out);
+	free(r);
+}
+
+/* ------------------------------------------------------------ sessions (2025) */
+
+static void session_send(void *ctx, json_t *msg, const json_t *related)
+{
+	struct hsession *hs = ctx;
+	const json_t *id = related ? related : json_object_get(msg, "id");
+	/* a message for no request in flight (a session log line, or the
+	 * answer to a request whose client left) has nowhere to go */
+	for (struct hreq *r = hs->reqs; id && r; r = r->next)
+		if (r->id && json_equal(r->id, id)) {
+			hreq_push(r, msg);
+			return;
+		}
+}
+
+static void stateless_send(void *ctx, json_t *msg, const json_t *related)
+{
+	(void)related;
+	hreq_push(ctx, msg);
+}
+
+static void session_free(struct hsession *hs)
+{
+	struct http_server *h = hs->h;
+	struct hsession **pp;
+	for (pp = &h->sessions; *pp && *pp != hs; pp = &(*pp)->next)
+		;
+	if (*pp)
+		*pp = hs->next;
+	h->n_sessions--;
+	/* its requests in flight end with an error */
+	while (hs->reqs) {
+		struct hreq *r = hs->reqs;
+		json_t *e = jsonrpc_error(r->id, JSONRPC_INVALID_REQUEST, "Invalid Request: the session ended", NULL);
+		session_unlink(r);
+		r->processed = false;   /* nothing to cancel in a session that is gone */
+		hreq_push(r, e);
+		json_decref(e);
+		r->hs = NULL;
+	}
+	mcp_session_free(hs->ss);
+	free(hs);
+}
+
+static struct hsession *session_new(struct http_server *h, struct mcp_server *srv, const struct token *t)
+{
+	static const struct mcp_session_ops ops = { session_send };
+	struct hsession *hs = xcalloc(1, sizeof(*hs));
+	unsigned char raw[16];
+	if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw)) {
+		free(hs);
+		return NULL;
+	}
+	for (size_t i = 0; i < sizeof(raw); i++)
+		sprintf(hs->id + 2 * i, "%02x", raw[i]);
+	hs->h = h;
+	hs->tok = t;
+	hs->last_used = now_ms();
+	hs->ss = mcp_session_new(srv, &ops, hs);
+	mcp_session_set_principal(hs->ss, t ? t->name : NULL);
+	hs->next = h->sessions;
+	h->sessions = hs;
+	h->n_sessions++;
+	return hs;
+}
+
+static struct hsession *session_find(struct http_server *h, const char *id)
+{
+	for (struct hsession *hs = h->sessions; hs; hs = hs->next)
+		if (strcmp(hs->id, id) == 0)
+			return hs;
+	return NULL;
+}
+
+static void expire_sessions(struct http_server *h)
+{
+	uint64_t now = now_ms();
+	for (struct hsession *hs = h->sessions, *next; hs; hs = next) {
+		next = hs->next;
+		if (!hs->reqs && now - hs->last_used > h->cfg.session_idle_ms) {
+			log_info("serve: session of %s idle for %llu s: ended", hs->tok ? hs->tok->name : "a client",
+				 (unsigned long long)(now - hs->last_used) / 1000);
+			session_free(hs);
+		}
+	}
+}
+
+/* ------------------------------------------------------------ checks */
+
+/* Who is asking: 0 and *t (NULL: no token needed), or the status queued. */
+static int authenticate(struct hreq *r, const struct token **t)
+{
+	struct http_server *h = r->h;
+	const char *auth = header(r->conn, MHD_HTTP_HEADER_AUTHORIZATION);
+	static const char *const need[] = { MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"pycell\"", NULL };
+	static const char *const bad[] = { MHD_HTTP_HEADER_WWW_AUTHENTICATE,
+					   "Bearer realm=\"pycell\", error=\"invalid_token\"", NULL };
+
+	*t = NULL;
+	if (r->hc->is_unix && r->hc->peer_known) {
+		bool self = r->hc->peer_uid == geteuid() || r->hc->peer_uid == 0;
+		if (h->cfg.tokens && (*t = tokens_find_uid(h->cfg.tokens, r->hc->peer_uid)))
+			return 0;
+		/* this user and root need no token (a bearer they send is checked) */
+		if (self && (!auth || !h->cfg.tokens))
+			return 0;
+		if (!h->cfg.tokens) {
+			fail(r, MHD_HTTP_FORBIDDEN, JSONRPC_INVALID_REQUEST, "Forbidden: this socket serves its own "
+			     "user and root only", NULL);
+			return -1;
+		}
+	}
+	if (!h->cfg.tokens)
+		return 0;
+	if (!auth) {
+		fail(r, MHD_HTTP_UNAUTHORIZED, JSONRPC_INVALID_REQUEST, "Unauthorized: send Authorization: Bearer "
+		     "TOKEN", need);
+		return -1;
+	}
+	if (strncasecmp(auth, "Bearer ", 7) != 0 ||
+	    !(*t = tokens_find_bearer(h->cfg.tokens, auth + 7, strlen(auth + 7)))) {
+		fail(r, MHD_HTTP_UNAUTHORIZED, JSONRPC_INVALID_REQUEST, "Unauthorized: the token is not valid", bad);
+		return -1;
+	}
+	return 0;
+}
+
+/* Host and Origin: against DNS rebinding, a page of another site that
+ * reaches this server through a name it controls is refused. */
+static int check_origin(struct hreq *r)
+{
+	const char *host = header(r->conn, MHD_HTTP_HEADER_HOST);
+	const char *origin = header(r->conn, MHD_HTTP_HEADER_ORIGIN);
+	if (r->hc->is_unix && !origin)
+		return 0;
+	if ((host && !host_allowed(r->h, host, host_part(host))) || (origin && !origin_allowed(r->h, origin))) {
+		log_warn("serve: refused a request with Host %s, Origin %s", host ? host : "-", origin ? origin : "-");
+		fail(r, MHD_HTTP_FORBIDDEN, JSONRPC_INVALID_REQUEST, "Forbidden: Host or Origin not allowed", NULL);
+		return -1;
+	}
+	return 0;
+}
+
+/* 2026-07-28: the headers say what the body says. */
+static int check_mirrored_headers(struct hreq *r, const json_t *msg)
+{
+	const char *method = json_string_value(json_object_get(msg, "method"));
+	json_t *params = json_object_get(msg, "params");
+	const char *hv = header(r->conn, HDR_VERSION), *hm = header(r->conn, HDR_METHOD);
+	const char *hn = header(r->conn, HDR_NAME);
+	json_t *name = NULL;
+	char why[160];
+
+	if (!hv) {
+		snprintf(why, sizeof(why), "Header mismatch: %s is missing", HDR_VERSION);
+		goto bad;
+	}
+	if (!json_str_eq(json_object_get(json_object_get(params, "_meta"), META_VERSION), hv)) {
+		snprintf(why, sizeof(why), "Header mismatch: %s %.40s is not the body's %s", HDR_VERSION, hv,
+			 META_VERSION);
+		goto bad;
+	}
+	if (!hm || !method || strcmp(hm, method) != 0) {
+		snprintf(why, sizeof(why), "Header mismatch: %s %.60s does not match the body's method", HDR_METHOD,
+			 hm ? hm : "is missing and");
+		goto bad;
+	}
+	if (!strcmp(method, "tools/call") || !strcmp(method, "prompts/get"))
+		name = json_object_get(params, "name");
+	else if (!strcmp(method, "resources/read"))
+		name = json_object_get(params, "uri");
+	else if (!strncmp(method, "tasks/", 6))
+		name = json_object_get(params, "taskId");   /* routes a task to the server that holds it */
+	if (name) {
+		size_t len;
+		cleanup_free char *v = hn ? header_value(hn, &len) : NULL;
+		if (!v || !json_is_string(name) || json_string_length(name) != len ||
+		    memcmp(json_string_value(name), v, len) != 0) {
+			snprintf(why, sizeof(why), "Header mismatch: %s %s the body's name", HDR_NAME,
+				 hn ? "does not match" : "is missing; it carries");
+			goto bad;
+		}
+	}
+	return 0;
+bad:
+	fail(r, MHD_HTTP_BAD_REQUEST, MCP_HEADER_MISMATCH, why, NULL);
+	return -1;
+}
+
+static bool is_tool_run(const json_t *msg)
+{
+	return json_str_eq(json_object_get(msg, "method"), "tools/call");
+}
+
+/* ------------------------------------------------------------ dispatch */
+
+/* Valid JSON that jansson refuses for its numbers (json_scan.h): read
+ * with those numbers as 0, to route it; the MCP layer gets the text as
+ * sent and says what it makes of them. */
+static json_t *parse_wide(const char *text, size_t len)
+{
+	struct json_scan sc;
+	cleanup_free char *copy = NULL;
+	json_t *unused = NULL, *msg;
+	if (!text || json_scan(text, len, &sc) < 0 || sc.n_wide == 0 || sc.n_wide > JSON_SCAN_MAX_WIDE)
+		return NULL;
+	copy = xmalloc(len + 1);
+	memcpy(copy, text, len);
+	for (size_t i = 0; i < sc.n_wide; i++) {
+		memset(copy + sc.wide[i].off, ' ', sc.wide[i].len);
+		copy[sc.wide[i].off] = '0';
+	}
+	msg = jsonrpc_parse(copy, len, &unused);
+	json_decref(unused);
+	return msg;
+}
+
+/* The whole body is in: route it.  Returns with a response queued, or
+ * with the request handed to the MCP layer (r->processed). */
+static enum MHD_Result process(struct hreq *r)
+{
+	struct http_server *h = r->h;
+	const char *sid = header(r->conn, HDR_SESSION);
+	const char *accept = header(r->conn, MHD_HTTP_HEADER_ACCEPT);
+	json_t *unused = NULL;
+	cleanup_json json_t *msg = NULL;
+	bool request;
+
+	if (r->too_large)
+		return fail(r, MHD_HTTP_CONTENT_TOO_LARGE, JSONRPC_INVALID_REQUEST,
+			    "Invalid Request: the body is too large", NULL);
+	r->sse_ok = accept && strstr(accept, "text/event-stream");
+	msg = jsonrpc_parse(r->body ? r->body : "", r->body_len, &unused);
+	json_decref(unused);
+	if (!msg && !(msg = parse_wide(r->body, r->body_len)))
+		return fail(r, MHD_HTTP_BAD_REQUEST, JSONRPC_PARSE_ERROR, "Parse error: the body is not valid JSON",
+			    NULL);
+	if (json_is_array(msg))
+		return fail(r, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
+			    "Invalid Request: JSON-RPC batches are not taken over HTTP; send one message per POST", NULL);
+	request = json_is_object(msg) && json_object_get(msg, "method") && json_object_get(msg, "id");
+	if (request && jsonrpc_id_valid(json_object_get(msg, "id")))
+		r->id = json_incref(json_object_get(msg, "id"));
+	r->is_initialize = request && json_str_eq(json_object_get(msg, "method"), "initialize");
+
+	if (sid) {
+		/* a 2025 session's request */
+		struct hsession *hs = session_find(h, sid);
+		const char *hv = header(r->conn, HDR_VERSION);
+		if (!hs || hs->tok != r->tok)
+			return fail(r, MHD_HTTP_NOT_FOUND, JSONRPC_INVALID_REQUEST, "Not Found: no such session "
+				    "(it ended, or was never made); initialize again", NULL);
+		if (hv) {
+			bool known = false;
+			for (int i = 0; mcp_protocol_versions[i]; i++)
+				known |= strcmp(hv, mcp_protocol_versions[i]) == 0 && strcmp(hv, MCP_MODERN_PROTOCOL);
+			if (!known)
+				return fail(r, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST, "Bad Request: unsupported "
+					    HDR_VERSION " for a session", NULL);
+		}
+		/* its answer is routed by id: a request without a valid one
+		 * could not be answered */
+		if (request && !r->id)
+			return fail(r, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST, "Invalid Request: the id must be "
+				    "a string or a number", NULL);
+		for (struct hreq *o = hs->reqs; r->id && o; o = o->next)
+			if (o->id && json_equal(o->id, r->id))
+				return fail(r, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST, "Invalid Request: this id "
+					    "belongs to a request still in progress", NULL);
+		r->hs = hs;
+		hs->last_used = now_ms();
+	} else if (r->is_initialize) {
+		expire_sessions(h);
+		if (h->n_sessions >= h->cfg.max_sessions) {
+			static const char *const retry[] = { MHD_HTTP_HEADER_RETRY_AFTER, "5", NULL };
+			return fail(r, MHD_HTTP_SERVICE_UNAVAILABLE, ERR_FULL, "Service Unavailable: too many sessions; "
+				    "try again later", retry);
+		}
+		r->hs = session_new(h, r->srv, r->tok);
+		if (!r->hs)
+			return fail(r, MHD_HTTP_INTERNAL_SERVER_ERROR, JSONRPC_INTERNAL_ERROR,
+				    "Internal error: no session id", NULL);
+	} else if (request && json_object_get(json_object_get(json_object_get(msg, "params"), "_meta"), META_VERSION)) {
+		if (check_mirrored_headers(r, msg) < 0)
+			return MHD_YES;
+	}
+
+	if (!request) {
+		/* a notification or a response: taken, nothing comes back */
+		if (!json_is_object(msg) || (!json_object_get(msg, "method") && !json_object_get(msg, "id")))
+			return fail(r, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST, "Invalid Request: neither a "
+				    "request, a notification nor a response", NULL);
+		if (json_object_get(msg, "method") && json_object_get(msg, "id"))
+			return fail(r, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST, "Invalid Request: the id must be "
+				    "a string or an integer", NULL);
+		if (r->hs)
+			mcp_session_handle_text(r->hs->ss, r->body, r->body_len);
+		r->queued = true;
+		return queue(r->conn, MHD_HTTP_ACCEPTED, NULL, NULL, NULL);
+	}
+
+	if (h->n_pending >= h->cfg.max_pending) {
+		static const char *const retry[] = { MHD_HTTP_HEADER_RETRY_AFTER, "1", NULL };
+		return fail(r, MHD_HTTP_SERVICE_UNAVAILABLE, ERR_FULL, "Service Unavailable: the server is full; try "
+			    "again later", retry);
+	}
+	if (is_tool_run(msg)) {
+		uint32_t *n = runs_counter(h, r->tok);
+		if (r->tok && r->tok->max_runs && *n >= r->tok->max_runs) {
+			static const char *const retry[] = { MHD_HTTP_HEADER_RETRY_AFTER, "1", NULL };
+			return fail(r, MHD_HTTP_TOO_MANY_REQUESTS, ERR_QUOTA, "Too Many Requests: this token's runs are "
+				    "all in use; try again when one ends", retry);
+		}
+		(*n)++;
+		r->counted_run = true;
+	}
+	h->n_pending++;
+	r->pending = true;
+	r->processed = true;
+	if (r->hs) {
+		r->next = r->hs->reqs;
+		if (r->next)
+			r->next->prev = r;
+		r->hs->reqs = r;
+		mcp_session_handle_text(r->hs->ss, r->body, r->body_len);
+	} else {
+		static const struct mcp_session_ops ops = { stateless_send };
+		r->ss = mcp_session_new(r->srv, &ops, r);
+		mcp_session_set_principal(r->ss, r->tok ? r->tok->name : NULL);
+		mcp_session_handle_text(r->ss, r->body, r->body_len);
+	}
+	return MHD_YES;
+}
+
+/* Queue what r has to say now, or wait for it. */
+static enum MHD_Result answer(struct hreq *r)
+{
+	struct MHD_Response *resp;
+	enum MHD_Result ret;
+
+	if (r->gone && !r->queued) {
+		r->queued = true;
+		return queue(r->conn, MHD_HTTP_NO_CONTENT, NULL, NULL, NULL);
+	}
+	if (r->streaming) {
+		resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, SSE_BLOCK, sse_reader, r, NULL);
+		if (!resp)
+			return MHD_NO;
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+		MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+		if (r->is_initialize && r->hs && r->hs->initialized)
+			MHD_add_response_header(resp, HDR_SESSION, r->hs->id);
+		r->queued = true;
+		ret = MHD_queue_response(r->conn, MHD_HTTP_OK, resp);
+		MHD_destroy_response(resp);
+		return ret;
+	}
+	if (r->done) {
+		const char *sess[] = { HDR_SESSION, r->hs ? r->hs->id : "", NULL };
+		r->queued = true;
+		return queue(r->conn, (unsigned)r->status, "application/json", r->final,
+			     r->is_initialize && r->hs && r->hs->initialized ? sess : NULL);
+	}
+	/* answered later: wait (on_conn_hup hears the client leave) */
+	r->suspended = true;
+	MHD_suspend_connection(r->conn);
+	return MHD_YES;
+}
+
+static enum MHD_Result on_delete(struct hreq *r)
+{
+	const char *sid = header(r->conn, HDR_SESSION);
+	struct hsession *hs = sid ? session_find(r->h, sid) : NULL;
+	static const char *const allow[] = { MHD_HTTP_HEADER_ALLOW, "POST", NULL };
+	if (!sid)
+		return fail(r, MHD_HTTP_METHOD_NOT_ALLOWED, JSONRPC_INVALID_REQUEST, "Method Not Allowed: DELETE "
+			    "ends a 2025 session named by " HDR_SESSION, allow);
+	if (!hs || hs->tok != r->tok)
+		return fail(r, MHD_HTTP_NOT_FOUND, JSONRPC_INVALID_REQUEST, "Not Found: no such session", NULL);
+	log_info("serve: session of %s ended by the client", hs->tok ? hs->tok->name : "a client");
+	session_free(hs);
+	r->queued = true;
+	return queue(r->conn, MHD_HTTP_OK, NULL, NULL, NULL);
+}
+
+static struct hconn *conn_of(struct MHD_Connection *c)
+{
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	return ci ? ci->socket_context : NULL;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+				  const char *version, const char *upload, size_t *upload_size, void **con_cls)
+{
+	struct http_server *h = cls;
+	struct hreq *r = *con_cls;
+	(void)version;
+
+	if (!r) {
+		const char *clen;
+		r = xcalloc(1, sizeof(*r));
+		r->h = h;
+		r->conn = c;
+		r->hc = conn_of(c);
+		*con_cls = r;
+		if (!r->hc)
+			return MHD_NO;
+		r->hc->req = r;
+		if (strcmp(url, ENDPOINT) != 0)
+			return fail(r, MHD_HTTP_NOT_FOUND, JSONRPC_INVALID_REQUEST, "Not Found: the MCP endpoint is "
+				    ENDPOINT, NULL);
+		if (check_origin(r) < 0 || authenticate(r, &r->tok) < 0)
+			return MHD_YES;
+		r->srv = h->cfg.server_for(h->cfg.ctx, r->tok);
+		if (strcmp(method, MHD_HTTP_METHOD_DELETE) == 0)
+			return on_delete(r);
+		if (strcmp(method, MHD_HTTP_METHOD_POST) != 0) {
+			/* no standalone stream: a 2025 client may go without it */
+			static const char *const allow[] = { MHD_HTTP_HEADER_ALLOW, "POST, DELETE", NULL };
+			return fail(r, MHD_HTTP_METHOD_NOT_ALLOWED, JSONRPC_INVALID_REQUEST, "Method Not Allowed: POST "
+				    "one JSON-RPC message", allow);
+		}
+		clen = header(c, MHD_HTTP_HEADER_CONTENT_LENGTH);
+		if (clen && strtoull(clen, NULL, 10) > h->cfg.max_body)
+			return fail(r, MHD_HTTP_CONTENT_TOO_LARGE, JSONRPC_INVALID_REQUEST,
+				    "Invalid Request: the body is too large", NULL);
+		return MHD_YES;
+	}
+	if (r->queued)
+		return MHD_YES;   /* the rest of a refused body */
+	if (*upload_size) {
+		if (!r->too_large && r->body_len + *upload_size <= r->h->cfg.max_body) {
+			r->body = xrealloc(r->body, r->body_len + *upload_size + 1);
+			memcpy(r->body + r->body_len, upload, *upload_size);
+			r->body_len += *upload_size;
+			r->body[r->body_len] = '\0';
+		} else {
+			r->too_large = true;
+		}
+		*upload_size = 0;
+		return MHD_YES;
+	}
+	if (!r->processed) {
+		enum MHD_Result ret;
+		r->hc->state = CONN_ANSWERING;
+		ret = process(r);
+		if (r->queued || ret == MHD_NO)
+			return ret;
+	}
+	return answer(r);
+}
+
+static bool sid_was_given(struct hreq *r)
+{
+	return header(r->conn, HDR_SESSION) != NULL;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe)
+{
+	struct hreq *r = *con_cls;
+	struct hconn *hc = conn_of(c);
+	(void)cls;
+	if (hc) {
+		hc->state = CONN_RECEIVING;
+		hc->t_start = now_ms();
+		hc->req = NULL;
+	}
+	if (!r)
+		return;
+	if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK || !r->done)
+		hreq_abandon(r);
+	/* an initialize that did not succeed leaves no session behind */
+	if (r->is_initialize && r->hs && !r->hs->initialized && !sid_was_given(r))
+		session_free(r->hs);
+	hreq_free(r);
+	*con_cls = NULL;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+			  enum MHD_ConnectionNotificationCode toe)
+{
+	struct http_server *h = cls;
+	struct hconn *hc = *socket_context;
+	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+		const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+		hc = xcalloc(1, sizeof(*hc));
+		hc->h = h;
+		hc->fd = ci ? ci->connect_fd : -1;
+		hc->t_start = now_ms();
+		hc->is_unix = h->is_unix;
+		if (hc->is_unix && hc->fd >= 0) {
+			struct ucred cred;
+			socklen_t len = sizeof(cred);
+			if (getsockopt(hc->fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
+				hc->peer_known = true;
+				hc->peer_uid = cred.uid;
+			}
+		}
+		hc->next = h->conns;
+		if (hc->next)
+			hc->next->prev = hc;
+		h->conns = hc;
+		*socket_context = hc;
+		if (hc->fd >= 0)
+			loop_add(h->loop, &hc->w_hup, hc->fd, EPOLLRDHUP, on_conn_hup, hc);
+		return;
+	}
+	if (!hc)
+		return;
+	if (hc->w_hup.registered)
+		loop_del(h->loop, &hc->w_hup);
+	if (hc->prev)
+		hc->prev->next = hc->next;
+	else
+		h->conns = hc->next;
+	if (hc->next)
+		hc->next->prev = hc->prev;
+	free(hc);
+	*socket_context = NULL;
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	char buf[512];
+	size_t n;
+	(void)cls;
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	n = strlen(buf);
+	while (n && buf[n - 1] == '\n')
+		buf[--n] = '\0';
+	log_debug("serve: libmicrohttpd: %s", buf);
+}
+
+/* ------------------------------------------------------------ the loop */
+
+static void arm_timer(struct http_server *h)
+{
+	MHD_UNSIGNED_LONG_LONG ms = 0;
+	struct itimerspec t = { 0 };
+	if (MHD_get_timeout(h->d, &ms) == MHD_YES) {
+		if (ms == 0)
+			ms = 1;
+		t.it_value.tv_sec = (time_t)(ms / 1000);
+		t.it_value.tv_nsec = (long)(ms % 1000) * 1000000L;
+	}
+	timerfd_settime(h->timer_fd, 0, &t, NULL);
+}
+
+static void run_mhd(struct http_server *h)
+{
+	MHD_run(h->d);
+	arm_timer(h);
+}
+
+static void on_mhd(struct loop_watch *w, uint32_t events, void *data)
+{
+	(void)w;
+	(void)events;
+	run_mhd(data);
+}
+
+static void on_timer(struct loop_watch *w, uint32_t events, void *data)
+{
+	struct http_server *h = data;
+	uint64_t n;
+	(void)!read(h->timer_fd, &n, sizeof(n));
+	(void)w;
+	(void)events;
+	run_mhd(h);
+}
+
+/* Once a second: a connection that has not sent its whole request within
+ * the limit is cut (a slow client cannot hold a slot), and idle sessions
+ * end. */
+static void on_tick(struct loop_watch *w, uint32_t events, void *data)
+{
+	struct http_server *h = data;
+	uint64_t n, now = now_ms(), limit = (uint64_t)h->cfg.request_timeout_s * 1000;
+	(void)!read(h->tick_fd, &n, sizeof(n));
+	(void)w;
+	(void)events;
+	for (struct hconn *hc = h->conns; hc; hc = hc->next)
+		if (hc->state == CONN_RECEIVING && !hc->cut && now - hc->t_start > limit && hc->fd >= 0) {
+			log_debug("serve: a connection sent no whole request in %u s: cut", h->cfg.request_timeout_s);
+			hc->cut = true;
+			shutdown(hc->fd, SHUT_RDWR);
+		}
+	expire_sessions(h);
+	run_mhd(h);
+}
+
+/* ------------------------------------------------------------ listening */
+
+static int listen_on(struct http_server *h, const char *spec, struct pc_err *err)
+{
+	union {
+		struct sockaddr sa;
+		struct sockaddr_in in4;
+		struct sockaddr_in6 in6;
+		struct sockaddr_un un;
+	} a;
+	socklen_t alen;
+	cleanup_close int fd = -1;
+	int one = 1;
+	char host[64], port_s[16];
+	const char *colon;
+	char *end;
+	unsigned long port;
+
+	memset(&a, 0, sizeof(a));
+	if (strncmp(spec, "unix:", 5) == 0) {
+		const char *path = spec + 5;
+		struct stat st;
+		if (!*path || strlen(path) >= sizeof(a.un.sun_path))
+			return pc_fail(err, EINVAL, "listen", "--listen %s: a unix socket path of 1 to %zu bytes", spec,
+				       sizeof(a.un.sun_path) - 1);
+		/* a stale socket of an earlier server is replaced, nothing else */
+		if (lstat(path, &st) == 0) {
+			if (!S_ISSOCK(st.st_mode))
+				return pc_fail(err, EEXIST, "listen", "--listen %s: exists and is not a socket", spec);
+			unlink(path);
+		}
+		a.un.sun_family = AF_UNIX;
+		strcpy(a.un.sun_path, path);
+		alen = sizeof(a.un);
+		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		if (fd < 0 || bind(fd, &a.sa, alen) < 0)
+			return pc_syserr(err, "listen", "bind %s", path);
+		/* anyone may connect; SO_PEERCRED decides who is served */
+		chmod(path, 0666);
+		h->is_unix = true;
+		h->unix_path = xstrdup(path);
+		h->url = xasprintf("unix:%s", path);
+	} else {
+		colon = strrchr(spec, ':');
+		if (!colon || colon == spec || (size_t)(colon - spec) >= sizeof(host))
+			return pc_fail(err, EINVAL, "listen", "--listen %s: expected ADDRESS:PORT (127.0.0.1:8080, "
+				       "[::1]:8080) or unix:PATH", spec);
+		memcpy(host, spec, (size_t)(colon - spec));
+		host[colon - spec] = '\0';
+		snprintf(port_s, sizeof(port_s), "%s", colon + 1);
+		errno = 0;
+		port = strtoul(port_s, &end, 10);
+		if (!*port_s || *end || errno || port > 65535)
+			return pc_fail(err, EINVAL, "listen", "--listen %s: the port must be 0 to 65535", spec);
+		if (host[0] == '[' && host[strlen(host) - 1] == ']') {
+			host[strlen(host) - 1] = '\0';
+			memmove(host, host + 1, strlen(host));
+			a.in6.sin6_family = AF_INET6;
+			a.in6.sin6_port = htons((uint16_t)port);
+			if (inet_pton(AF_INET6, host, &a.in6.sin6_addr) != 1)
+				return pc_fail(err, EINVAL, "listen", "--listen %s: not an IPv6 address", spec);
+			alen = sizeof(a.in6);
+		} else {
+			a.in4.sin_family = AF_INET;
+			a.in4.sin_port = htons((uint16_t)port);
+			if (inet_pton(AF_INET, host, &a.in4.sin_addr) != 1)
+				return pc_fail(err, EINVAL, "listen", "--listen %s: not an IPv4 address (names are not "
+					       "resolved)", spec);
+			alen = sizeof(a.in4);
+		}
+		fd = socket(a.sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		if (fd < 0)
+			return pc_syserr(err, "listen", "socket");
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (bind(fd, &a.sa, alen) < 0)
+			return pc_syserr(err, "listen", "bind %s", spec);
+		if (getsockname(fd, &a.sa, &alen) < 0)
+			return pc_syserr(err, "listen", "getsockname");
+		port = a.sa.sa_family == AF_INET ? ntohs(a.in4.sin_port) : ntohs(a.in6.sin6_port);
+		h->url = xasprintf("http://%s%s%s:%lu" ENDPOINT, a.sa.sa_family == AF_INET6 ? "[" : "", host,
+				   a.sa.sa_family == AF_INET6 ? "]" : "", port);
+		h->listen_host = a.sa.sa_family == AF_INET6 ? xasprintf("[%s]", host) : xstrdup(host);
+		if (!h->cfg.tokens) {
+			bool loopback = a.sa.sa_family == AF_INET ? (ntohl(a.in4.sin_addr.s_addr) >> 24) == 127
+								 : IN6_IS_ADDR_LOOPBACK(&a.in6.sin6_addr);
+			if (!loopback)
+				return pc_fail(err, EPERM, "listen", "--listen %s: only a loopback address or a unix "
+					       "socket may be served without --tokens", spec);
+		}
+	}
+	if (listen(fd, 128) < 0)
+		return pc_syserr(err, "listen", "listen");
+	h->listen_fd = steal_fd(&fd);
+	return 0;
+}
+
+struct http_server *http_server_new(struct loop *l, const struct http_config *cfg, struct pc_err *err)
+{
+	struct http_server *h = xcalloc(1, sizeof(*h));
+	const union MHD_DaemonInfo *di;
+	struct itimerspec sec = { { 1, 0 }, { 1, 0 } };
+
+	h->loop = l;
+	h->cfg = *cfg;
+	h->listen_fd = h->timer_fd = h->tick_fd = -1;
+	if (cfg->tokens)
+		h->runs_by_token = xcalloc(cfg->tokens->n + 1, sizeof(*h->runs_by_token));
+	if (listen_on(h, cfg->listen, err) < 0)
+		goto fail;
+	h->d = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+				on_request, h,
+				MHD_OPTION_LISTEN_SOCKET, h->listen_fd,
+				MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
+				MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
+				MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
+				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->request_timeout_s,
+				MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HEADER_MEMORY,
+				MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h,
+				MHD_OPTION_END);
+	if (!h->d) {
+		pc_fail(err, EIO, "serve", "libmicrohttpd would not start on %s", cfg->listen);
+		goto fail;
+	}
+	di = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_EPOLL_FD);
+	h->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	h->tick_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	if (!di || h->timer_fd < 0 || h->tick_fd < 0 ||
+	    loop_add(l, &h->w_mhd, di->epoll_fd, EPOLLIN, on_mhd, h) < 0 ||
+	    loop_add(l, &h->w_timer, h->timer_fd, EPOLLIN, on_timer, h) < 0 ||
+	    loop_add(l, &h->w_tick, h->tick_fd, EPOLLIN, on_tick, h) < 0) {
+		pc_syserr(err, "serve", "event loop");
+		goto fail;
+	}
+	timerfd_settime(h->tick_fd, 0, &sec, NULL);
+	arm_timer(h);
+	return h;
+fail:
+	http_server_free(h);
+	return NULL;
+}
+
+const char *http_server_url(const struct http_server *h)
+{
+	return h->url;
+}
+
+void http_server_free(struct http_server *h)
+{
+	if (!h)
+		return;
+	while (h->sessions)
+		session_free(h->sessions);
+	if (h->d) {
+		/* MHD must not be stopped with a connection suspended: every
+		 * request is abandoned (its run killed) and resumed */
+		for (struct hconn *hc = h->conns; hc; hc = hc->next) {
+			if (hc->req) {
+				hreq_abandon(hc->req);
+				hreq_resume(hc->req);
+			}
+			if (hc->fd >= 0)
+				shutdown(hc->fd, SHUT_RDWR);
+		}
+		for (int round = 0; round < 3; round++)
+			MHD_run(h->d);
+		MHD_stop_daemon(h->d);
+	}
+	if (h->w_mhd.registered)
+		loop_del(h->loop, &h->w_mhd);
+	if (h->w_timer.registered)
+		loop_del(h->loop, &h->w_timer);
+	if (h->w_tick.registered)
+		loop_del(h->loop, &h->w_tick);
+	if (h->timer_fd >= 0)
+		close(h->timer_fd);
+	if (h->tick_fd >= 0)
+		close(h->tick_fd);
+	if (h->listen_fd >= 0)
+		close(h->listen_fd);
+	if (h->unix_path)
+		unlink(h->unix_path);
+	free(h->unix_path);
+	free(h->url);
+	free(h->listen_host);
+	free(h->runs_by_token);
+	free(h);
+}

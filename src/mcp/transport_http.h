@@ -1,0 +1,52 @@
+/* pycell: MCP over Streamable HTTP (`pycell serve`): one endpoint, /mcp,
+ * on libmicrohttpd driven from the supervisor's event loop (no thread of
+ * its own).  A 2026-07-28 request is served statelessly: a session of the
+ * MCP layer lives for that one POST.  A 2025 client gets an
+ * Mcp-Session-Id at initialize; its requests are routed to that session.
+ * A response is JSON when nothing comes before it, else an SSE stream;
+ * a client that drops the connection cancels its run. */
+#ifndef PYCELL_TRANSPORT_HTTP_H
+#define PYCELL_TRANSPORT_HTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/loop.h"
+#include "base/util.h"
+#include "config/tokens.h"
+#include "mcp/mcp.h"
+
+struct http_server;
+
+struct http_config {
+	/* "127.0.0.1:8080", "[::1]:0", "0.0.0.0:8080" (IP literals only; port
+	 * 0 picks one) or "unix:/path/to/socket" */
+	const char *listen;
+	/* NULL: no tokens: TCP must be loopback, and a unix socket admits only
+	 * this user and root. */
+	const struct tokens *tokens;
+	/* Host names (and Origin hosts) accepted besides localhost, 127.0.0.1,
+	 * [::1] and the listen address itself. */
+	char *const *allow_hosts;
+	size_t n_allow_hosts;
+	size_t max_body;             /* larger bodies get 413 */
+	unsigned max_connections;    /* beyond: refused at accept */
+	unsigned request_timeout_s;  /* to send a whole request; then the connection is cut */
+	unsigned max_sessions;       /* 2025 sessions at once; beyond: 503 */
+	uint64_t session_idle_ms;    /* a 2025 session unused this long ends */
+	unsigned max_pending;        /* requests being answered, all clients; beyond: 503 */
+	/* The MCP server for a client (its token's policy): t NULL without
+	 * tokens, or for a unix peer allowed as this user. */
+	struct mcp_server *(*server_for)(void *ctx, const struct token *t);
+	void *ctx;
+};
+
+struct http_server *http_server_new(struct loop *l, const struct http_config *cfg, struct pc_err *err);
+/* "http://127.0.0.1:PORT/mcp" or "unix:PATH": where it listens. */
+const char *http_server_url(const struct http_server *h);
+/* Ends every session and request (their runs are killed), closes the
+ * listener and removes a unix socket it made. */
+void http_server_free(struct http_server *h);
+
+#endif

@@ -1,0 +1,582 @@
+"""`pycell serve`: MCP over Streamable HTTP, as an attacker and an operator
+would try it, over loopback only.  Every test starts its own server on an
+ephemeral port (or a unix socket) and asserts exact statuses, JSON-RPC
+codes and what ran: the audit log (stderr) has a record per run."""
+
+import hashlib
+import http.client
+import json
+import os
+import re
+import socket
+import subprocess
+import threading
+import time
+
+import pytest
+
+from conftest import DATADIR, PYCELL
+
+V = "2026-07-28"
+META = {"io.modelcontextprotocol/protocolVersion": V, "io.modelcontextprotocol/clientCapabilities": {}}
+
+
+class Serve:
+    def __init__(self, *args, tokens=None, tmp_path=None):
+        self.args = list(args)
+        if tokens is not None:
+            path = tmp_path / "tokens.json"
+            path.write_text(json.dumps({"tokens": tokens}))
+            path.chmod(0o600)
+            self.args += ["--tokens", str(path)]
+        self.errlog = open(tmp_path / "serve.err", "w+b") if tmp_path else subprocess.PIPE
+        self.proc = subprocess.Popen([PYCELL, "serve", *self.args], stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=self.errlog,
+                                     env={**os.environ, "PYCELL_DATADIR": DATADIR})
+        self.url = None
+        deadline = time.time() + 20
+        while time.time() < deadline and self.url is None:
+            m = re.search(rb"listening on (\S+)", self.stderr())
+            if m:
+                self.url = m.group(1).decode()
+            elif self.proc.poll() is not None:
+                raise AssertionError("serve exited: " + self.stderr().decode())
+            else:
+                time.sleep(0.05)
+        assert self.url, self.stderr()
+        if self.url.startswith("http://"):
+            hostport = self.url[len("http://"):].split("/")[0]
+            self.host, port = hostport.rsplit(":", 1)
+            self.port = int(port)
+
+    def stderr(self):
+        self.errlog.flush()
+        self.errlog.seek(0)
+        return self.errlog.read()
+
+    def audit(self):
+        out = []
+        for line in self.stderr().splitlines():
+            if line.startswith(b"{"):
+                out.append(json.loads(line))
+        return [r for r in out if r.get("event") == "run"]
+
+    def conn(self, timeout=30):
+        return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+
+    def post(self, body, headers=None, conn=None, raw=False):
+        c = conn or self.conn()
+        h = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+        h.update(headers or {})
+        c.request("POST", "/mcp", body=body if raw else json.dumps(body), headers=h)
+        r = c.getresponse()
+        data = r.read()
+        return r, data
+
+    def modern(self, id, method, params=None, headers=None, **kw):
+        p = dict(params or {})
+        p["_meta"] = {**META, **p.get("_meta", {})}
+        h = {"MCP-Protocol-Version": V, "Mcp-Method": method}
+        if method == "tools/call":
+            h["Mcp-Name"] = p["name"]
+        h.update(headers or {})
+        return self.post({"jsonrpc": "2.0", "id": id, "method": method, "params": p}, h, **kw)
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise
+
+    def jails(self):
+        """Live processes below the server, its zygote and ready jails left out."""
+        out = []
+        kids = {}
+        for d in os.listdir("/proc"):
+            if not d.isdigit():
+                continue
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    s = f.read()
+                with open(f"/proc/{d}/comm") as f:
+                    comm = f.read().strip()
+                with open(f"/proc/{d}/cmdline", "rb") as f:
+                    cmd = f.read()
+            except OSError:
+                continue
+            ppid = int(s[s.rindex(")") + 2:].split()[1])
+            kids.setdefault(ppid, []).append((int(d), comm, cmd))
+        todo = [self.proc.pid]
+        while todo:
+            for pid, comm, cmd in kids.get(todo.pop(), []):
+                if comm == "pycell-ready":
+                    continue
+                if cmd != b"pycell\0__zygote\0":
+                    out.append(pid)
+                todo.append(pid)
+        return out
+
+
+@pytest.fixture
+def serve(tmp_path):
+    servers = []
+
+    def start(*args, **kw):
+        kw.setdefault("tmp_path", tmp_path)
+        s = Serve(*args, **kw)
+        servers.append(s)
+        return s
+    yield start
+    for s in servers:
+        if s.proc.poll() is None:
+            s.stop()
+
+
+def body_of(data):
+    """The JSON-RPC response of a JSON or SSE body."""
+    text = data.decode()
+    if text.startswith("event:") or text.startswith("data:"):
+        msgs = [json.loads(l[6:]) for l in text.splitlines() if l.startswith("data: ")]
+        return [m for m in msgs if "method" not in m][-1]
+    return json.loads(text)
+
+
+def sha(token):
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def wait_for(fn, timeout=10, what="condition"):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        v = fn()
+        if v:
+            return v
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+# ------------------------------------------------------------ the protocol
+
+@pytest.mark.parametrize("start", ["--cold", "--warm"])
+def test_2026_call_json_and_headers_checked(serve, start):
+    s = serve("--listen", "127.0.0.1:0", start)
+    r, data = s.modern(1, "tools/call", {"name": "run_python", "arguments": {"code": "6*7"}})
+    assert r.status == 200 and r.getheader("Content-Type") == "application/json"
+    res = json.loads(data)["result"]
+    assert res["resultType"] == "complete" and res["structuredContent"]["return_value"] == 42
+    # the Mcp-Name may come base64-encoded
+    r, data = s.modern(2, "tools/call", {"name": "run_python", "arguments": {"code": "1"}},
+                       headers={"Mcp-Name": "=?base64?cnVuX3B5dGhvbg==?="})
+    assert r.status == 200, data
+    for headers, why in (({"Mcp-Method": "tools/list"}, "Mcp-Method"),
+                         ({"Mcp-Name": "sandbox_info"}, "Mcp-Name"),
+                         ({"MCP-Protocol-Version": "2025-11-25"}, "MCP-Protocol-Version")):
+        r, data = s.modern(3, "tools/call", {"name": "run_python", "arguments": {"code": "open('/tmp/x','w')"}},
+                           headers=headers)
+        assert r.status == 400, data
+        err = json.loads(data)
+        assert err["id"] == 3 and err["error"]["code"] == -32020 and why in err["error"]["message"], err
+    # and nothing of the refused calls ran: two runs in the audit log
+    assert len(s.audit()) == 2
+
+
+def test_2026_errors_have_their_statuses(serve):
+    s = serve("--listen", "127.0.0.1:0")
+    bad = {**META, "io.modelcontextprotocol/protocolVersion": "2099-01-01"}
+    r, data = s.post({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": bad}},
+                     {"MCP-Protocol-Version": "2099-01-01", "Mcp-Method": "tools/list"})
+    assert r.status == 400 and json.loads(data)["error"]["code"] == -32022
+    r, data = s.modern(2, "no/such")
+    assert r.status == 404 and json.loads(data)["error"]["code"] == -32601
+    # a request without _meta and without a session: a legacy client's
+    # mistake, 4xx so that a dual-era client falls back to initialize
+    r, data = s.post({"jsonrpc": "2.0", "id": 3, "method": "tools/list"})
+    assert r.status == 400 and json.loads(data)["id"] == 3
+    r, data = s.post(b"{not json", raw=True)
+    assert r.status == 400 and json.loads(data)["error"]["code"] == -32700
+    r, data = s.post([{"jsonrpc": "2.0", "id": 1, "method": "ping"}])
+    assert r.status == 400 and json.loads(data)["error"]["code"] == -32600
+    c = s.conn()
+    c.request("GET", "/mcp")
+    r = c.getresponse()
+    r.read()
+    assert r.status == 405 and r.getheader("Allow") == "POST, DELETE"
+    c.request("POST", "/other", body="{}")
+    r = c.getresponse()
+    r.read()
+    assert r.status == 404
+
+
+def test_progress_comes_as_sse_and_json_without_it(serve):
+    s = serve("--listen", "127.0.0.1:0")
+    code = "import time\ntime.sleep(1.3)\n7"
+    r, data = s.modern(1, "tools/call", {"name": "run_python", "arguments": {"code": code},
+                                         "_meta": {"progressToken": "t"}})
+    assert r.status == 200 and r.getheader("Content-Type") == "text/event-stream"
+    events = [json.loads(l[6:]) for l in data.decode().splitlines() if l.startswith("data: ")]
+    assert [e["params"]["message"] for e in events[:-1]][0] == "started"
+    assert all(e["method"] == "notifications/progress" for e in events[:-1])
+    assert events[-1]["id"] == 1 and events[-1]["result"]["structuredContent"]["return_value"] == 7
+    # a client that takes only JSON gets the response alone
+    r, data = s.modern(2, "tools/call", {"name": "run_python", "arguments": {"code": code},
+                                         "_meta": {"progressToken": "u"}}, headers={"Accept": "application/json"})
+    assert r.getheader("Content-Type") == "application/json"
+    assert json.loads(data)["result"]["structuredContent"]["return_value"] == 7
+
+
+def test_2025_sessions(serve):
+    s = serve("--listen", "127.0.0.1:0")
+    init = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    r, data = s.post(init)
+    sid = r.getheader("Mcp-Session-Id")
+    assert r.status == 200 and re.fullmatch(r"[0-9a-f]{32}", sid), data
+    assert json.loads(data)["result"]["protocolVersion"] == "2025-11-25"
+    h = {"Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-11-25"}
+    r, data = s.post({"jsonrpc": "2.0", "method": "notifications/initialized"}, h)
+    assert r.status == 202 and data == b""
+    r, data = s.post({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, h)
+    assert r.status == 200 and "resultType" not in json.loads(data)["result"]
+    r, data = s.post({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, {"Mcp-Session-Id": "0" * 32})
+    assert r.status == 404
+    r, data = s.post({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}, {**h, "MCP-Protocol-Version": "1999-01-01"})
+    assert r.status == 400
+    # a failed initialize leaves no session: the id it was not given is unknown
+    r, data = s.post({**init, "params": {}})
+    assert r.status == 200 and "error" in json.loads(data) and r.getheader("Mcp-Session-Id") is None
+    # DELETE ends the session, and its run: the call in flight gets an error
+    got = {}
+
+    def call():
+        got["r"], got["data"] = s.post({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+                                        "params": {"name": "run_python", "arguments": {"code": "import time\ntime.sleep(60)"}}}, h)
+    t = threading.Thread(target=call)
+    t.start()
+    wait_for(lambda: len(s.jails()) >= 2, what="the jail")
+    jail = s.jails()
+    c = s.conn()
+    c.request("DELETE", "/mcp", headers={"Mcp-Session-Id": sid})
+    r = c.getresponse()
+    r.read()
+    assert r.status == 200
+    t.join(10)
+    assert json.loads(got["data"])["error"]["code"] == -32600
+    wait_for(lambda: not any(os.path.exists(f"/proc/{p}") for p in jail), what="the jail to end")
+    r, _ = s.post({"jsonrpc": "2.0", "id": 5, "method": "tools/list"}, h)
+    assert r.status == 404
+
+
+# ------------------------------------------------------------ the listener
+
+def test_foreign_origin_or_host_is_refused_and_nothing_runs(serve):
+    s = serve("--listen", "127.0.0.1:0")
+    call = {"name": "run_python", "arguments": {"code": "1"}}
+    for headers in ({"Origin": "http://evil.example.com"}, {"Host": "evil.example.com"},
+                    {"Origin": "http://localhost.evil.example.com:80"}):
+        r, data = s.modern(1, "tools/call", call, headers=headers)
+        assert r.status == 403, (headers, data)
+    assert s.audit() == []
+    r, data = s.modern(2, "tools/call", call, headers={"Origin": "http://localhost:3000"})
+    assert r.status == 200
+    s2 = serve("--listen", "127.0.0.1:0", "--allow-host", "mcp.internal,other.internal")
+    r, data = s2.modern(3, "tools/call", call, headers={"Host": "mcp.internal:8080"})
+    assert r.status == 200
+
+
+def test_tokens(serve, tmp_path):
+    s = serve("--listen", "127.0.0.1:0", tokens=[
+        {"name": "alice", "sha256": sha("secret-a")},
+        {"name": "bob", "sha256": sha("secret-b"), "max_runs": 1}], tmp_path=tmp_path)
+    call = {"name": "run_python", "arguments": {"code": "1"}}
+    r, data = s.modern(1, "tools/call", call)
+    assert r.status == 401 and r.getheader("WWW-Authenticate") == 'Bearer realm="pycell"'
+    r, data = s.modern(1, "tools/call", call, headers={"Authorization": "Bearer wrong"})
+    assert r.status == 401 and 'error="invalid_token"' in r.getheader("WWW-Authenticate")
+    r, data = s.modern(1, "tools/call", call, headers={"Authorization": "Bearer secret-a"})
+    assert r.status == 200 and json.loads(data)["result"]["isError"] is False
+    # the audit log names the token of the run, never the token itself
+    runs = s.audit()
+    assert [r["client"] for r in runs] == ["alice"]
+    assert b"secret-a" not in s.stderr()
+    # bob may have one run in flight: the second gets 429
+    got = {}
+    t = threading.Thread(target=lambda: got.update(zip(("r", "d"), s.modern(
+        2, "tools/call", {"name": "run_python", "arguments": {"code": "import time\ntime.sleep(2)"}},
+        headers={"Authorization": "Bearer secret-b"}))))
+    t.start()
+    wait_for(lambda: len(s.jails()) >= 2, what="bob's jail")
+    r, data = s.modern(3, "tools/call", call, headers={"Authorization": "Bearer secret-b"})
+    assert r.status == 429 and r.getheader("Retry-After") == "1"
+    assert json.loads(data)["id"] == 3
+    t.join(20)
+    assert got["r"].status == 200
+    r, data = s.modern(4, "tools/call", call, headers={"Authorization": "Bearer secret-b"})
+    assert r.status == 200
+    # another token's session is not yours
+    r, data = s.post({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
+        {"Authorization": "Bearer secret-a"})
+    sid = r.getheader("Mcp-Session-Id")
+    r, data = s.post({"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                     {"Authorization": "Bearer secret-b", "Mcp-Session-Id": sid})
+    assert r.status == 404
+
+
+def test_a_token_names_its_policy(serve, tmp_path):
+    s = serve("--listen", "127.0.0.1:0", tokens=[
+        {"name": "a", "sha256": sha("ta")}, {"name": "s", "sha256": sha("ts"), "policy": "strict"}],
+        tmp_path=tmp_path)
+    for tok, policy in (("ta", "default"), ("ts", "strict")):
+        r, data = s.modern(1, "tools/call", {"name": "sandbox_info", "arguments": {}},
+                           headers={"Authorization": "Bearer " + tok})
+        assert json.loads(data)["result"]["structuredContent"]["policy"] == policy
+        r, data = s.modern(2, "tools/list", headers={"Authorization": "Bearer " + tok})
+        assert json.loads(data)["result"]["cacheScope"] == "private"
+
+
+@pytest.mark.parametrize("mode,content,why", [
+    (0o644, None, "mode 0644 lets other users read or change the tokens; chmod 600"),
+    (0o600, '{"tokens": [{"name": "a", "sha256": "xyz"}]}', "tokens[0].sha256: expected 64 lowercase hex"),
+    (0o600, '{"tokens": [{"name": "a"}]}', 'tokens[0]: expected either "sha256"'),
+    (0o600, '{"tokens": [{"name": "a", "uid": 5}, {"name": "a", "uid": 6}]}', 'the name "a" is already taken'),
+    (0o600, '{"tokens": [{"name": "a", "uid": 5, "policy": "nonesuch"}]}', "tokens[0] (\"a\"): policy"),
+])
+def test_a_bad_token_file_is_refused_with_its_reason(tmp_path, mode, content, why):
+    path = tmp_path / "tokens.json"
+    path.write_text(content or json.dumps({"tokens": [{"name": "a", "sha256": sha("x")}]}))
+    path.chmod(mode)
+    p = subprocess.run([PYCELL, "serve", "--listen", "127.0.0.1:0", "--tokens", str(path)], capture_output=True,
+                       timeout=20, env={**os.environ, "PYCELL_DATADIR": DATADIR})
+    assert p.returncode == 2, p.stderr
+    assert why.encode() in p.stderr, p.stderr
+
+
+def test_without_tokens_only_loopback(tmp_path):
+    p = subprocess.run([PYCELL, "serve", "--listen", "0.0.0.0:0"], capture_output=True, timeout=20,
+                       env={**os.environ, "PYCELL_DATADIR": DATADIR})
+    assert p.returncode == 1
+    assert b"pycell serve: listen: --listen 0.0.0.0:0: only a loopback address or a unix socket may be served without --tokens" in p.stderr
+
+
+def test_unix_socket_peer_credentials(serve, host_tmp):
+    sock = host_tmp / "mcp.sock"
+    s = serve("--listen", f"unix:{sock}")
+    assert s.url == f"unix:{sock}"
+
+    def ask(uid=None):
+        code = ("import socket,sys,os\n"
+                f"uid={uid!r}\n"
+                "if uid is not None: os.setgid(65534); os.setuid(uid)\n"
+                f"c=socket.socket(socket.AF_UNIX); c.connect({str(sock)!r})\n"
+                "b=sys.argv[1].encode()\n"
+                "c.sendall(b'POST /mcp HTTP/1.1\\r\\nHost: localhost\\r\\nContent-Type: application/json\\r\\n"
+                "MCP-Protocol-Version: 2026-07-28\\r\\nMcp-Method: tools/list\\r\\nContent-Length: '"
+                "+str(len(b)).encode()+b'\\r\\nConnection: close\\r\\n\\r\\n'+b)\n"
+                "d=b''\n"
+                "while True:\n"
+                "  x=c.recv(65536)\n"
+                "  if not x: break\n"
+                "  d+=x\n"
+                "print(d.split(b' ')[1].decode())\n")
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": META}})
+        p = subprocess.run(["/usr/bin/python3", "-c", code, body], capture_output=True, timeout=20)
+        assert p.returncode == 0, p.stderr
+        return int(p.stdout)
+    assert ask() == 200
+    if os.geteuid() == 0:
+        assert ask(65534) == 403
+
+
+# ------------------------------------------------------------ abuse
+
+def test_a_100_mb_body_gets_413_and_the_server_serves_on(serve):
+    s = serve("--listen", "127.0.0.1:0")
+    c = socket.create_connection((s.host, s.port))
+    c.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+              b"Content-Length: 100000000\r\n\r\n")
+    c.settimeout(10)
+    head = c.recv(4096)
+    assert head.startswith(b"HTTP/1.1 413"), head
+    c.close()
+    # the same without a length: chunks until the cap
+    c = socket.create_connection((s.host, s.port))
+    c.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n")
+    chunk = b"x" * 65536
+    try:
+        for _ in range(100):   # 6.5 MB, over the 4M cap
+            c.sendall(b"10000\r\n" + chunk + b"\r\n")
+        c.sendall(b"0\r\n\r\n")
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    c.settimeout(10)
+    head = c.recv(4096)
+    assert head.startswith(b"HTTP/1.1 413"), head
+    c.close()
+    r, data = s.modern(1, "tools/list")
+    assert r.status == 200
+
+
+def test_slowloris_is_cut_and_others_are_served(serve):
+    s = serve("--listen", "127.0.0.1:0", "--request-timeout", "2s")
+    c = socket.create_connection((s.host, s.port))
+    t0 = time.time()
+
+    def trickle():
+        try:
+            for b in b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"a" * 40:
+                c.send(bytes([b]))
+                time.sleep(0.2)
+        except OSError:
+            pass
+    t = threading.Thread(target=trickle, daemon=True)
+    t.start()
+    time.sleep(0.5)
+    r, data = s.modern(1, "tools/list")   # served meanwhile
+    assert r.status == 200
+    c.settimeout(6)
+    try:
+        assert c.recv(100) == b""
+    except ConnectionResetError:
+        pass
+    cut = time.time() - t0
+    assert 1.5 <= cut <= 4.5, cut
+    c.close()
+
+
+def test_1000_idle_connections(serve):
+    s = serve("--listen", "127.0.0.1:0", "--request-timeout", "2s", "--max-connections", "1100")
+    socks = [socket.create_connection((s.host, s.port)) for _ in range(1000)]
+    r, data = s.modern(1, "tools/call", {"name": "run_python", "arguments": {"code": "1"}})
+    assert r.status == 200
+    time.sleep(3.5)
+    for c in socks:
+        c.settimeout(5)
+        assert c.recv(10) == b""   # cut by the server
+        c.close()
+    r, data = s.modern(2, "tools/list")
+    assert r.status == 200
+
+
+@pytest.mark.parametrize("start", ["--cold", "--warm"])
+def test_a_client_that_vanishes_mid_stream_kills_its_run(serve, start):
+    s = serve("--listen", "127.0.0.1:0", start)
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "run_python", "arguments": {"code": "import time\ntime.sleep(60)"},
+        "_meta": {**META, "progressToken": 1}}}).encode()
+    c = socket.create_connection((s.host, s.port))
+    c.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+              b"Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n"
+              b"Mcp-Method: tools/call\r\nMcp-Name: run_python\r\nContent-Length: "
+              + str(len(body)).encode() + b"\r\n\r\n" + body)
+    c.settimeout(10)
+    assert b"text/event-stream" in c.recv(4096)
+    wait_for(lambda: len(s.jails()) >= 2, what="the jail")
+    jail = s.jails()
+    c.close()
+    wait_for(lambda: not any(os.path.exists(f"/proc/{p}") for p in jail), what="the jail to end")
+    wait_for(lambda: [r["status"] for r in s.audit()] == ["killed"], what="the audit record")
+    r, data = s.modern(2, "tools/list")
+    assert r.status == 200
+    assert s.jails() == []
+
+
+def test_sigterm_kills_the_runs_in_flight(serve):
+    s = serve("--listen", "127.0.0.1:0")
+    def call():
+        try:
+            s.modern(1, "tools/call", {"name": "run_python", "arguments": {"code": "import time\ntime.sleep(60)"}})
+        except http.client.RemoteDisconnected:
+            pass   # the server went away, as it should
+    threading.Thread(target=call, daemon=True).start()
+    wait_for(lambda: len(s.jails()) >= 2, what="the jail")
+    jail = s.jails()
+    s.proc.terminate()
+    assert s.proc.wait(10) == 0
+    assert not any(os.path.exists(f"/proc/{p}") for p in jail)
+
+
+def test_the_configuration_http_section(serve, tmp_path):
+    toks = tmp_path / "t.json"
+    toks.write_text(json.dumps({"tokens": [{"name": "c", "sha256": sha("from-conf")}]}))
+    toks.chmod(0o600)
+    conf = tmp_path / "pycell.conf"
+    conf.write_text(json.dumps({"http": {"listen": "127.0.0.1:0", "tokens": str(toks),
+                                         "allow_hosts": ["mcp.example.org"]}}))
+    s = serve("--config", str(conf))
+    r, _ = s.modern(1, "tools/list")
+    assert r.status == 401
+    r, _ = s.modern(2, "tools/list", headers={"Authorization": "Bearer from-conf", "Host": "mcp.example.org"})
+    assert r.status == 200
+    # an option overrides its setting
+    s2 = serve("--config", str(conf), "--tokens", str(toks), "--allow-host", "other.example.org")
+    r, _ = s2.modern(3, "tools/list", headers={"Authorization": "Bearer from-conf", "Host": "mcp.example.org"})
+    assert r.status == 403
+
+
+def test_a_session_request_without_a_valid_id_is_answered(serve):
+    s = serve("--listen", "127.0.0.1:0")
+    r, data = s.post({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+    h = {"Mcp-Session-Id": r.getheader("Mcp-Session-Id")}
+    for bad_id in (None, {"a": 1}, [1], True):
+        r, data = s.post({"jsonrpc": "2.0", "id": bad_id, "method": "tools/list"}, h)
+        assert r.status == 400 and json.loads(data)["error"]["code"] == -32600, (bad_id, data)
+    r, data = s.post({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, h)
+    assert r.status == 200
+
+
+TASKS = {"io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}}
+
+
+def test_tasks(serve, tmp_path):
+    s = serve("--listen", "127.0.0.1:0", tokens=[
+        {"name": "a", "sha256": sha("ta")}, {"name": "b", "sha256": sha("tb")}], tmp_path=tmp_path)
+    A, B = {"Authorization": "Bearer ta"}, {"Authorization": "Bearer tb"}
+
+    def task_req(id, method, tid, headers, meta=TASKS):
+        return s.modern(id, method, {"taskId": tid, "_meta": meta}, headers={**headers, "Mcp-Name": tid})
+    # a quick call of a task-capable client is a plain result
+    r, data = s.modern(1, "tools/call", {"name": "run_python", "arguments": {"code": "1"}, "_meta": TASKS}, headers=A)
+    assert json.loads(data)["result"]["resultType"] == "complete"
+    # a long one becomes a task after a second; the HTTP request ends there
+    t0 = time.time()
+    r, data = s.modern(2, "tools/call", {"name": "run_python", "arguments": {"code": "import time\ntime.sleep(2)\n5"},
+                                         "_meta": TASKS}, headers=A)
+    res = json.loads(data)["result"]
+    assert res["resultType"] == "task" and res["status"] == "working" and 0.9 < time.time() - t0 < 1.9
+    tid = res["taskId"]
+    assert re.fullmatch(r"[0-9a-f]{32}", tid)
+    # another token does not see it
+    r, data = task_req(3, "tasks/get", tid, B)
+    assert r.status == 400 and json.loads(data)["error"]["code"] == -32602
+    # a client that does not declare the extension is told what it lacks
+    r, data = task_req(4, "tasks/get", tid, A, meta={})
+    err = json.loads(data)["error"]
+    assert r.status == 400 and err["code"] == -32021
+    assert err["data"] == {"requiredCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}}
+    # Mcp-Name carries the task id
+    r, data = s.modern(5, "tasks/get", {"taskId": tid, "_meta": TASKS}, headers={**A, "Mcp-Name": "other"})
+    assert r.status == 400 and json.loads(data)["error"]["code"] == -32020
+    got = wait_for(lambda: (lambda g: g if g["status"] != "working" else None)(
+        json.loads(task_req(6, "tasks/get", tid, A)[1])["result"]), what="the task to complete")
+    assert got["status"] == "completed" and got["result"]["structuredContent"]["return_value"] == 5
+    assert [r["client"] for r in s.audit()] == ["a", "a"]
+    # tasks/cancel kills the jail
+    r, data = s.modern(7, "tools/call", {"name": "run_python", "arguments": {"code": "import time\ntime.sleep(60)"},
+                                         "_meta": TASKS}, headers=A)
+    tid = json.loads(data)["result"]["taskId"]
+    wait_for(lambda: len(s.jails()) >= 2, what="the jail")
+    jail = s.jails()
+    r, data = task_req(8, "tasks/cancel", tid, A)
+    assert r.status == 200 and json.loads(data)["result"]["resultType"] == "complete"
+    wait_for(lambda: not any(os.path.exists(f"/proc/{p}") for p in jail), what="the jail to end")
+    got = json.loads(task_req(9, "tasks/get", tid, A)[1])["result"]
+    assert got["status"] == "cancelled" and "result" not in got
+    # a client without the extension waits for its result as before
+    t0 = time.time()
+    r, data = s.modern(10, "tools/call", {"name": "run_python", "arguments": {"code": "import time\ntime.sleep(1.5)\n8"}},
+                       headers=A)
+    assert json.loads(data)["result"]["structuredContent"]["return_value"] == 8 and time.time() - t0 >= 1.5
