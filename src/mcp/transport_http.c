@@ -81,6 +81,8 @@ struct hreq {
 	bool done;                    /* the final response is in `final` or `out` */
 	bool gone;                    /* the client left; nothing more is sent */
 	bool is_initialize;
+	bool new_session;             /* its initialize made r->hs */
+	bool modern;                  /* its _meta names a protocol version */
 	json_t *id;                   /* the JSON-RPC request's id, if any */
 	char *final;                  /* the response, as JSON text */
 	int status;                   /* its HTTP status */
@@ -271,9 +273,10 @@ static int status_of(const struct hreq *r, const json_t *msg)
 		/* 2026-07-28: an unknown method is 404 with -32601 */
 		return r->hs ? MHD_HTTP_OK : MHD_HTTP_NOT_FOUND;
 	case JSONRPC_INVALID_PARAMS:
-		/* a stateless request without its _meta is not a 2026 request:
-		 * 4xx, so that a client may fall back to initialize */
-		return r->hs ? MHD_HTTP_OK : MHD_HTTP_BAD_REQUEST;
+		/* a stateless request without a version in its _meta is not a
+		 * 2026 request: 4xx, so that a client may fall back to
+		 * initialize; a 2026 request's bad params are its answer */
+		return r->hs || r->modern ? MHD_HTTP_OK : MHD_HTTP_BAD_REQUEST;
 	default:
 		return MHD_HTTP_OK;
 	}
@@ -712,10 +715,12 @@ static enum MHD_Result process(struct hreq *r)
 				    "try again later", retry);
 		}
 		r->hs = session_new(h, r->srv, r->tok);
+		r->new_session = r->hs != NULL;
 		if (!r->hs)
 			return fail(r, MHD_HTTP_INTERNAL_SERVER_ERROR, JSONRPC_INTERNAL_ERROR,
 				    "Internal error: no session id", NULL);
 	} else if (request && json_object_get(json_object_get(json_object_get(msg, "params"), "_meta"), META_VERSION)) {
+		r->modern = true;
 		if (check_mirrored_headers(r, msg) < 0)
 			return MHD_YES;
 	}
@@ -886,11 +891,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	return answer(r);
 }
 
-static bool sid_was_given(struct hreq *r)
-{
-	return header(r->conn, HDR_SESSION) != NULL;
-}
-
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe)
 {
 	struct hreq *r = *con_cls;
@@ -906,7 +906,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
 	if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK || !r->done)
 		hreq_abandon(r);
 	/* an initialize that did not succeed leaves no session behind */
-	if (r->is_initialize && r->hs && !r->hs->initialized && !sid_was_given(r))
+	if (r->new_session && r->hs && !r->hs->initialized)
 		session_free(r->hs);
 	hreq_free(r);
 	*con_cls = NULL;

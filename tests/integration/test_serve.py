@@ -551,7 +551,7 @@ def test_tasks(serve, tmp_path):
     assert re.fullmatch(r"[0-9a-f]{32}", tid)
     # another token does not see it
     r, data = task_req(3, "tasks/get", tid, B)
-    assert r.status == 400 and json.loads(data)["error"]["code"] == -32602
+    assert r.status == 200 and json.loads(data)["error"]["code"] == -32602
     # a client that does not declare the extension is told what it lacks
     r, data = task_req(4, "tasks/get", tid, A, meta={})
     err = json.loads(data)["error"]
@@ -580,3 +580,14 @@ def test_tasks(serve, tmp_path):
     r, data = s.modern(10, "tools/call", {"name": "run_python", "arguments": {"code": "import time\ntime.sleep(1.5)\n8"}},
                        headers=A)
     assert json.loads(data)["result"]["structuredContent"]["return_value"] == 8 and time.time() - t0 >= 1.5
+
+
+def test_a_2026_call_with_bad_params_is_answered_200(serve):
+    s = serve("--listen", "127.0.0.1:0")
+    r, data = s.modern(1, "tools/call", {"name": "nope", "arguments": {}})
+    assert r.status == 200 and json.loads(data)["error"]["code"] == -32602
+    r, data = s.modern(2, "tools/call", {"name": "run_python", "arguments": {"code": 5}})
+    assert r.status == 200 and json.loads(data)["result"]["isError"] is True
+    # server/discover without a version is not a 2026 request: 400
+    r, data = s.post({"jsonrpc": "2.0", "id": 3, "method": "server/discover", "params": {}})
+    assert r.status == 400 and json.loads(data)["error"]["code"] == -32602
