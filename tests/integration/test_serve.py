@@ -546,7 +546,7 @@ def test_tasks(serve, tmp_path):
     r, data = s.modern(2, "tools/call", {"name": "run_python", "arguments": {"code": "import time\ntime.sleep(2)\n5"},
                                          "_meta": TASKS}, headers=A)
     res = json.loads(data)["result"]
-    assert res["resultType"] == "task" and res["status"] == "working" and 0.9 < time.time() - t0 < 1.9
+    assert res["resultType"] == "task" and res["status"] == "working" and 0.9 < time.time() - t0 < 3
     tid = res["taskId"]
     assert re.fullmatch(r"[0-9a-f]{32}", tid)
     # another token does not see it
