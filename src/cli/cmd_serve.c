@@ -139,6 +139,11 @@ static void on_tools_settled(void *ctx)
 		mcp_server_tools_settled(s->ps[i].srv);
 }
 
+static void on_answered(void *ctx)
+{
+	http_server_flush(ctx);
+}
+
 static void on_signal(struct loop_watch *w, uint32_t events, void *data)
 {
 	struct serve *s = data;
@@ -310,6 +315,8 @@ int cmd_serve(int argc, char **argv)
 		cli_setup_error("serve", &err);
 		goto out;
 	}
+	for (size_t i = 0; i < s.n_ps; i++)
+		mcp_server_on_answered(s.ps[i].srv, on_answered, http);
 	/* always said, whatever the log level: clients and scripts read it */
 	fprintf(stderr, "pycell: serve: listening on %s (policy %s, %s%s)\n", http_server_url(http),
 		s.default_policy, tokens_file ? "tokens from " : "no tokens", tokens_file ? tokens_file : "");

@@ -230,6 +230,12 @@ void mcp_answer_waiting_info(struct mcp_server *s)
 	}
 }
 
+void mcp_server_on_answered(struct mcp_server *s, void (*fn)(void *ctx), void *ctx)
+{
+	s->on_answered = fn;
+	s->answered_ctx = ctx;
+}
+
 void mcp_server_tools_settled(struct mcp_server *s)
 {
 	kick(s);   /* mcp_on_defer answers the waiting sandbox_info calls */
@@ -355,6 +361,8 @@ void mcp_on_defer(struct loop_watch *w, uint32_t events, void *data)
 		mcp_call_free(c);
 	}
 	mcp_answer_waiting_info(s);
+	if (s->on_answered)
+		s->on_answered(s->answered_ctx);
 	mcp_schedule(s);
 	run_pool_fill(s->pool);
 	(void)w;

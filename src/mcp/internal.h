@@ -159,6 +159,8 @@ struct mcp_server {
 	struct mcp_call *version_call;
 	json_t *tools;
 	struct run_pool *pool;        /* warm starts: jails made ahead (run/pool.h) */
+	void (*on_answered)(void *ctx);   /* mcp_server_on_answered */
+	void *answered_ctx;
 	struct mcp_task *tasks;       /* tasks.c */
 	unsigned n_tasks;
 	size_t task_bytes;

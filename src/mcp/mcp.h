@@ -55,6 +55,11 @@ struct mcp_server *mcp_server_new(struct loop *l, const struct run_env *env,
 				  const struct mcp_server_config *cfg, struct pc_err *err);
 /* Kills and frees every run, queued or running; sends nothing. */
 void mcp_server_free(struct mcp_server *s);
+/* fn(ctx) is called once the answers of ended runs have been handed to
+ * the sessions, before the server goes on to other work (starting queued
+ * runs, making ready jails): a transport that sends from its own loop
+ * round (HTTP) sends them there. */
+void mcp_server_on_answered(struct mcp_server *s, void (*fn)(void *ctx), void *ctx);
 /* The tools of tools_settled have settled: the sandbox_info calls that
  * waited for them are answered (from the loop, not from this call). */
 void mcp_server_tools_settled(struct mcp_server *s);

@@ -1166,6 +1166,11 @@ fail:
 	return NULL;
 }
 
+void http_server_flush(struct http_server *h)
+{
+	run_mhd(h);
+}
+
 const char *http_server_url(const struct http_server *h)
 {
 	return h->url;

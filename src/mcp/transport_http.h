@@ -43,6 +43,10 @@ struct http_config {
 };
 
 struct http_server *http_server_new(struct loop *l, const struct http_config *cfg, struct pc_err *err);
+/* Send what the MCP layer has answered now (resumed requests wait for
+ * libmicrohttpd's next round otherwise).  Not from within a callback of
+ * libmicrohttpd: from the MCP server's on_answered hook. */
+void http_server_flush(struct http_server *h);
 /* "http://127.0.0.1:PORT/mcp" or "unix:PATH": where it listens. */
 const char *http_server_url(const struct http_server *h);
 /* Ends every session and request (their runs are killed), closes the
