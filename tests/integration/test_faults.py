@@ -163,13 +163,25 @@ def srv_close(srv):
 def test_a_server_out_of_file_descriptors_fails_runs_clearly_and_recovers(start):
     """RLIMIT_NOFILE so low that one run fits and four at once do not:
     each call is answered, a run that could not get its fds says so
-    (EMFILE, "Too many open files"), and a run after them is served."""
-    srv = Server(*start, "--max-runs", "4", preexec=lambda: __import__("resource").setrlimit(
-        __import__("resource").RLIMIT_NOFILE, (40, 40)))
+    (EMFILE, "Too many open files"), and a run after them is served.  The
+    limit is the lowest, found by trying, that lets one run through: no
+    count of the server's own descriptors is written in here."""
+    import resource
+    srv = None
+    for limit in range(24, 80):
+        srv = Server(*start, "--max-runs", "4", preexec=lambda n=limit: resource.setrlimit(
+            resource.RLIMIT_NOFILE, (n, n)))
+        try:
+            srv.initialize()
+            one = call(srv, 1, "print(1)")
+            if "structuredContent" in one and one["structuredContent"]["status"] == "ok":
+                break
+        except (AssertionError, OSError, ValueError, KeyError):
+            pass
+        srv_close(srv)
+        srv = None
+    assert srv, "no descriptor limit from 24 to 80 let one run through"
     try:
-        srv.initialize()
-        one = call(srv, 1, "print(1)")
-        assert one["structuredContent"]["status"] == "ok", one
         for rid in range(10, 16):
             srv.send({"jsonrpc": "2.0", "id": rid, "method": "tools/call",
                       "params": {"name": "run_python",
