@@ -212,9 +212,10 @@ static void tools_call_run_python(const struct mcp_req *r, const json_t *args, c
 		mcp_call_log(c, MLOG_DEBUG, "run %llu %s", c->seq, msg);
 		mcp_call_progress(c, msg);
 	}
-	mcp_schedule(s);
 	if (c->task_ok)
 		mcp_tasks_arm(s);
+	/* c may be answered and freed in here (a jail that cannot start) */
+	mcp_schedule(s);
 }
 
 static void tools_call_sandbox_info(const struct mcp_req *r, const json_t *args)
