@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/json_scan.h"
+#include "base/util.h"
 
 #define MAX_DEPTH 2048   /* as jansson's parser */
 
@@ -427,4 +428,16 @@ void json_id_finder_feed(struct json_id_finder *f, const char *p, size_t n)
 const char *json_id_finder_result(const struct json_id_finder *f)
 {
 	return f->state == ID_DONE && f->id_len ? f->id : NULL;
+}
+
+char *json_scan_narrowed(const char *text, size_t len, const struct json_scan *sc)
+{
+	char *copy = xmalloc(len + 1);
+	memcpy(copy, text, len);
+	copy[len] = '\0';
+	for (size_t i = 0; i < sc->n_wide && i < JSON_SCAN_MAX_WIDE; i++) {
+		memset(copy + sc->wide[i].off, ' ', sc->wide[i].len);
+		copy[sc->wide[i].off] = '0';
+	}
+	return copy;
 }

@@ -26,6 +26,9 @@ struct json_scan {
 
 /* 0 when text is one JSON value (with white space around it), else -1. */
 int json_scan(const char *text, size_t len, struct json_scan *out);
+/* A copy of text (malloc'd, len bytes) with each of sc's wide numbers
+ * written as 0 and blanks: what jansson can read, for routing it. */
+char *json_scan_narrowed(const char *text, size_t len, const struct json_scan *sc);
 
 /* The top-level "id" of a JSON object fed in pieces, without keeping the
  * text: for a message too large to keep, whose answer still needs its id.

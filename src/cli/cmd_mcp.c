@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "bridge/bridge.h"
 #include "cli/commands.h"
+#include "cli/front.h"
 #include "cli/options.h"
 #include "config/conf.h"
 #include "config/result.h"
@@ -76,7 +77,6 @@ struct mcp_stdio {
 	struct stdio_transport *transport;
 	struct mcp_session *session;
 	bool done;
-	int signal;
 };
 
 static void on_line(void *ctx, const char *line, size_t len)
@@ -106,35 +106,9 @@ static void session_send(void *ctx, json_t *msg, const json_t *related)
 	(void)related;
 }
 
-static void attach_tools(void *ctx, struct run_request *req)
-{
-	bridge_attach(ctx, req);
-}
-
-static json_t *jail_tools(void *ctx, const struct policy *p)
-{
-	return bridge_tools_for_policy(ctx, p);
-}
-
-static bool tools_settled(void *ctx)
-{
-	return bridge_settled(ctx);
-}
-
 static void on_tools_settled(void *ctx)
 {
 	mcp_server_tools_settled(ctx);
-}
-
-static void on_signal(struct loop_watch *w, uint32_t events, void *data)
-{
-	struct mcp_stdio *m = data;
-	struct signalfd_siginfo si;
-	if (read(w->fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
-		m->signal = (int)si.ssi_signo;
-		m->done = true;
-	}
-	(void)events;
 }
 
 int cmd_mcp(int argc, char **argv)
@@ -150,9 +124,7 @@ int cmd_mcp(int argc, char **argv)
 	struct bridge *bridge = NULL;
 	struct mcp_stdio m = { 0 };
 	struct loop *l = NULL;
-	struct loop_watch w_sig = { 0 };
-	cleanup_close int sig_fd = -1;
-	sigset_t sigs, old_sigs;
+	struct front_signals sigs;
 	int rc;
 
 	memset(&o, 0, sizeof(o));
@@ -189,11 +161,7 @@ int cmd_mcp(int argc, char **argv)
 
 	/* Termination signals end the session like EOF does, so runs are
 	 * killed and their cgroups removed rather than left behind. */
-	sigemptyset(&sigs);
-	sigaddset(&sigs, SIGTERM);
-	sigaddset(&sigs, SIGINT);
-	sigaddset(&sigs, SIGHUP);
-	sigprocmask(SIG_BLOCK, &sigs, &old_sigs);
+	front_signals_block(&sigs);
 
 	rc = 1; /* a server that cannot start or stops on an error exits 1 */
 	l = loop_new();
@@ -202,9 +170,7 @@ int cmd_mcp(int argc, char **argv)
 		cli_setup_error("mcp", &err);
 		goto out;
 	}
-	sig_fd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
-	if (sig_fd < 0 || loop_add(l, &w_sig, sig_fd, EPOLLIN, on_signal, &m) < 0) {
-		pc_syserr(&err, "loop", "signalfd");
+	if (front_signals_watch(&sigs, l, &m.done, &err) < 0) {
 		cli_setup_error("mcp", &err);
 		goto out;
 	}
@@ -217,10 +183,7 @@ int cmd_mcp(int argc, char **argv)
 			goto out;
 		}
 		bridge_start(bridge, NULL);
-		cfg.attach_tools = attach_tools;
-		cfg.jail_tools = jail_tools;
-		cfg.tools_settled = tools_settled;
-		cfg.tool_ctx = bridge;
+		front_bridge_hooks(&cfg, bridge);
 	}
 	server = mcp_server_new(l, &env, &cfg, &err);
 	if (!server) {
@@ -245,8 +208,8 @@ int cmd_mcp(int argc, char **argv)
 			goto out;
 		}
 	}
-	if (m.signal)
-		log_info("mcp: %s: stopping", strsignal(m.signal));
+	if (sigs.signal)
+		log_info("mcp: %s: stopping", strsignal(sigs.signal));
 	else
 		log_debug("mcp: end of input: stopping");
 	rc = 0;
@@ -259,10 +222,8 @@ out:
 		stdio_transport_flush(m.transport, SHUTDOWN_FLUSH_MS);
 		stdio_transport_free(m.transport);
 	}
-	if (w_sig.registered)
-		loop_del(l, &w_sig);
+	front_signals_end(&sigs, l);
 	loop_free(l);
-	sigprocmask(SIG_SETMASK, &old_sigs, NULL);
 	run_env_free(&env);
 	conf_free(&conf);
 	return rc;

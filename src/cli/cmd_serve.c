@@ -12,6 +12,7 @@
 #include "base/log.h"
 #include "bridge/bridge.h"
 #include "cli/commands.h"
+#include "cli/front.h"
 #include "cli/options.h"
 #include "config/conf.h"
 #include "config/json_check.h"
@@ -104,7 +105,6 @@ struct serve {
 	size_t n_ps;
 	const char *default_policy;
 	bool done;
-	int signal;
 };
 
 static struct mcp_server *server_for(void *ctx, const struct token *t)
@@ -117,21 +117,6 @@ static struct mcp_server *server_for(void *ctx, const struct token *t)
 	return s->ps[0].srv;   /* not reached: every token's policy was loaded */
 }
 
-static void attach_tools(void *ctx, struct run_request *req)
-{
-	bridge_attach(ctx, req);
-}
-
-static json_t *jail_tools(void *ctx, const struct policy *p)
-{
-	return bridge_tools_for_policy(ctx, p);
-}
-
-static bool tools_settled(void *ctx)
-{
-	return bridge_settled(ctx);
-}
-
 static void on_tools_settled(void *ctx)
 {
 	struct serve *s = ctx;
@@ -142,17 +127,6 @@ static void on_tools_settled(void *ctx)
 static void on_answered(void *ctx)
 {
 	http_server_flush(ctx);
-}
-
-static void on_signal(struct loop_watch *w, uint32_t events, void *data)
-{
-	struct serve *s = data;
-	struct signalfd_siginfo si;
-	if (read(w->fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
-		s->signal = (int)si.ssi_signo;
-		s->done = true;
-	}
-	(void)events;
 }
 
 /* The names of --allow-host, split at commas (an array of strings). */
@@ -210,9 +184,7 @@ int cmd_serve(int argc, char **argv)
 	struct bridge *bridge = NULL;
 	struct serve s = { 0 };
 	struct loop *l = NULL;
-	struct loop_watch w_sig = { 0 };
-	cleanup_close int sig_fd = -1;
-	sigset_t sigs, old_sigs;
+	struct front_signals sigs;
 	char **hosts = NULL;
 	const char *tokens_file;
 	size_t n_hosts = 0;
@@ -251,20 +223,14 @@ int cmd_serve(int argc, char **argv)
 		setrlimit(RLIMIT_NOFILE, &nofile);
 	}
 
-	sigemptyset(&sigs);
-	sigaddset(&sigs, SIGTERM);
-	sigaddset(&sigs, SIGINT);
-	sigaddset(&sigs, SIGHUP);
-	sigprocmask(SIG_BLOCK, &sigs, &old_sigs);
+	front_signals_block(&sigs);
 	l = loop_new();
 	if (!l) {
 		pc_syserr(&err, "loop", "epoll_create1");
 		cli_setup_error("serve", &err);
 		goto out;
 	}
-	sig_fd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
-	if (sig_fd < 0 || loop_add(l, &w_sig, sig_fd, EPOLLIN, on_signal, &s) < 0) {
-		pc_syserr(&err, "loop", "signalfd");
+	if (front_signals_watch(&sigs, l, &s.done, &err) < 0) {
 		cli_setup_error("serve", &err);
 		goto out;
 	}
@@ -278,10 +244,7 @@ int cmd_serve(int argc, char **argv)
 	bridge_start(bridge, NULL);
 	cfg.max_runs = o.max_runs ? o.max_runs : conf.max_concurrent_runs;
 	cfg.ready = conf.warm_ready;
-	cfg.attach_tools = attach_tools;
-	cfg.jail_tools = jail_tools;
-	cfg.tools_settled = tools_settled;
-	cfg.tool_ctx = bridge;
+	front_bridge_hooks(&cfg, bridge);
 	cfg.cache_private = s.n_ps > 1;
 	for (size_t i = 0; i < s.n_ps; i++) {
 		s.ps[i].srv = mcp_server_new(l, &s.ps[i].env, &cfg, &err);
@@ -328,17 +291,15 @@ int cmd_serve(int argc, char **argv)
 			goto out;
 		}
 	}
-	log_info("serve: %s: stopping", strsignal(s.signal));
+	log_info("serve: %s: stopping", strsignal(sigs.signal));
 	rc = 0;
 out:
 	http_server_free(http);
 	for (size_t i = 0; i < s.n_ps; i++)
 		mcp_server_free(s.ps[i].srv);
 	bridge_free(bridge);
-	if (w_sig.registered)
-		loop_del(l, &w_sig);
+	front_signals_end(&sigs, l);
 	loop_free(l);
-	sigprocmask(SIG_SETMASK, &old_sigs, NULL);
 out_env:
 	for (size_t i = 0; i < s.n_ps; i++) {
 		run_env_free(&s.ps[i].env);

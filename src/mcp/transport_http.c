@@ -642,12 +642,7 @@ static json_t *parse_wide(const char *text, size_t len)
 	json_t *unused = NULL, *msg;
 	if (!text || json_scan(text, len, &sc) < 0 || sc.n_wide == 0 || sc.n_wide > JSON_SCAN_MAX_WIDE)
 		return NULL;
-	copy = xmalloc(len + 1);
-	memcpy(copy, text, len);
-	for (size_t i = 0; i < sc.n_wide; i++) {
-		memset(copy + sc.wide[i].off, ' ', sc.wide[i].len);
-		copy[sc.wide[i].off] = '0';
-	}
+	copy = json_scan_narrowed(text, len, &sc);
 	msg = jsonrpc_parse(copy, len, &unused);
 	json_decref(unused);
 	return msg;

@@ -459,8 +459,10 @@ class McpRunner:
         self.timeout = timeout
         self.client = None
 
+    client_class = McpClient
+
     def new_client(self):
-        client = McpClient(self.name, self.argv, self.env, self.cwd, self.reaper, self.timeout)
+        client = self.client_class(self.name, self.argv, self.env, self.cwd, self.reaper, self.timeout)
         try:
             client.initialize()
         except BaseException:
@@ -569,14 +571,7 @@ class HttpClient:
 class HttpRunner(McpRunner):
     """A runner backed by one `pycell serve` (kind "mcp": the same tables)."""
 
-    def new_client(self):
-        client = HttpClient(self.name, self.argv, self.env, self.cwd, self.reaper, self.timeout)
-        try:
-            client.initialize()
-        except BaseException:
-            client.close()
-            raise
-        return client
+    client_class = HttpClient
 
 
 # ------------------------------------------------------------------ workloads

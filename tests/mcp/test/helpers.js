@@ -203,6 +203,11 @@ function isReadyJail(pid) {
 // Live processes below pid (any depth), the zygote and the jails it made
 // ahead (named pycell-ready until they get a program) left out.
 export function descendants(pid) {
+  return below(pid).filter((p) => !isZygote(p) && !isReadyJail(p));
+}
+
+// Every live process below pid (any depth).
+function below(pid) {
   const parent = new Map();
   for (const d of readdirSync("/proc")) {
     if (!/^\d+$/.test(d)) continue;
@@ -215,7 +220,7 @@ export function descendants(pid) {
     const cur = frontier.pop();
     for (const [p, pp] of parent) {
       if (pp === cur) {
-        if (!isZygote(p) && !isReadyJail(p)) out.push(p);
+        out.push(p);
         frontier.push(p);
       }
     }
@@ -225,24 +230,7 @@ export function descendants(pid) {
 
 // The ready jails below pid (made ahead, waiting for a run).
 export function readyJails(pid) {
-  const parent = new Map();
-  for (const d of readdirSync("/proc")) {
-    if (!/^\d+$/.test(d)) continue;
-    const st = stat(d);
-    if (st && st.state !== "Z") parent.set(Number(d), st.ppid);
-  }
-  const out = [];
-  const frontier = [pid];
-  while (frontier.length) {
-    const cur = frontier.pop();
-    for (const [p, pp] of parent) {
-      if (pp === cur) {
-        if (isReadyJail(p)) out.push(p);
-        frontier.push(p);
-      }
-    }
-  }
-  return out;
+  return below(pid).filter(isReadyJail);
 }
 
 export function alive(pid) {
