@@ -298,6 +298,8 @@ void mcp_schedule(struct mcp_server *s)
 			c->progress_total = c->t_started - c->t_received + mcp_call_timeout_ms(c);
 		log_debug("mcp: run %llu started (%u running, %u queued)", c->seq, s->n_running, s->queue.n);
 		mcp_call_log(c, MLOG_INFO, "run %llu started", c->seq);
+		if (c->task)
+			mcp_task_started(c->task);
 		mcp_call_progress(c, "started");
 	}
 	tick_update(s);

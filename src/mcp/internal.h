@@ -241,6 +241,8 @@ void mcp_tasks_arm(struct mcp_server *s);
 void mcp_on_task_timer(struct loop_watch *w, uint32_t events, void *data);
 /* The task's run ended with this result (stolen, a CallToolResult). */
 void mcp_task_finish(struct mcp_task *t, json_t *result, const char *summary);
+/* Its run started (it was made while queued). */
+void mcp_task_started(struct mcp_task *t);
 /* Its call is freed without a result. */
 void mcp_task_lost(struct mcp_task *t);
 void mcp_tasks_free(struct mcp_server *s);

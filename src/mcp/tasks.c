@@ -199,6 +199,12 @@ void mcp_task_finish(struct mcp_task *t, json_t *result, const char *summary)
 	touch(t, TASK_COMPLETED, summary);
 }
 
+void mcp_task_started(struct mcp_task *t)
+{
+	if (t->status == TASK_WORKING)
+		touch(t, TASK_WORKING, "running");
+}
+
 void mcp_task_lost(struct mcp_task *t)
 {
 	t->call = NULL;
