@@ -64,7 +64,7 @@ for t in $targets; do
 		-artifact_prefix="$out/crash-$t/" -close_fd_mask=1 -print_final_stats=1 \
 		"$work" "$here/corpus/$t" >"$log" 2>&1
 	rc=$?
-	runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
+	runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
 	size=$(ls "$work" | wc -l)
 	if [ $rc -eq 0 ]; then
 		echo "fuzz $t: ${runs:-?} runs in $seconds s, corpus $size, no crash"
