@@ -50,7 +50,6 @@ struct hconn {
 	enum conn_state state;
 	uint64_t t_start;            /* when the request being received began */
 	bool cut;                    /* shut down for taking too long */
-	bool is_unix;
 	bool peer_known;
 	uid_t peer_uid;
 	struct hreq *req;            /* the request being received or answered */
@@ -535,7 +534,7 @@ static int authenticate(struct hreq *r, const struct token **t)
 					   "Bearer realm=\"pycell\", error=\"invalid_token\"", NULL };
 
 	*t = NULL;
-	if (r->hc->is_unix && r->hc->peer_known) {
+	if (r->h->is_unix && r->hc->peer_known) {
 		bool self = r->hc->peer_uid == geteuid() || r->hc->peer_uid == 0;
 		if (h->cfg.tokens && (*t = tokens_find_uid(h->cfg.tokens, r->hc->peer_uid)))
 			return 0;
@@ -569,7 +568,7 @@ static int check_origin(struct hreq *r)
 {
 	const char *host = header(r->conn, MHD_HTTP_HEADER_HOST);
 	const char *origin = header(r->conn, MHD_HTTP_HEADER_ORIGIN);
-	if (r->hc->is_unix && !origin)
+	if (r->h->is_unix && !origin)
 		return 0;
 	if ((host && !host_allowed(r->h, host, host_part(host))) || (origin && !origin_allowed(r->h, origin))) {
 		log_warn("serve: refused a request with Host %s, Origin %s", host ? host : "-", origin ? origin : "-");
@@ -918,8 +917,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 		hc->h = h;
 		hc->fd = ci ? ci->connect_fd : -1;
 		hc->t_start = now_ms();
-		hc->is_unix = h->is_unix;
-		if (hc->is_unix && hc->fd >= 0) {
+		if (h->is_unix && hc->fd >= 0) {
 			struct ucred cred;
 			socklen_t len = sizeof(cred);
 			if (getsockopt(hc->fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {

@@ -437,12 +437,17 @@ class McpClient:
                 self.proc.stdin.close()
         except OSError:
             pass
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.reaper.kill(self.proc)
-            self.proc.wait()
-        self.reaper.done(self.proc)
+        reap(self.reaper, self.proc)
+
+
+def reap(reaper, proc):
+    """Wait up to 10 s for a server that was told to stop; kill it if it lingers."""
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        reaper.kill(proc)
+        proc.wait()
+    reaper.done(proc)
 
 
 class McpRunner:
@@ -560,12 +565,7 @@ class HttpClient:
 
     def close(self):
         self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.reaper.kill(self.proc)
-            self.proc.wait()
-        self.reaper.done(self.proc)
+        reap(self.reaper, self.proc)
 
 
 class HttpRunner(McpRunner):

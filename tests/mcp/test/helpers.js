@@ -30,20 +30,16 @@ export function serverEnv() {
   return { ...process.env, PYCELL_DATADIR: DATADIR };
 }
 
-// A connected SDK client.  `stderr` collects the server's log (capped) so a
-// failing test can show it.
-export async function connect(extra = [], { capabilities = {} } = {}) {
-  const transport = new StdioClientTransport({
-    command: PYCELL,
-    args: serverArgs(extra),
-    env: serverEnv(),
-    stderr: "pipe",
-  });
+// `pycell mcp` on stdio under a client of an official SDK: the transport
+// and client classes, the client's name and options.  `log` collects the
+// server's stderr (capped) so a failing test can show it.
+async function connectWith(Transport, ClientClass, name, options, extra) {
+  const transport = new Transport({ command: PYCELL, args: serverArgs(extra), env: serverEnv(), stderr: "pipe" });
   const log = { text: "" };
   transport.stderr.on("data", (d) => {
     if (log.text.length < 65536) log.text += d.toString();
   });
-  const client = new Client({ name: "pycell-tests", version: "1.0.0" }, { capabilities });
+  const client = new ClientClass({ name, version: "1.0.0" }, options);
   await client.connect(transport);
   // tools/list first: the SDK then checks every structuredContent
   // against the tool's outputSchema
@@ -51,23 +47,15 @@ export async function connect(extra = [], { capabilities = {} } = {}) {
   return { client, transport, pid: transport.pid, log, close: () => client.close() };
 }
 
+// A connected v1 SDK client.
+export async function connect(extra = [], { capabilities = {} } = {}) {
+  return connectWith(StdioClientTransport, Client, "pycell-tests", { capabilities }, extra);
+}
+
 // The same with the v2 client (@modelcontextprotocol/client), negotiating
 // `mode`: { pin: "2026-07-28" }, "auto" or "legacy".
 export async function connectV2(extra = [], mode = { pin: "2026-07-28" }) {
-  const transport = new StdioClientTransport2({
-    command: PYCELL,
-    args: serverArgs(extra),
-    env: serverEnv(),
-    stderr: "pipe",
-  });
-  const log = { text: "" };
-  transport.stderr.on("data", (d) => {
-    if (log.text.length < 65536) log.text += d.toString();
-  });
-  const client = new Client2({ name: "pycell-tests-v2", version: "1.0.0" }, { versionNegotiation: { mode } });
-  await client.connect(transport);
-  await client.listTools();
-  return { client, transport, pid: transport.pid, log, close: () => client.close() };
+  return connectWith(StdioClientTransport2, Client2, "pycell-tests-v2", { versionNegotiation: { mode } }, extra);
 }
 
 // `pycell serve` on an ephemeral loopback port: { proc, url, pid, stderr(), stop() }.
