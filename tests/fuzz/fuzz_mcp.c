@@ -33,14 +33,28 @@ struct sent {
 	json_t *msgs;   /* every message the session sent */
 };
 
-static void on_send(void *ctx, json_t *msg, const json_t *related)
+static void sent_one(struct sent *s, json_t *msg)
 {
-	struct sent *s = ctx;
 	const char *v = json_string_value(json_object_get(msg, "jsonrpc"));
 	assert(json_is_object(msg));
 	assert(v && strcmp(v, "2.0") == 0);
-	(void)related;
 	json_array_append(s->msgs, msg);
+}
+
+/* One message, or (2025-03-26) a batch's replies: a non-empty array of them. */
+static void on_send(void *ctx, json_t *msg, const json_t *related)
+{
+	struct sent *s = ctx;
+	size_t i;
+	json_t *one;
+	(void)related;
+	if (!json_is_array(msg)) {
+		sent_one(s, msg);
+		return;
+	}
+	assert(json_array_size(msg) > 0);
+	json_array_foreach (msg, i, one)
+		sent_one(s, one);
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
@@ -107,6 +121,21 @@ static bool unanswered(const json_t *requests, const json_t *cancelled, const js
 	return false;
 }
 
+/* What a message the client sends makes due: a request, an answer; a
+ * cancellation, none. */
+static void note_message(json_t *msg, json_t *requests, json_t *cancelled)
+{
+	struct jsonrpc_msg m;
+	if (!json_is_object(msg))
+		return;
+	jsonrpc_classify(msg, &m);
+	if (m.kind == JSONRPC_REQUEST && requests)
+		json_array_append(requests, m.id);
+	if (m.kind == JSONRPC_NOTIFICATION && strcmp(m.method, "notifications/cancelled") == 0 &&
+	    json_object_get(m.params, "requestId"))
+		json_array_append(cancelled, json_object_get(m.params, "requestId"));
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static const struct mcp_session_ops ops = { on_send };
@@ -121,14 +150,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		const char *nl = memchr(p, '\n', (size_t)(end - p));
 		size_t len = nl ? (size_t)(nl - p) : (size_t)(end - p);
 		json_t *unused = NULL, *msg = jsonrpc_parse(p, len, &unused);
-		struct jsonrpc_msg m;
-		if (msg && json_is_object(msg)) {
-			jsonrpc_classify(msg, &m);
-			if (m.kind == JSONRPC_REQUEST)
-				json_array_append(requests, m.id);
-			if (m.kind == JSONRPC_NOTIFICATION && strcmp(m.method, "notifications/cancelled") == 0 &&
-			    json_object_get(m.params, "requestId"))
-				json_array_append(cancelled, json_object_get(m.params, "requestId"));
+		if (json_is_array(msg)) {
+			size_t k;
+			json_t *one;
+			/* a batch's requests are due only where batches are
+			 * taken (2025-03-26); its cancellations may count */
+			json_array_foreach (msg, k, one)
+				note_message(one, NULL, cancelled);
+		} else {
+			note_message(msg, requests, cancelled);
 		}
 		json_decref(msg);
 		json_decref(unused);
