@@ -111,6 +111,7 @@ struct http_server {
 	char *listen_host;            /* the listen address, accepted as a Host */
 	struct loop_watch w_mhd;
 	int timer_fd;                 /* MHD's timeout */
+	uint64_t timer_at;            /* when timer_fd fires (monotonic ms); 0: disarmed */
 	struct loop_watch w_timer;
 	int tick_fd;                  /* once a second: slow requests, idle sessions */
 	struct loop_watch w_tick;
@@ -371,16 +372,29 @@ static void hreq_abandon(struct hreq *r)
 	log_debug("serve: %s left before its answer: cancelled", r->tok ? r->tok->name : "a client");
 }
 
+/* Have timer_fd fire at monotonic time `at` (ms) unless it fires sooner
+ * already: an early wake-up only runs MHD once more, and MHD's timeout
+ * moves at every request, so most calls here change nothing. */
+static void timer_by(struct http_server *h, uint64_t at)
+{
+	struct itimerspec t = { { 0, 0 }, { (time_t)(at / 1000), (long)(at % 1000) * 1000000L } };
+	if (h->timer_at && h->timer_at <= at)
+		return;
+	if (at == 0)
+		t.it_value.tv_nsec = 1;   /* long past, but not "disarm" */
+	h->timer_at = at ? at : 1;
+	timerfd_settime(h->timer_fd, TFD_TIMER_ABSTIME, &t, NULL);
+}
+
 static void hreq_resume(struct hreq *r)
 {
-	struct itimerspec soon = { { 0, 0 }, { 0, 1000 } };
 	if (!r->suspended)
 		return;
 	r->suspended = false;
 	MHD_resume_connection(r->conn);
 	/* In external polling mode MHD hears of a resumed connection only at
 	 * its next MHD_run (its wake-up does not reach this loop): now. */
-	timerfd_settime(r->h->timer_fd, 0, &soon, NULL);
+	timer_by(r->h, 0);
 }
 
 static void run_mhd(struct http_server *h);
@@ -962,17 +976,13 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 
 /* ------------------------------------------------------------ the loop */
 
+/* MHD's next timeout, if any: timer_fd fires by then (a wake-up with no
+ * timeout due is harmless, so a timer armed earlier stays). */
 static void arm_timer(struct http_server *h)
 {
 	MHD_UNSIGNED_LONG_LONG ms = 0;
-	struct itimerspec t = { 0 };
-	if (MHD_get_timeout(h->d, &ms) == MHD_YES) {
-		if (ms == 0)
-			ms = 1;
-		t.it_value.tv_sec = (time_t)(ms / 1000);
-		t.it_value.tv_nsec = (long)(ms % 1000) * 1000000L;
-	}
-	timerfd_settime(h->timer_fd, 0, &t, NULL);
+	if (MHD_get_timeout(h->d, &ms) == MHD_YES)
+		timer_by(h, now_ms() + (ms ? ms : 1));
 }
 
 static void run_mhd(struct http_server *h)
@@ -993,6 +1003,7 @@ static void on_timer(struct loop_watch *w, uint32_t events, void *data)
 	struct http_server *h = data;
 	uint64_t n;
 	(void)!read(h->timer_fd, &n, sizeof(n));
+	h->timer_at = 0;
 	(void)w;
 	(void)events;
 	run_mhd(h);
