@@ -55,7 +55,32 @@ struct bridge {
 	uint64_t seq;
 	void (*on_settled)(void *ctx);   /* bridge_on_settled */
 	void *settled_ctx;
+	struct bridge_stats stats;
 };
+
+const char *const bridge_denial_reasons[BRIDGE_DENIAL_REASONS] = {
+	"not_allowed", "budget_exhausted", "arguments_too_large", "result_too_large", "too_many_in_flight",
+};
+
+void bridge_stats(const struct bridge *b, struct bridge_stats *st)
+{
+	*st = b->stats;
+}
+
+size_t bridge_n_upstreams(const struct bridge *b)
+{
+	return b->n_ups;
+}
+
+const char *bridge_upstream_name(const struct bridge *b, size_t i)
+{
+	return upstream_name(b->ups[i]);
+}
+
+bool bridge_upstream_ready(const struct bridge *b, size_t i)
+{
+	return upstream_ready(b->ups[i]);
+}
 
 /* ------------------------------------------------------------ names */
 
@@ -186,6 +211,9 @@ static void deny(struct bridge_run *br, json_t *id, const char *name, size_t len
 		 const char *message)
 {
 	br->denied++;
+	for (size_t i = 0; br->b && i < BRIDGE_DENIAL_REASONS; i++)
+		if (strcmp(reason, bridge_denial_reasons[i]) == 0)
+			br->b->stats.denied[i]++;
 	if (json_array_size(br->denials) < BRIDGE_RESULT_DENIALS_MAX)
 		json_array_append_new(br->denials, json_pack("{s:o,s:s}", "tool", echo_name(name, len),
 							     "reason", reason));
@@ -393,6 +421,8 @@ static void handle_call(struct bridge_run *br, json_t *id, json_t *params)
 	bc->next = br->pending;
 	br->pending = bc;
 	br->in_flight++;
+	if (br->b)
+		br->b->stats.forwarded++;
 }
 
 /* notifications/cancelled for one of the run's calls: drop it. */

@@ -89,6 +89,20 @@ bool bridge_settled(const struct bridge *b);
 /* fn(ctx) each time the upstreams have all settled (for sandbox_info). */
 void bridge_on_settled(struct bridge *b, void (*fn)(void *ctx), void *ctx);
 
+/* Tool calls refused, by reason (the names of BRIDGE_ERR_DENIED's
+ * error.data.reason), since the bridge started; and the upstreams. */
+#define BRIDGE_DENIAL_REASONS 5
+extern const char *const bridge_denial_reasons[BRIDGE_DENIAL_REASONS];
+struct bridge_stats {
+	uint64_t denied[BRIDGE_DENIAL_REASONS];
+	uint64_t forwarded;        /* calls sent to an upstream */
+};
+void bridge_stats(const struct bridge *b, struct bridge_stats *st);
+size_t bridge_n_upstreams(const struct bridge *b);
+/* Upstream i: its name, and whether it is ready (listed its tools). */
+const char *bridge_upstream_name(const struct bridge *b, size_t i);
+bool bridge_upstream_ready(const struct bridge *b, size_t i);
+
 /* The allowlist alone: `name` (len bytes, which must hold no NUL) equals
  * an entry of p->tools_allow byte for byte, or an entry "SERVER.*" is a
  * prefix of it with at least one byte after the dot.  Whether the tool

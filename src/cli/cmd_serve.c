@@ -14,6 +14,7 @@
 #include "cli/commands.h"
 #include "cli/front.h"
 #include "cli/options.h"
+#include "cli/serve_ops.h"
 #include "config/conf.h"
 #include "config/json_check.h"
 #include "mcp/transport_http.h"
@@ -54,8 +55,9 @@ static const char serve_usage[] =
 	"  -v, --verbose            log more to stderr (twice for debug)\n"
 	"  -h, --help               show this help\n"
 	"\n"
-	"Logs and the audit log go to stderr (or the config's audit_log).  SIGTERM or SIGINT\n"
-	"kill every run and stop the server (exit status 0).  See pycell(1).\n";
+	"Also GET /healthz (ready? no token needed) and GET /metrics (Prometheus text; a token\n"
+	"as for /mcp).  Logs and the audit log go to stderr (or the config's audit_log).\n"
+	"SIGTERM or SIGINT kill every run and stop the server (exit status 0).  See pycell(1).\n";
 
 struct serve_opts {
 	bool help;
@@ -103,6 +105,9 @@ struct policy_server {
 struct serve {
 	struct policy_server *ps;
 	size_t n_ps;
+	struct ops_policy *ops;     /* the same servers, for /metrics and /healthz */
+	const struct bridge *bridge;
+	const struct http_server *http;
 	const char *default_policy;
 	bool done;
 };
@@ -115,6 +120,18 @@ static struct mcp_server *server_for(void *ctx, const struct token *t)
 		if (strcmp(s->ps[i].name, want) == 0)
 			return s->ps[i].srv;
 	return s->ps[0].srv;   /* not reached: every token's policy was loaded */
+}
+
+static void metrics(void *ctx, struct prom *p)
+{
+	struct serve *s = ctx;
+	ops_metrics(p, s->ops, s->n_ps, s->bridge, s->http);
+}
+
+static bool healthy(void *ctx, char *why, size_t n)
+{
+	struct serve *s = ctx;
+	return ops_healthy(s->ops, s->n_ps, s->bridge, why, n);
 }
 
 static void on_tools_settled(void *ctx)
@@ -246,12 +263,15 @@ int cmd_serve(int argc, char **argv)
 	cfg.ready = conf.warm_ready;
 	front_bridge_hooks(&cfg, bridge);
 	cfg.cache_private = s.n_ps > 1;
+	s.ops = xcalloc(s.n_ps, sizeof(*s.ops));
+	s.bridge = bridge;
 	for (size_t i = 0; i < s.n_ps; i++) {
 		s.ps[i].srv = mcp_server_new(l, &s.ps[i].env, &cfg, &err);
 		if (!s.ps[i].srv) {
 			cli_setup_error("serve", &err);
 			goto out;
 		}
+		s.ops[i] = (struct ops_policy){ s.ps[i].name, s.ps[i].srv };
 	}
 	bridge_on_settled(bridge, on_tools_settled, &s);
 
@@ -272,12 +292,15 @@ int cmd_serve(int argc, char **argv)
 	hcfg.session_idle_ms = o.session_idle ? o.session_idle : conf.http_session_idle_ms;
 	hcfg.max_pending = 4096;
 	hcfg.server_for = server_for;
+	hcfg.metrics = metrics;
+	hcfg.healthy = healthy;
 	hcfg.ctx = &s;
 	http = http_server_new(l, &hcfg, &err);
 	if (!http) {
 		cli_setup_error("serve", &err);
 		goto out;
 	}
+	s.http = http;
 	for (size_t i = 0; i < s.n_ps; i++)
 		mcp_server_on_answered(s.ps[i].srv, on_answered, http);
 	/* always said, whatever the log level: clients and scripts read it */
@@ -306,6 +329,7 @@ out_env:
 		free(s.ps[i].name);
 	}
 	free(s.ps);
+	free(s.ops);
 	jc_strv_free(hosts, n_hosts);
 	tokens_free(&toks);
 	conf_free(&conf);

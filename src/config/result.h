@@ -16,6 +16,7 @@ enum run_status {
 	RUN_KILLED,          /* cancelled / killed by the supervisor */
 	RUN_SETUP_FAILED,    /* the jail could not be built */
 };
+#define RUN_STATUS_N (RUN_SETUP_FAILED + 1)
 
 /* Which mechanism enforced a limit. */
 enum limit_enforcer { ENF_NONE = 0, ENF_CGROUP2, ENF_CGROUP1, ENF_RLIMIT, ENF_TMPFS, ENF_SUPERVISOR };

@@ -157,6 +157,20 @@ static void call_on_done(struct run *r, void *ctx)
 
 /* ------------------------------------------------------------ ends */
 
+const double mcp_duration_bounds_s[MCP_DURATION_BUCKETS - 1] = {
+	0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10, 60,
+};
+
+static void count_run(struct mcp_stats *st, const struct run_result *r)
+{
+	unsigned b = 0;
+	st->runs[r->status]++;
+	while (b < MCP_DURATION_BUCKETS - 1 && (double)r->duration_ms / 1000 > mcp_duration_bounds_s[b])
+		b++;
+	st->duration[b]++;
+	st->duration_ms_sum += r->duration_ms;
+}
+
 static void finish_run_python(struct mcp_call *c)
 {
 	struct mcp_server *s = c->srv;
@@ -164,6 +178,7 @@ static void finish_run_python(struct mcp_call *c)
 	json_t *res, *text;
 
 	s->n_running--;
+	count_run(&s->stats, r);
 	log_debug("mcp: run %llu: %s in %llu ms%s", c->seq, run_status_name(r->status),
 		  (unsigned long long)r->duration_ms, c->cancelled ? " (cancelled)" : "");
 	if (r->status == RUN_SETUP_FAILED)
@@ -281,6 +296,7 @@ void mcp_schedule(struct mcp_server *s)
 		mcp_list_push(&s->active, c);
 		if (call_start(c, &err) < 0) {
 			log_error("mcp: run %llu: could not start: %s", c->seq, err.msg);
+			s->stats.start_failures++;
 			mcp_call_log(c, MLOG_ERROR, "run %llu: could not start: %s", c->seq, err.msg);
 			json_t *res = mcp_tool_error(c->v, "The sandbox could not be started (%s). This is a problem "
 						     "of the server, not of the code; try again later.", err.msg);

@@ -166,6 +166,7 @@ struct mcp_server {
 	size_t task_bytes;
 	int task_fd;                  /* timer: the next call that may become a task */
 	struct loop_watch w_task;
+	struct mcp_stats stats;       /* the counters of it (mcp_server_stats fills the rest) */
 };
 
 struct mcp_session {

@@ -50,9 +50,25 @@ struct mcp_server_config {
 	bool cache_private;
 };
 
+/* What a server has done, for /metrics.  Durations are of ended runs,
+ * counted in the bucket of the first bound they do not exceed (the last
+ * bucket: beyond every bound). */
+#define MCP_DURATION_BUCKETS 12
+extern const double mcp_duration_bounds_s[MCP_DURATION_BUCKETS - 1];
+struct mcp_stats {
+	uint64_t runs[RUN_STATUS_N];       /* ended runs, by status */
+	uint64_t start_failures;           /* runs that could not start at all */
+	uint64_t duration[MCP_DURATION_BUCKETS];
+	uint64_t duration_ms_sum;
+	unsigned running, queued;          /* now */
+	unsigned ready, ready_target;      /* ready jails now, and the pool's size */
+	unsigned tasks;                    /* tasks kept (running or ended) */
+};
+
 /* The env must outlive the server. */
 struct mcp_server *mcp_server_new(struct loop *l, const struct run_env *env,
 				  const struct mcp_server_config *cfg, struct pc_err *err);
+void mcp_server_stats(const struct mcp_server *s, struct mcp_stats *st);
 /* Kills and frees every run, queued or running; sends nothing. */
 void mcp_server_free(struct mcp_server *s);
 /* fn(ctx) is called once the answers of ended runs have been handed to

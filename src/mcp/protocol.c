@@ -798,6 +798,16 @@ fail:
 	return NULL;
 }
 
+void mcp_server_stats(const struct mcp_server *s, struct mcp_stats *st)
+{
+	*st = s->stats;
+	st->running = s->n_running;
+	st->queued = s->queue.n;
+	st->ready = run_pool_ready(s->pool);
+	st->ready_target = run_pool_size(s->pool);
+	st->tasks = s->n_tasks;
+}
+
 void mcp_server_free(struct mcp_server *s)
 {
 	if (!s)

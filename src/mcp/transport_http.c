@@ -120,9 +120,17 @@ struct http_server {
 	unsigned n_sessions, n_pending;
 	uint32_t *runs_by_token;      /* in flight, per entry of cfg.tokens */
 	uint32_t runs_anonymous;
+	unsigned n_conns;
+	struct http_stats stats;
+};
+
+const char *const http_denial_names[HTTP_DENIALS] = {
+	"unauthorized", "forbidden", "body_too_large", "quota", "server_full",
 };
 
 static void hreq_resume(struct hreq *r);
+static int authenticate(struct hreq *r, const struct token **t);
+static int check_origin(struct hreq *r);
 
 /* ------------------------------------------------------------ helpers */
 
@@ -246,12 +254,71 @@ static enum MHD_Result queue(struct MHD_Connection *c, unsigned status, const ch
 /* An HTTP error whose body is a JSON-RPC error (with the id when known). */
 static enum MHD_Result fail(struct hreq *r, unsigned status, int code, const char *msg, const char *const *headers)
 {
-	json_t *e = jsonrpc_error(r && r->id ? r->id : NULL, code, msg, NULL);
+	json_t *e = jsonrpc_error(r->id, code, msg, NULL);
 	cleanup_free char *text = json_dumps(e, JSON_COMPACT);
+	int kind = status == MHD_HTTP_UNAUTHORIZED ? HTTP_DENIED_TOKEN
+		: status == MHD_HTTP_FORBIDDEN ? HTTP_DENIED_FORBIDDEN
+		: status == MHD_HTTP_CONTENT_TOO_LARGE ? HTTP_DENIED_TOO_LARGE
+		: status == MHD_HTTP_TOO_MANY_REQUESTS ? HTTP_DENIED_QUOTA
+		: status == MHD_HTTP_SERVICE_UNAVAILABLE ? HTTP_DENIED_FULL : -1;
 	json_decref(e);
-	if (r)
-		r->queued = true;
+	if (kind >= 0)
+		r->h->stats.denied[kind]++;
+	r->queued = true;
 	return queue(r->conn, status, "application/json", text, headers);
+}
+
+/* ------------------------------------------------------------ operations */
+
+void http_server_stats(const struct http_server *h, struct http_stats *st)
+{
+	*st = h->stats;
+	st->connections = h->n_conns;
+	st->sessions = h->n_sessions;
+	st->pending = h->n_pending;
+}
+
+static enum MHD_Result plain(struct hreq *r, unsigned status, const char *ctype, const char *body)
+{
+	r->queued = true;
+	return queue(r->conn, status, ctype, body, NULL);
+}
+
+/* GET /healthz: 200 "ok", or 503 and why; for probes, so no token. */
+static enum MHD_Result on_healthz(struct hreq *r)
+{
+	char why[400] = "";
+	cleanup_free char *text = NULL;
+	if (!r->h->cfg.healthy || r->h->cfg.healthy(r->h->cfg.ctx, why, sizeof(why)))
+		return plain(r, MHD_HTTP_OK, "text/plain; charset=utf-8", "ok\n");
+	text = xasprintf("not ready: %s\n", why);
+	return plain(r, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain; charset=utf-8", text);
+}
+
+/* GET /metrics: the Prometheus text format. */
+static enum MHD_Result on_metrics(struct hreq *r)
+{
+	struct prom p = { 0 };
+	enum MHD_Result ret;
+	r->h->cfg.metrics(r->h->cfg.ctx, &p);
+	ret = plain(r, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", p.buf ? p.buf : "");
+	free(p.buf);
+	return ret;
+}
+
+/* The operations endpoints: GET (or HEAD) only. */
+static enum MHD_Result on_operations(struct hreq *r, const char *url, const char *method)
+{
+	static const char *const allow[] = { MHD_HTTP_HEADER_ALLOW, "GET, HEAD", NULL };
+	bool metrics = strcmp(url, "/metrics") == 0;
+	if (metrics && (check_origin(r) < 0 || authenticate(r, &r->tok) < 0))
+		return MHD_YES;
+	if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0) {
+		r->queued = true;
+		return queue(r->conn, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain; charset=utf-8",
+			     "Method Not Allowed: GET\n", allow);
+	}
+	return metrics ? on_metrics(r) : on_healthz(r);
 }
 
 /* The HTTP status of a JSON-RPC response, as Streamable HTTP asks. */
@@ -855,6 +922,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		if (!r->hc)
 			return MHD_NO;
 		r->hc->req = r;
+		h->stats.requests++;
+		if (strcmp(url, "/healthz") == 0 || (strcmp(url, "/metrics") == 0 && h->cfg.metrics))
+			return on_operations(r, url, method);
 		if (strcmp(url, ENDPOINT) != 0)
 			return fail(r, MHD_HTTP_NOT_FOUND, JSONRPC_INVALID_REQUEST, "Not Found: the MCP endpoint is "
 				    ENDPOINT, NULL);
@@ -943,6 +1013,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 		if (hc->next)
 			hc->next->prev = hc;
 		h->conns = hc;
+		h->n_conns++;
 		*socket_context = hc;
 		if (hc->fd >= 0)
 			loop_add(h->loop, &hc->w_hup, hc->fd, EPOLLRDHUP, on_conn_hup, hc);
@@ -958,6 +1029,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 		h->conns = hc->next;
 	if (hc->next)
 		hc->next->prev = hc->prev;
+	h->n_conns--;
 	free(hc);
 	*socket_context = NULL;
 }

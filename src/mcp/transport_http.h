@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "base/loop.h"
+#include "base/prom.h"
 #include "base/util.h"
 #include "config/tokens.h"
 #include "mcp/mcp.h"
@@ -39,8 +40,25 @@ struct http_config {
 	/* The MCP server for a client (its token's policy): t NULL without
 	 * tokens, or for a unix peer allowed as this user. */
 	struct mcp_server *(*server_for)(void *ctx, const struct token *t);
+	/* GET /metrics (authenticated as /mcp is): the Prometheus text is
+	 * appended to p.  NULL: /metrics is 404. */
+	void (*metrics)(void *ctx, struct prom *p);
+	/* GET /healthz (no token, no Host check: it tells only this): ready
+	 * to serve?  If not, why, a sentence in why.  NULL: always ready. */
+	bool (*healthy)(void *ctx, char *why, size_t n);
 	void *ctx;
 };
+
+/* Refused requests, by kind (the HTTP status says which), and load now. */
+enum http_denial { HTTP_DENIED_TOKEN, HTTP_DENIED_FORBIDDEN, HTTP_DENIED_TOO_LARGE, HTTP_DENIED_QUOTA,
+		   HTTP_DENIED_FULL, HTTP_DENIALS };
+extern const char *const http_denial_names[HTTP_DENIALS];
+struct http_stats {
+	uint64_t denied[HTTP_DENIALS];
+	uint64_t requests;           /* requests begun, every path */
+	unsigned connections, sessions, pending;
+};
+void http_server_stats(const struct http_server *h, struct http_stats *st);
 
 struct http_server *http_server_new(struct loop *l, const struct http_config *cfg, struct pc_err *err);
 /* Send what the MCP layer has answered now (resumed requests wait for

@@ -16,6 +16,16 @@ struct run_pool {
 	uint64_t failed_ms;       /* when making one last failed */
 };
 
+unsigned run_pool_ready(const struct run_pool *p)
+{
+	return p ? p->n : 0;
+}
+
+unsigned run_pool_size(const struct run_pool *p)
+{
+	return p && p->env->warm ? p->size : 0;
+}
+
 struct run_pool *run_pool_new(struct loop *l, const struct run_env *env, unsigned size)
 {
 	struct run_pool *p = xcalloc(1, sizeof(*p));

@@ -23,6 +23,10 @@ void run_pool_fill(struct run_pool *p);
  * for one, or none works (those that failed are freed): start req the
  * usual way then. */
 struct run *run_pool_start(struct run_pool *p, const struct run_request *req);
+/* Jails ready now, and how many the pool keeps (0 without warm starts;
+ * both 0 for NULL). */
+unsigned run_pool_ready(const struct run_pool *p);
+unsigned run_pool_size(const struct run_pool *p);
 /* Kills and frees the jails still waiting. */
 void run_pool_free(struct run_pool *p);
 

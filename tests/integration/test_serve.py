@@ -591,3 +591,158 @@ def test_a_2026_call_with_bad_params_is_answered_200(serve):
     # server/discover without a version is not a 2026 request: 400
     r, data = s.post({"jsonrpc": "2.0", "id": 3, "method": "server/discover", "params": {}})
     assert r.status == 400 and json.loads(data)["error"]["code"] == -32602
+
+
+# ------------------------------------------------------------ operations
+
+FAKE_SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tools", "fake_mcp_server.py")
+
+
+def scrape(s, token=None):
+    """/metrics as {(name, ((label, value), ...)): value}, after checking
+    that every sample belongs to a family with HELP and TYPE."""
+    c = s.conn()
+    c.request("GET", "/metrics", headers={"Authorization": f"Bearer {token}"} if token else {})
+    r = c.getresponse()
+    text = r.read().decode()
+    assert r.status == 200, text
+    assert r.getheader("Content-Type") == "text/plain; version=0.0.4; charset=utf-8"
+    out, typed = {}, {}
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            _, _, name, kind = line.split(" ")
+            typed[name] = kind
+            continue
+        if line.startswith("#"):
+            continue
+        m = re.fullmatch(r'([a-z_]+)(?:\{(.*)\})? (\S+)', line)
+        assert m, line
+        name, labels, value = m.groups()
+        family = re.sub(r"_(bucket|sum|count)$", "", name) if name not in typed else name
+        assert family in typed, line
+        pairs = tuple(re.findall(r'([a-z_]+)="((?:[^"\\]|\\.)*)"', labels or ""))
+        out[(name, pairs)] = float(value) if value != "+Inf" else float("inf")
+    return out
+
+
+def healthz(s):
+    c = s.conn()
+    c.request("GET", "/healthz")
+    r = c.getresponse()
+    return r.status, r.read().decode()
+
+
+def test_metrics_and_healthz(serve, tmp_path):
+    """/healthz waits for the upstreams; /metrics needs a token and every
+    series it promises is there and moves with what happens."""
+    state = tmp_path / "fake-state"
+    state.mkdir()
+    conf = tmp_path / "pycell.conf"
+    conf.write_text(json.dumps({"upstreams": {"fake": {
+        "command": ["/usr/bin/python3", FAKE_SERVER],
+        "env": {"FAKE_MCP_STATE": str(state), "FAKE_MCP_START_DELAY": "2"}}}}))
+    pol = tmp_path / "tools.json"
+    pol.write_text(json.dumps({"extends": "default", "tools": {"allow": ["fake.echo"]}}))
+    broken = tmp_path / "broken.json"
+    broken.write_text(json.dumps({"extends": "default", "python": {"interpreter": "/usr/bin/no-such-python"}}))
+    s = serve("--listen", "127.0.0.1:0", "--config", str(conf), "--policy", str(pol), "--max-runs", "1",
+              tokens=[{"name": "ops", "sha256": sha("t-ops")},
+                      {"name": "broken", "sha256": sha("t-broken"), "policy": str(broken)}], tmp_path=tmp_path)
+    auth = {"Authorization": "Bearer t-ops"}
+
+    # not ready while the upstream starts (no token needed to ask)
+    status, text = healthz(s)
+    assert (status, text) == (503, "not ready: upstream fake has not listed its tools\n")
+    wait_for(lambda: healthz(s) == (200, "ok\n"), what="/healthz ready")
+
+    # /metrics is behind the tokens; POST is not taken
+    c = s.conn()
+    c.request("GET", "/metrics")
+    r = c.getresponse()
+    assert r.status == 401 and r.getheader("WWW-Authenticate") == 'Bearer realm="pycell"'
+    r.read()
+    c.request("POST", "/metrics", body="", headers=auth)
+    r = c.getresponse()
+    assert (r.status, r.getheader("Allow")) == (405, "GET, HEAD")
+    r.read()
+
+    m0 = scrape(s, "t-ops")
+    pol_l = (("policy", str(pol)),)
+    names = {k[0] for k in m0}
+    for n in ["pycell_build_info", "pycell_runs_total", "pycell_run_duration_seconds_bucket",
+              "pycell_run_duration_seconds_sum", "pycell_run_duration_seconds_count",
+              "pycell_jail_setup_failures_total", "pycell_runs_running", "pycell_runs_queued",
+              "pycell_ready_jails", "pycell_ready_jails_target", "pycell_tasks", "pycell_denials_total",
+              "pycell_tool_calls_total", "pycell_upstream_up", "pycell_http_requests_total",
+              "pycell_http_requests_in_flight", "pycell_http_connections", "pycell_http_sessions"]:
+        assert n in names, n
+    assert m0[("pycell_upstream_up", (("upstream", "fake"),))] == 1
+    assert m0[("pycell_runs_total", pol_l + (("status", "ok"),))] == 0
+
+    def call(code, token="t-ops", **args):
+        return s.modern(1, "tools/call", {"name": "run_python", "arguments": {"code": code, **args}},
+                        headers={"Authorization": f"Bearer {token}"})
+
+    r, d = call("1")
+    assert r.status == 200 and body_of(d)["result"]["structuredContent"]["status"] == "ok"
+    r, d = call("raise SystemExit(3)")
+    assert body_of(d)["result"]["structuredContent"]["status"] == "error"
+    r, d = call("import time\ntime.sleep(30)", timeout_s=1)
+    assert body_of(d)["result"]["structuredContent"]["status"] == "timeout"
+    r, d = call("1", token="t-broken")
+    assert body_of(d)["result"]["structuredContent"]["status"] == "setup_failed"
+    r, d = call("import pycell\npycell.call_tool('fake.echo', {'text': 'x'})\n"
+                "try:\n    pycell.call_tool('fake.pid')\nexcept Exception as e:\n    print(type(e).__name__)")
+    assert body_of(d)["result"]["structuredContent"]["status"] == "ok", d
+    # refused at the door: a bad token, a foreign Origin
+    r, _ = s.modern(1, "tools/list", headers={"Authorization": "Bearer nope"})
+    assert r.status == 401
+    r, _ = s.modern(1, "tools/list", headers={**auth, "Origin": "http://evil.example"})
+    assert r.status == 403
+
+    # while a run holds the one slot, another waits: running 1, queued 1
+    threads = [threading.Thread(target=call, args=("import time\ntime.sleep(2)",)) for _ in range(2)]
+    for t in threads:
+        t.start()
+    mid = wait_for(lambda: (lambda m: m if m[("pycell_runs_queued", pol_l)] == 1 else None)(scrape(s, "t-ops")),
+                   what="a queued run")
+    assert mid[("pycell_runs_running", pol_l)] == 1
+    assert mid[("pycell_http_requests_in_flight", ())] == 2
+    assert mid[("pycell_http_connections", ())] >= 3
+    for t in threads:
+        t.join(30)
+
+    m1 = scrape(s, "t-ops")
+    moved = {k: m1[k] - m0.get(k, 0) for k in m1 if m1[k] != m0.get(k, 0)}
+    assert moved[("pycell_runs_total", pol_l + (("status", "ok"),))] == 4
+    assert moved[("pycell_runs_total", pol_l + (("status", "error"),))] == 1
+    assert moved[("pycell_runs_total", pol_l + (("status", "timeout"),))] == 1
+    broken_l = (("policy", str(broken)),)
+    assert moved[("pycell_runs_total", broken_l + (("status", "setup_failed"),))] == 1
+    assert moved[("pycell_jail_setup_failures_total", broken_l)] == 1
+    assert moved[("pycell_run_duration_seconds_count", pol_l)] == 6
+    assert moved[("pycell_run_duration_seconds_bucket", pol_l + (("le", "+Inf"),))] == 6
+    # the timeout (1 s) and the two 2 s sleeps are above 1 s, the rest below
+    assert m1[("pycell_run_duration_seconds_bucket", pol_l + (("le", "1"),))] == 3
+    assert 5 < moved[("pycell_run_duration_seconds_sum", pol_l)] < 10
+    assert moved[("pycell_denials_total", (("kind", "unauthorized"),))] == 1
+    assert moved[("pycell_denials_total", (("kind", "forbidden"),))] == 1
+    assert moved[("pycell_denials_total", (("kind", "tool_not_allowed"),))] == 1
+    assert moved[("pycell_tool_calls_total", ())] == 1
+    assert m1[("pycell_http_requests_total", ())] > m0[("pycell_http_requests_total", ())] + 10
+    assert m1[("pycell_runs_running", pol_l)] == 0 and m1[("pycell_runs_queued", pol_l)] == 0
+
+
+def test_healthz_waits_for_the_ready_jails(serve):
+    """With warm starts, not ready until each policy's pool holds a jail;
+    the gauges say how many."""
+    s = serve("--listen", "127.0.0.1:0", "--warm")
+    wait_for(lambda: healthz(s) == (200, "ok\n"), what="/healthz ready")
+    m = scrape(s)
+    assert m[("pycell_ready_jails_target", (("policy", "default"),))] == 2
+    assert m[("pycell_ready_jails", (("policy", "default"),))] >= 1
+    # HEAD is answered as GET, without a body
+    c = s.conn()
+    c.request("HEAD", "/healthz")
+    r = c.getresponse()
+    assert r.status == 200 and r.read() == b""

@@ -2,12 +2,14 @@
 #include "config.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "unit.h"
 #include "base/json_scan.h"
+#include "base/prom.h"
 #include "base/util.h"
 
 static const char size_syntax[] = "expected a size such as 4096, 64K, 512M or 2G";
@@ -286,6 +288,26 @@ START_TEST(test_json_scan)
 }
 END_TEST
 
+/* The Prometheus text of /metrics: label values escaped, numbers as
+ * integers when they are, +Inf spelled as the format wants. */
+START_TEST(test_prom_text)
+{
+	struct prom p = { 0 };
+	prom_family(&p, "x_total", "counter", "Things.");
+	prom_sample(&p, "x_total", 3, "policy", "a\"b\\c\nd", "status", "ok", NULL);
+	prom_sample(&p, "x_total", 0.25, NULL);
+	prom_sample(&p, "x_total", INFINITY, "le", "+Inf", NULL);
+	prom_sample(&p, "x_total", 12345678901.0, NULL);
+	ck_assert_str_eq(p.buf, "# HELP x_total Things.\n# TYPE x_total counter\n"
+				"x_total{policy=\"a\\\"b\\\\c\\nd\",status=\"ok\"} 3\n"
+				"x_total 0.25\n"
+				"x_total{le=\"+Inf\"} +Inf\n"
+				"x_total 12345678901\n");
+	ck_assert_uint_eq(p.len, strlen(p.buf));
+	free(p.buf);
+}
+END_TEST
+
 Suite *parse_suite(void)
 {
 	Suite *s = suite_create("parse");
@@ -299,6 +321,7 @@ Suite *parse_suite(void)
 	tcase_add_loop_test(mi, test_mountinfo_line, 0, (int)ARRAY_SIZE(mountinfo));
 	tcase_add_test(mi, test_utf8_cuts);
 	tcase_add_test(mi, test_json_scan);
+	tcase_add_test(mi, test_prom_text);
 	suite_add_tcase(s, size);
 	suite_add_tcase(s, dur);
 	suite_add_tcase(s, mi);
