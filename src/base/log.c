@@ -8,6 +8,7 @@
 #include "base/log.h"
 
 enum log_level log_level = LOG_WARN;
+void (*log_sink)(enum log_level lvl, const char *msg);
 
 uint64_t log_elapsed_us(void)
 {
@@ -29,6 +30,13 @@ void log_msg(enum log_level lvl, const char *fmt, ...)
 	va_list ap;
 	if (lvl > log_level)
 		return;
+	if (log_sink) {
+		va_start(ap, fmt);
+		vsnprintf(buf, sizeof(buf), fmt, ap);
+		va_end(ap);
+		log_sink(lvl, buf);
+		return;
+	}
 	n = snprintf(buf, sizeof(buf), "pycell: %s: ", names[lvl]);
 	va_start(ap, fmt);
 	if (n >= 0 && (size_t)n < sizeof(buf))

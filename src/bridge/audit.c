@@ -15,7 +15,14 @@ struct audit {
 	bool own_fd;
 	bool warned;
 	char *path;
+	void (*sink)(const json_t *rec, const char *line);
 };
+
+void audit_set_sink(struct audit *a, void (*fn)(const json_t *rec, const char *line))
+{
+	if (!a->own_fd)
+		a->sink = fn;
+}
 
 struct audit *audit_open(const char *path, struct pc_err *err)
 {
@@ -66,6 +73,13 @@ void audit_write(struct audit *a, json_t *rec)
 	json_object_update(line, rec);
 	json_decref(rec);
 	text = jsonrpc_dump_line(line, &len);
+	if (text && a->sink) {
+		text[len - 1] = '\0';   /* the newline */
+		a->sink(line, text);
+		json_decref(line);
+		free(text);
+		return;
+	}
 	json_decref(line);
 	if (!text)
 		return;

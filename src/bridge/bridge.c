@@ -62,6 +62,11 @@ const char *const bridge_denial_reasons[BRIDGE_DENIAL_REASONS] = {
 	"not_allowed", "budget_exhausted", "arguments_too_large", "result_too_large", "too_many_in_flight",
 };
 
+void bridge_audit_sink(struct bridge *b, void (*fn)(const json_t *rec, const char *line))
+{
+	audit_set_sink(b->audit, fn);
+}
+
 void bridge_stats(const struct bridge *b, struct bridge_stats *st)
 {
 	*st = b->stats;

@@ -89,6 +89,9 @@ bool bridge_settled(const struct bridge *b);
 /* fn(ctx) each time the upstreams have all settled (for sandbox_info). */
 void bridge_on_settled(struct bridge *b, void (*fn)(void *ctx), void *ctx);
 
+/* Audit records on stderr go to fn instead (audit_set_sink). */
+void bridge_audit_sink(struct bridge *b, void (*fn)(const json_t *rec, const char *line));
+
 /* Tool calls refused, by reason (the names of BRIDGE_ERR_DENIED's
  * error.data.reason), since the bridge started; and the upstreams. */
 #define BRIDGE_DENIAL_REASONS 5

@@ -8,6 +8,7 @@
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <sys/timerfd.h>
 
 #include "base/log.h"
 #include "bridge/bridge.h"
@@ -15,6 +16,7 @@
 #include "cli/front.h"
 #include "cli/options.h"
 #include "cli/serve_ops.h"
+#include "cli/service.h"
 #include "config/conf.h"
 #include "config/json_check.h"
 #include "mcp/transport_http.h"
@@ -51,19 +53,26 @@ static const char serve_usage[] =
 	"      --max-sessions N      2025-revision sessions at once (default 256)\n"
 	"      --session-idle SECONDS\n"
 	"                            a session unused this long ends (default 1h)\n"
+	"      --drain-timeout SECONDS\n"
+	"                            on SIGTERM, how long runs in flight may finish before they\n"
+	"                            are killed (default 30s; 0: at once)\n"
 	"      --warm / --cold       warm starts (default: the config's warm.enabled, off)\n"
 	"  -v, --verbose            log more to stderr (twice for debug)\n"
 	"  -h, --help               show this help\n"
 	"\n"
 	"Also GET /healthz (ready? no token needed) and GET /metrics (Prometheus text; a token\n"
-	"as for /mcp).  Logs and the audit log go to stderr (or the config's audit_log).\n"
-	"SIGTERM or SIGINT kill every run and stop the server (exit status 0).  See pycell(1).\n";
+	"as for /mcp).  Logs and the audit log go to stderr (or the config's audit_log; to the\n"
+	"journal under systemd).  A socket passed by systemd (pycell.socket) is served instead\n"
+	"of http.listen.  SIGHUP rereads the token file.  SIGTERM stops taking requests, lets the\n"
+	"runs in flight finish (up to --drain-timeout) and stops; SIGINT or a second SIGTERM\n"
+	"kill every run and stop at once (exit status 0).  See pycell(1).\n";
 
 struct serve_opts {
 	bool help;
 	const char *listen, *tokens, *allow_host, *policy, *config;
 	uint32_t max_runs, max_connections, max_sessions;
-	uint64_t max_message, request_timeout, session_idle;
+	uint64_t max_message, request_timeout, session_idle, drain_timeout;
+	bool has_drain_timeout;
 	bool has_max_message;
 	int verbose;
 	int warm;
@@ -89,6 +98,9 @@ static const struct opt serve_options[] = {
 	{ OPT_ROW("max-sessions", 0, OPT_UINT, SV(max_sessions)), .min = 1, .max = 65536 },
 	{ OPT_ROW("session-idle", 0, OPT_DURATION, SV(session_idle)), .min = 1000, .max = 7 * 24 * 3600000ULL,
 	  .range = "expected a duration from 1s to 7 days" },
+	{ OPT_ROW("drain-timeout", 0, OPT_DURATION, SV(drain_timeout)),
+	  .given = OPT_GIVEN(struct serve_opts, has_drain_timeout), .min = 0, .max = 3600000,
+	  .range = "expected a duration from 0 to 1h" },
 	{ OPT_ROW("warm", 0, OPT_SET, SV(warm)), .set = 1 },
 	{ OPT_ROW("cold", 0, OPT_SET, SV(warm)), .set = -1 },
 };
@@ -107,8 +119,18 @@ struct serve {
 	size_t n_ps;
 	struct ops_policy *ops;     /* the same servers, for /metrics and /healthz */
 	const struct bridge *bridge;
-	const struct http_server *http;
+	struct http_server *http;
 	const char *default_policy;
+	const char *tokens_file;    /* reread on SIGHUP */
+	struct tokens toks;         /* in force */
+	struct loop *loop;
+	uint64_t drain_ms;          /* --drain-timeout */
+	uint64_t drain_until;       /* draining (SIGTERM) until then; 0: not */
+	int drain_fd;               /* timer: is the drain done? */
+	struct loop_watch w_drain;
+	int dog_fd;                 /* timer: the systemd watchdog */
+	struct loop_watch w_dog;
+	int stop_signal;
 	bool done;
 };
 
@@ -131,7 +153,149 @@ static void metrics(void *ctx, struct prom *p)
 static bool healthy(void *ctx, char *why, size_t n)
 {
 	struct serve *s = ctx;
+	if (s->drain_until) {
+		snprintf(why, n, "stopping");
+		return false;
+	}
 	return ops_healthy(s->ops, s->n_ps, s->bridge, why, n);
+}
+
+/* ------------------------------------------------------------ signals */
+
+static const struct policy_server *loaded(const struct serve *s, const char *name)
+{
+	for (size_t i = 0; i < s->n_ps; i++)
+		if (strcmp(s->ps[i].name, name) == 0)
+			return &s->ps[i];
+	return NULL;
+}
+
+/* SIGHUP: the token file again.  A file that does not load, or that
+ * names a policy this server did not load at start, is refused with the
+ * reason; the tokens in force stay. */
+static void reload(struct serve *s)
+{
+	struct tokens t = { 0 };
+	struct pc_err err = { 0 };
+
+	service_notify_reloading();
+	if (!s->tokens_file) {
+		log_warn("serve: reload: no token file to reread (configuration and policies are read at start; "
+			 "restart to change them)");
+		service_notify("READY=1\nSTATUS=serving; reload: nothing to reread");
+		return;
+	}
+	if (tokens_load(s->tokens_file, &t, &err) < 0)
+		goto refused;
+	for (size_t i = 0; i < t.n; i++) {
+		if (t.v[i].policy && !loaded(s, t.v[i].policy)) {
+			pc_fail(&err, EINVAL, "tokens", "%s: tokens[%zu] (\"%s\"): policy \"%s\" was not loaded at start "
+				"(restart to add a policy)", s->tokens_file, i, t.v[i].name, t.v[i].policy);
+			tokens_free(&t);
+			goto refused;
+		}
+	}
+	tokens_free(&s->toks);
+	s->toks = t;
+	http_server_set_tokens(s->http, &s->toks);
+	log_warn("serve: reload: %zu token%s from %s in force (configuration and policies are read at start; "
+		 "restart to change them)", t.n, t.n == 1 ? "" : "s", s->tokens_file);
+	service_notify("READY=1\nSTATUS=serving; reloaded %zu tokens", t.n);
+	return;
+refused:
+	log_error("serve: reload refused, the tokens in force stay: %s", err.msg);
+	service_notify("READY=1\nSTATUS=serving; the last reload was refused: %s", err.msg);
+}
+
+static bool drained(const struct serve *s)
+{
+	struct http_stats hs;
+	http_server_stats(s->http, &hs);
+	if (hs.pending)
+		return false;
+	for (size_t i = 0; i < s->n_ps; i++) {
+		struct mcp_stats st;
+		mcp_server_stats(s->ps[i].srv, &st);
+		if (st.running || st.queued)
+			return false;
+	}
+	return true;
+}
+
+static void on_drain_tick(struct loop_watch *w, uint32_t events, void *data)
+{
+	struct serve *s = data;
+	uint64_t n;
+	(void)!read(s->drain_fd, &n, sizeof(n));
+	(void)w;
+	(void)events;
+	if (drained(s)) {
+		log_info("serve: drained: every run in flight has ended");
+		s->done = true;
+	} else if (now_ms() >= s->drain_until) {
+		log_warn("serve: the drain timeout passed: the runs still in flight are killed");
+		s->done = true;
+	}
+}
+
+/* SIGTERM: take no more requests; stop once the runs in flight have ended
+ * or the drain timeout passed, whichever comes first. */
+static void drain(struct serve *s)
+{
+	struct itimerspec tick = { { 0, 50 * 1000000L }, { 0, 1 } };
+	service_notify("STOPPING=1\nSTATUS=draining");
+	http_server_quiesce(s->http);
+	s->drain_until = now_ms() + s->drain_ms;
+	s->drain_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	if (s->drain_ms == 0 || s->drain_fd < 0 ||
+	    loop_add(s->loop, &s->w_drain, s->drain_fd, EPOLLIN, on_drain_tick, s) < 0) {
+		s->done = true;
+		return;
+	}
+	log_info("serve: SIGTERM: taking no more requests; runs in flight may finish for %llu s",
+		 (unsigned long long)s->drain_ms / 1000);
+	timerfd_settime(s->drain_fd, 0, &tick, NULL);
+}
+
+static void on_signal(void *ctx, int signo)
+{
+	struct serve *s = ctx;
+	s->stop_signal = signo;
+	if (signo == SIGHUP)
+		reload(s);
+	else if (signo == SIGTERM && !s->drain_until)
+		drain(s);
+	else
+		s->done = true;   /* SIGINT, or SIGTERM again: now */
+}
+
+static void on_watchdog(struct loop_watch *w, uint32_t events, void *data)
+{
+	struct serve *s = data;
+	uint64_t n;
+	(void)!read(s->dog_fd, &n, sizeof(n));
+	(void)w;
+	(void)events;
+	service_notify("WATCHDOG=1");
+}
+
+/* WATCHDOG=1 at half the interval systemd asks for, from the loop: a
+ * wedged loop misses it and systemd restarts the service. */
+static int watchdog_start(struct serve *s, struct pc_err *err)
+{
+	uint64_t usec = service_watchdog_usec();
+	struct itimerspec t;
+	if (!usec)
+		return 0;
+	usec /= 2;
+	t.it_interval.tv_sec = (time_t)(usec / 1000000);
+	t.it_interval.tv_nsec = (long)(usec % 1000000) * 1000;
+	t.it_value = t.it_interval;
+	s->dog_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	if (s->dog_fd < 0 || loop_add(s->loop, &s->w_dog, s->dog_fd, EPOLLIN, on_watchdog, s) < 0)
+		return pc_syserr(err, "watchdog", "timerfd");
+	timerfd_settime(s->dog_fd, 0, &t, NULL);
+	return 0;
 }
 
 static void on_tools_settled(void *ctx)
@@ -193,7 +357,6 @@ int cmd_serve(int argc, char **argv)
 {
 	struct serve_opts o;
 	struct pycell_conf conf;
-	struct tokens toks = { 0 };
 	struct pc_err err = { 0 };
 	struct mcp_server_config cfg = { 0 };
 	struct http_config hcfg = { 0 };
@@ -206,7 +369,7 @@ int cmd_serve(int argc, char **argv)
 	const char *tokens_file;
 	size_t n_hosts = 0;
 	struct rlimit nofile;
-	int rc;
+	int rc, sock;
 
 	memset(&o, 0, sizeof(o));
 	rc = opts_parse(&cli_serve_cmd, argc, argv, &o, &err);
@@ -222,14 +385,16 @@ int cmd_serve(int argc, char **argv)
 		return cli_input_error("serve", &err);
 	if (conf.host_uid_base)
 		jail_host_id_base = conf.host_uid_base;
-	tokens_file = o.tokens ? o.tokens : conf.http_tokens;
-	if (tokens_file && tokens_load(tokens_file, &toks, &err) < 0) {
+	s.drain_fd = s.dog_fd = -1;
+	s.drain_ms = o.has_drain_timeout ? o.drain_timeout : 30000;
+	tokens_file = s.tokens_file = o.tokens ? o.tokens : conf.http_tokens;
+	if (tokens_file && tokens_load(tokens_file, &s.toks, &err) < 0) {
 		conf_free(&conf);
 		return cli_input_error("serve", &err);
 	}
 	s.default_policy = o.policy ? o.policy : conf.policy ? conf.policy : "default";
 	rc = 1;
-	if (load_policies(&s, tokens_file ? &toks : NULL, o.warm > 0 || (o.warm == 0 && conf.warm_enabled), &err) < 0) {
+	if (load_policies(&s, tokens_file ? &s.toks : NULL, o.warm > 0 || (o.warm == 0 && conf.warm_enabled), &err) < 0) {
 		rc = cli_input_error("serve", &err);
 		goto out_env;
 	}
@@ -241,7 +406,7 @@ int cmd_serve(int argc, char **argv)
 	}
 
 	front_signals_block(&sigs);
-	l = loop_new();
+	l = s.loop = loop_new();
 	if (!l) {
 		pc_syserr(&err, "loop", "epoll_create1");
 		cli_setup_error("serve", &err);
@@ -251,6 +416,7 @@ int cmd_serve(int argc, char **argv)
 		cli_setup_error("serve", &err);
 		goto out;
 	}
+	front_signals_route(&sigs, on_signal, &s);
 	/* The bridge always: it writes the audit record of every run, with
 	 * the client that asked; and it reaches the upstreams, if any. */
 	bridge = bridge_new(l, &conf, &err);
@@ -258,6 +424,7 @@ int cmd_serve(int argc, char **argv)
 		cli_setup_error("serve", &err);
 		goto out;
 	}
+	service_use_journal(bridge);
 	bridge_start(bridge, NULL);
 	cfg.max_runs = o.max_runs ? o.max_runs : conf.max_concurrent_runs;
 	cfg.ready = conf.warm_ready;
@@ -283,8 +450,19 @@ int cmd_serve(int argc, char **argv)
 		hcfg.allow_hosts = conf.http_allow_hosts;
 		hcfg.n_allow_hosts = conf.n_http_allow_hosts;
 	}
+	sock = service_listen_fd(&err);
+	if (sock < 0 || (sock > 0 && o.listen)) {
+		if (sock > 0) {
+			close(sock);
+			pc_fail(&err, EINVAL, "listen", "--listen %s and a socket from systemd: serve one (drop "
+				"--listen, or the socket unit)", o.listen);
+		}
+		cli_setup_error("serve", &err);
+		goto out;
+	}
+	hcfg.listen_fd = sock;
 	hcfg.listen = o.listen ? o.listen : conf.http_listen;
-	hcfg.tokens = tokens_file ? &toks : NULL;
+	hcfg.tokens = tokens_file ? &s.toks : NULL;
 	hcfg.max_body = o.has_max_message ? o.max_message : conf.max_message;
 	hcfg.max_connections = o.max_connections ? o.max_connections : conf.http_max_connections;
 	hcfg.request_timeout_s = (unsigned)((o.request_timeout ? o.request_timeout : conf.http_request_timeout_ms) / 1000);
@@ -303,9 +481,14 @@ int cmd_serve(int argc, char **argv)
 	s.http = http;
 	for (size_t i = 0; i < s.n_ps; i++)
 		mcp_server_on_answered(s.ps[i].srv, on_answered, http);
+	if (watchdog_start(&s, &err) < 0) {
+		cli_setup_error("serve", &err);
+		goto out;
+	}
 	/* always said, whatever the log level: clients and scripts read it */
 	fprintf(stderr, "pycell: serve: listening on %s (policy %s, %s%s)\n", http_server_url(http),
 		s.default_policy, tokens_file ? "tokens from " : "no tokens", tokens_file ? tokens_file : "");
+	service_notify("READY=1\nSTATUS=serving on %s", http_server_url(http));
 
 	while (!s.done) {
 		if (loop_run_once(l, -1) < 0 && errno != EINTR) {
@@ -314,9 +497,18 @@ int cmd_serve(int argc, char **argv)
 			goto out;
 		}
 	}
-	log_info("serve: %s: stopping", strsignal(sigs.signal));
+	log_info("serve: %s: stopping", strsignal(s.stop_signal));
+	service_notify("STOPPING=1");
 	rc = 0;
 out:
+	if (s.w_drain.registered)
+		loop_del(l, &s.w_drain);
+	if (s.w_dog.registered)
+		loop_del(l, &s.w_dog);
+	if (s.drain_fd >= 0)
+		close(s.drain_fd);
+	if (s.dog_fd >= 0)
+		close(s.dog_fd);
 	http_server_free(http);
 	for (size_t i = 0; i < s.n_ps; i++)
 		mcp_server_free(s.ps[i].srv);
@@ -331,7 +523,7 @@ out_env:
 	free(s.ps);
 	free(s.ops);
 	jc_strv_free(hosts, n_hosts);
-	tokens_free(&toks);
+	tokens_free(&s.toks);
 	conf_free(&conf);
 	return rc;
 }

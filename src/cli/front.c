@@ -37,7 +37,10 @@ static void on_signal(struct loop_watch *w, uint32_t events, void *data)
 	struct signalfd_siginfo si;
 	if (read(w->fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
 		fs->signal = (int)si.ssi_signo;
-		*fs->stop = true;
+		if (fs->on)
+			fs->on(fs->ctx, fs->signal);
+		else
+			*fs->stop = true;
 	}
 	(void)events;
 }
@@ -68,6 +71,12 @@ int front_signals_watch(struct front_signals *fs, struct loop *l, bool *stop, st
 	if (fs->fd < 0 || loop_add(l, &fs->w, fs->fd, EPOLLIN, on_signal, fs) < 0)
 		return pc_syserr(err, "loop", "signalfd");
 	return 0;
+}
+
+void front_signals_route(struct front_signals *fs, void (*on)(void *ctx, int signo), void *ctx)
+{
+	fs->on = on;
+	fs->ctx = ctx;
 }
 
 void front_signals_end(struct front_signals *fs, struct loop *l)

@@ -16,18 +16,23 @@
 void front_bridge_hooks(struct mcp_server_config *cfg, struct bridge *b);
 
 /* SIGTERM, SIGINT and SIGHUP, blocked and read from a signalfd on the
- * loop: one sets *stop and records itself in `signal`. */
+ * loop: one sets *stop and records itself in `signal`; or, with `on`
+ * set (front_signals_route), is handed to on(ctx, signo). */
 struct front_signals {
 	sigset_t old;
 	int fd;
 	struct loop_watch w;
 	int signal;
 	bool *stop;
+	void (*on)(void *ctx, int signo);
+	void *ctx;
 };
 /* Block the signals (before anything starts, so none is lost). */
 void front_signals_block(struct front_signals *fs);
 /* Watch them on l; -1 with err. */
 int front_signals_watch(struct front_signals *fs, struct loop *l, bool *stop, struct pc_err *err);
+/* Hand each signal to on(ctx, signo) instead of stopping. */
+void front_signals_route(struct front_signals *fs, void (*on)(void *ctx, int signo), void *ctx);
 /* Unwatch, close, restore the mask. */
 void front_signals_end(struct front_signals *fs, struct loop *l);
 

@@ -8,6 +8,7 @@
 #include "config.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <errno.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
@@ -58,6 +59,14 @@ struct hconn {
 
 struct hsession;
 
+/* A client as the token file names it: its runs in flight count against
+ * its quota. */
+struct client {
+	struct client *next;
+	char *name;                  /* NULL: no token */
+	uint32_t runs;
+};
+
 struct hreq {
 	struct hreq *prev, *next;     /* on its session's list of requests in flight */
 	struct http_server *h;
@@ -65,7 +74,8 @@ struct hreq {
 	struct MHD_Connection *conn;
 	struct hsession *hs;          /* a 2025 session's request; NULL: stateless */
 	struct mcp_session *ss;       /* a stateless request's own MCP session */
-	const struct token *tok;
+	struct client *who;           /* who asked (authenticate) */
+	uint32_t max_runs;            /* its token's run quota then (0: none) */
 	struct mcp_server *srv;
 	char *body;
 	size_t body_len;
@@ -94,7 +104,8 @@ struct hsession {
 	struct http_server *h;
 	char id[33];
 	struct mcp_session *ss;
-	const struct token *tok;
+	struct client *who;
+	bool revoked;                 /* its token left the token file: ends when idle */
 	uint64_t last_used;
 	struct hreq *reqs;            /* requests in flight */
 	bool initialized;
@@ -118,10 +129,14 @@ struct http_server {
 	struct hconn *conns;
 	struct hsession *sessions;
 	unsigned n_sessions, n_pending;
-	uint32_t *runs_by_token;      /* in flight, per entry of cfg.tokens */
-	uint32_t runs_anonymous;
+	/* Who has asked, by token name: outlives the token file it came
+	 * from (http_server_set_tokens), so requests and sessions hold no
+	 * pointer into it.  `anonymous`: without a token. */
+	struct client *clients;
+	struct client anonymous;
 	unsigned n_conns;
 	struct http_stats stats;
+	bool quiesced;                /* http_server_quiesce: new MCP requests get 503 */
 };
 
 const char *const http_denial_names[HTTP_DENIALS] = {
@@ -129,7 +144,7 @@ const char *const http_denial_names[HTTP_DENIALS] = {
 };
 
 static void hreq_resume(struct hreq *r);
-static int authenticate(struct hreq *r, const struct token **t);
+static int authenticate(struct hreq *r);
 static int check_origin(struct hreq *r);
 
 /* ------------------------------------------------------------ helpers */
@@ -311,7 +326,7 @@ static enum MHD_Result on_operations(struct hreq *r, const char *url, const char
 {
 	static const char *const allow[] = { MHD_HTTP_HEADER_ALLOW, "GET, HEAD", NULL };
 	bool metrics = strcmp(url, "/metrics") == 0;
-	if (metrics && (check_origin(r) < 0 || authenticate(r, &r->tok) < 0))
+	if (metrics && (check_origin(r) < 0 || authenticate(r) < 0))
 		return MHD_YES;
 	if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0) {
 		r->queued = true;
@@ -412,9 +427,24 @@ static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max)
 
 /* ------------------------------------------------------------ requests */
 
-static uint32_t *runs_counter(struct http_server *h, const struct token *t)
+static const char *client_name(const struct client *c)
 {
-	return t ? &h->runs_by_token[t - h->cfg.tokens->v] : &h->runs_anonymous;
+	return c && c->name ? c->name : "a client";
+}
+
+static struct client *client_of(struct http_server *h, const struct token *t)
+{
+	struct client *c;
+	if (!t)
+		return &h->anonymous;
+	for (c = h->clients; c; c = c->next)
+		if (strcmp(c->name, t->name) == 0)
+			return c;
+	c = xcalloc(1, sizeof(*c));
+	c->name = xstrdup(t->name);
+	c->next = h->clients;
+	h->clients = c;
+	return c;
 }
 
 /* The request will not be answered: stop its work.  Idempotent. */
@@ -436,7 +466,7 @@ static void hreq_abandon(struct hreq *r)
 		mcp_session_handle_message(r->hs->ss, n);
 		json_decref(n);
 	}
-	log_debug("serve: %s left before its answer: cancelled", r->tok ? r->tok->name : "a client");
+	log_debug("serve: %s left before its answer: cancelled", client_name(r->who));
 }
 
 /* Have timer_fd fire at monotonic time `at` (ms) unless it fires sooner
@@ -506,7 +536,7 @@ static void hreq_free(struct hreq *r)
 	if (r->pending)
 		h->n_pending--;
 	if (r->counted_run)
-		(*runs_counter(h, r->tok))--;
+		r->who->runs--;
 	session_unlink(r);
 	mcp_session_free(r->ss);
 	json_decref(r->id);
@@ -560,7 +590,7 @@ static void session_free(struct hsession *hs)
 	free(hs);
 }
 
-static struct hsession *session_new(struct http_server *h, struct mcp_server *srv, const struct token *t)
+static struct hsession *session_new(struct http_server *h, struct mcp_server *srv, struct client *who)
 {
 	static const struct mcp_session_ops ops = { session_send };
 	struct hsession *hs = xcalloc(1, sizeof(*hs));
@@ -572,10 +602,10 @@ static struct hsession *session_new(struct http_server *h, struct mcp_server *sr
 	for (size_t i = 0; i < sizeof(raw); i++)
 		sprintf(hs->id + 2 * i, "%02x", raw[i]);
 	hs->h = h;
-	hs->tok = t;
+	hs->who = who;
 	hs->last_used = now_ms();
 	hs->ss = mcp_session_new(srv, &ops, hs);
-	mcp_session_set_principal(hs->ss, t ? t->name : NULL);
+	mcp_session_set_principal(hs->ss, who->name);
 	hs->next = h->sessions;
 	h->sessions = hs;
 	h->n_sessions++;
@@ -586,7 +616,7 @@ static struct hsession *session_find(struct http_server *h, const char *id)
 {
 	for (struct hsession *hs = h->sessions; hs; hs = hs->next)
 		if (strcmp(hs->id, id) == 0)
-			return hs;
+			return hs->revoked ? NULL : hs;
 	return NULL;
 }
 
@@ -595,33 +625,58 @@ static void expire_sessions(struct http_server *h)
 	uint64_t now = now_ms();
 	for (struct hsession *hs = h->sessions, *next; hs; hs = next) {
 		next = hs->next;
-		if (!hs->reqs && now - hs->last_used > h->cfg.session_idle_ms) {
-			log_info("serve: session of %s idle for %llu s: ended", hs->tok ? hs->tok->name : "a client",
+		if (!hs->reqs && hs->revoked) {
+			log_info("serve: session of %s ended: its token was withdrawn", client_name(hs->who));
+			session_free(hs);
+		} else if (!hs->reqs && now - hs->last_used > h->cfg.session_idle_ms) {
+			log_info("serve: session of %s idle for %llu s: ended", client_name(hs->who),
 				 (unsigned long long)(now - hs->last_used) / 1000);
 			session_free(hs);
 		}
 	}
 }
 
+void http_server_set_tokens(struct http_server *h, const struct tokens *t)
+{
+	h->cfg.tokens = t;
+	for (struct hsession *hs = h->sessions; hs; hs = hs->next) {
+		bool kept = !hs->who->name;
+		for (size_t i = 0; t && !kept && i < t->n; i++)
+			kept = strcmp(t->v[i].name, hs->who->name) == 0;
+		hs->revoked |= !kept;
+	}
+	expire_sessions(h);
+}
+
 /* ------------------------------------------------------------ checks */
 
-/* Who is asking: 0 and *t (NULL: no token needed), or the status queued. */
-static int authenticate(struct hreq *r, const struct token **t)
+/* Who is asking, by the token file now in force: 0 with r->who, its
+ * quota and its policy's server set (no token needed: the anonymous
+ * client), or -1 with the status queued. */
+static int admit(struct hreq *r, const struct token *t)
+{
+	r->who = client_of(r->h, t);
+	r->max_runs = t ? t->max_runs : 0;
+	r->srv = r->h->cfg.server_for(r->h->cfg.ctx, t);
+	return 0;
+}
+
+static int authenticate(struct hreq *r)
 {
 	struct http_server *h = r->h;
 	const char *auth = header(r->conn, MHD_HTTP_HEADER_AUTHORIZATION);
+	const struct token *t;
 	static const char *const need[] = { MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"pycell\"", NULL };
 	static const char *const bad[] = { MHD_HTTP_HEADER_WWW_AUTHENTICATE,
 					   "Bearer realm=\"pycell\", error=\"invalid_token\"", NULL };
 
-	*t = NULL;
 	if (r->h->is_unix && r->hc->peer_known) {
 		bool self = r->hc->peer_uid == geteuid() || r->hc->peer_uid == 0;
-		if (h->cfg.tokens && (*t = tokens_find_uid(h->cfg.tokens, r->hc->peer_uid)))
-			return 0;
+		if (h->cfg.tokens && (t = tokens_find_uid(h->cfg.tokens, r->hc->peer_uid)))
+			return admit(r, t);
 		/* this user and root need no token (a bearer they send is checked) */
 		if (self && (!auth || !h->cfg.tokens))
-			return 0;
+			return admit(r, NULL);
 		if (!h->cfg.tokens) {
 			fail(r, MHD_HTTP_FORBIDDEN, JSONRPC_INVALID_REQUEST, "Forbidden: this socket serves its own "
 			     "user and root only", NULL);
@@ -629,18 +684,18 @@ static int authenticate(struct hreq *r, const struct token **t)
 		}
 	}
 	if (!h->cfg.tokens)
-		return 0;
+		return admit(r, NULL);
 	if (!auth) {
 		fail(r, MHD_HTTP_UNAUTHORIZED, JSONRPC_INVALID_REQUEST, "Unauthorized: send Authorization: Bearer "
 		     "TOKEN", need);
 		return -1;
 	}
 	if (strncasecmp(auth, "Bearer ", 7) != 0 ||
-	    !(*t = tokens_find_bearer(h->cfg.tokens, auth + 7, strlen(auth + 7)))) {
+	    !(t = tokens_find_bearer(h->cfg.tokens, auth + 7, strlen(auth + 7)))) {
 		fail(r, MHD_HTTP_UNAUTHORIZED, JSONRPC_INVALID_REQUEST, "Unauthorized: the token is not valid", bad);
 		return -1;
 	}
-	return 0;
+	return admit(r, t);
 }
 
 /* Host and Origin: against DNS rebinding, a page of another site that
@@ -760,7 +815,7 @@ static enum MHD_Result process(struct hreq *r)
 		/* a 2025 session's request */
 		struct hsession *hs = session_find(h, sid);
 		const char *hv = header(r->conn, HDR_VERSION);
-		if (!hs || hs->tok != r->tok)
+		if (!hs || hs->who != r->who)
 			return fail(r, MHD_HTTP_NOT_FOUND, JSONRPC_INVALID_REQUEST, "Not Found: no such session "
 				    "(it ended, or was never made); initialize again", NULL);
 		if (hv) {
@@ -789,7 +844,7 @@ static enum MHD_Result process(struct hreq *r)
 			return fail(r, MHD_HTTP_SERVICE_UNAVAILABLE, ERR_FULL, "Service Unavailable: too many sessions; "
 				    "try again later", retry);
 		}
-		r->hs = session_new(h, r->srv, r->tok);
+		r->hs = session_new(h, r->srv, r->who);
 		r->new_session = r->hs != NULL;
 		if (!r->hs)
 			return fail(r, MHD_HTTP_INTERNAL_SERVER_ERROR, JSONRPC_INTERNAL_ERROR,
@@ -820,13 +875,12 @@ static enum MHD_Result process(struct hreq *r)
 			    "again later", retry);
 	}
 	if (is_tool_run(msg)) {
-		uint32_t *n = runs_counter(h, r->tok);
-		if (r->tok && r->tok->max_runs && *n >= r->tok->max_runs) {
+		if (r->max_runs && r->who->runs >= r->max_runs) {
 			static const char *const retry[] = { MHD_HTTP_HEADER_RETRY_AFTER, "1", NULL };
 			return fail(r, MHD_HTTP_TOO_MANY_REQUESTS, ERR_QUOTA, "Too Many Requests: this token's runs are "
 				    "all in use; try again when one ends", retry);
 		}
-		(*n)++;
+		r->who->runs++;
 		r->counted_run = true;
 	}
 	h->n_pending++;
@@ -841,7 +895,7 @@ static enum MHD_Result process(struct hreq *r)
 	} else {
 		static const struct mcp_session_ops ops = { stateless_send };
 		r->ss = mcp_session_new(r->srv, &ops, r);
-		mcp_session_set_principal(r->ss, r->tok ? r->tok->name : NULL);
+		mcp_session_set_principal(r->ss, r->who->name);
 		mcp_session_handle_text(r->ss, r->body, r->body_len);
 	}
 	return MHD_YES;
@@ -891,9 +945,9 @@ static enum MHD_Result on_delete(struct hreq *r)
 	if (!sid)
 		return fail(r, MHD_HTTP_METHOD_NOT_ALLOWED, JSONRPC_INVALID_REQUEST, "Method Not Allowed: DELETE "
 			    "ends a 2025 session named by " HDR_SESSION, allow);
-	if (!hs || hs->tok != r->tok)
+	if (!hs || hs->who != r->who)
 		return fail(r, MHD_HTTP_NOT_FOUND, JSONRPC_INVALID_REQUEST, "Not Found: no such session", NULL);
-	log_info("serve: session of %s ended by the client", hs->tok ? hs->tok->name : "a client");
+	log_info("serve: session of %s ended by the client", client_name(hs->who));
 	session_free(hs);
 	r->queued = true;
 	return queue(r->conn, MHD_HTTP_OK, NULL, NULL, NULL);
@@ -928,9 +982,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		if (strcmp(url, ENDPOINT) != 0)
 			return fail(r, MHD_HTTP_NOT_FOUND, JSONRPC_INVALID_REQUEST, "Not Found: the MCP endpoint is "
 				    ENDPOINT, NULL);
-		if (check_origin(r) < 0 || authenticate(r, &r->tok) < 0)
+		if (check_origin(r) < 0 || authenticate(r) < 0)
 			return MHD_YES;
-		r->srv = h->cfg.server_for(h->cfg.ctx, r->tok);
+		if (h->quiesced) {
+			static const char *const closing[] = { MHD_HTTP_HEADER_CONNECTION, "close", NULL };
+			return fail(r, MHD_HTTP_SERVICE_UNAVAILABLE, ERR_FULL, "Service Unavailable: the server is "
+				    "stopping; try another", closing);
+		}
 		if (strcmp(method, MHD_HTTP_METHOD_DELETE) == 0)
 			return on_delete(r);
 		if (strcmp(method, MHD_HTTP_METHOD_POST) != 0) {
@@ -1103,6 +1161,48 @@ static void on_tick(struct loop_watch *w, uint32_t events, void *data)
 
 /* ------------------------------------------------------------ listening */
 
+/* The listening socket fd, bound already (by listen_on, or by systemd):
+ * where it listens, as a URL and as a Host name; refused when it is not
+ * loopback and there are no tokens.  `what` names it in errors. */
+static int adopt(struct http_server *h, int fd, const char *what, struct pc_err *err)
+{
+	union {
+		struct sockaddr sa;
+		struct sockaddr_in in4;
+		struct sockaddr_in6 in6;
+		struct sockaddr_un un;
+	} a;
+	socklen_t alen = sizeof(a);
+	char host[INET6_ADDRSTRLEN];
+	unsigned port;
+	int type = 0;
+	socklen_t tlen = sizeof(type);
+
+	memset(&a, 0, sizeof(a));
+	if (getsockname(fd, &a.sa, &alen) < 0)
+		return pc_syserr(err, "listen", "%s: getsockname", what);
+	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tlen) < 0 || type != SOCK_STREAM ||
+	    (a.sa.sa_family != AF_UNIX && a.sa.sa_family != AF_INET && a.sa.sa_family != AF_INET6))
+		return pc_fail(err, EINVAL, "listen", "%s: not a TCP or unix stream socket", what);
+	if (a.sa.sa_family == AF_UNIX) {
+		h->is_unix = true;
+		h->url = xasprintf("unix:%s", a.un.sun_path[0] ? a.un.sun_path : "(unnamed)");
+	} else {
+		bool v6 = a.sa.sa_family == AF_INET6;
+		inet_ntop(a.sa.sa_family, v6 ? (void *)&a.in6.sin6_addr : (void *)&a.in4.sin_addr, host, sizeof(host));
+		port = ntohs(v6 ? a.in6.sin6_port : a.in4.sin_port);
+		h->url = xasprintf("http://%s%s%s:%u" ENDPOINT, v6 ? "[" : "", host, v6 ? "]" : "", port);
+		h->listen_host = v6 ? xasprintf("[%s]", host) : xstrdup(host);
+		if (!h->cfg.tokens && !(v6 ? IN6_IS_ADDR_LOOPBACK(&a.in6.sin6_addr)
+					  : (ntohl(a.in4.sin_addr.s_addr) >> 24) == 127))
+			return pc_fail(err, EPERM, "listen", "%s: only a loopback address or a unix socket may be "
+				       "served without --tokens", what);
+	}
+	if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) < 0 || listen(fd, 128) < 0)
+		return pc_syserr(err, "listen", "%s: listen", what);
+	return 0;
+}
+
 static int listen_on(struct http_server *h, const char *spec, struct pc_err *err)
 {
 	union {
@@ -1114,12 +1214,13 @@ static int listen_on(struct http_server *h, const char *spec, struct pc_err *err
 	socklen_t alen;
 	cleanup_close int fd = -1;
 	int one = 1;
-	char host[64], port_s[16];
+	char host[64], port_s[16], what[300];
 	const char *colon;
 	char *end;
 	unsigned long port;
 
 	memset(&a, 0, sizeof(a));
+	snprintf(what, sizeof(what), "--listen %s", spec);
 	if (strncmp(spec, "unix:", 5) == 0) {
 		const char *path = spec + 5;
 		struct stat st;
@@ -1140,9 +1241,7 @@ static int listen_on(struct http_server *h, const char *spec, struct pc_err *err
 			return pc_syserr(err, "listen", "bind %s", path);
 		/* anyone may connect; SO_PEERCRED decides who is served */
 		chmod(path, 0666);
-		h->is_unix = true;
 		h->unix_path = xstrdup(path);
-		h->url = xasprintf("unix:%s", path);
 	} else {
 		colon = strrchr(spec, ':');
 		if (!colon || colon == spec || (size_t)(colon - spec) >= sizeof(host))
@@ -1177,22 +1276,9 @@ static int listen_on(struct http_server *h, const char *spec, struct pc_err *err
 		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 		if (bind(fd, &a.sa, alen) < 0)
 			return pc_syserr(err, "listen", "bind %s", spec);
-		if (getsockname(fd, &a.sa, &alen) < 0)
-			return pc_syserr(err, "listen", "getsockname");
-		port = a.sa.sa_family == AF_INET ? ntohs(a.in4.sin_port) : ntohs(a.in6.sin6_port);
-		h->url = xasprintf("http://%s%s%s:%lu" ENDPOINT, a.sa.sa_family == AF_INET6 ? "[" : "", host,
-				   a.sa.sa_family == AF_INET6 ? "]" : "", port);
-		h->listen_host = a.sa.sa_family == AF_INET6 ? xasprintf("[%s]", host) : xstrdup(host);
-		if (!h->cfg.tokens) {
-			bool loopback = a.sa.sa_family == AF_INET ? (ntohl(a.in4.sin_addr.s_addr) >> 24) == 127
-								 : IN6_IS_ADDR_LOOPBACK(&a.in6.sin6_addr);
-			if (!loopback)
-				return pc_fail(err, EPERM, "listen", "--listen %s: only a loopback address or a unix "
-					       "socket may be served without --tokens", spec);
-		}
 	}
-	if (listen(fd, 128) < 0)
-		return pc_syserr(err, "listen", "listen");
+	if (adopt(h, fd, what, err) < 0)
+		return -1;
 	h->listen_fd = steal_fd(&fd);
 	return 0;
 }
@@ -1206,10 +1292,13 @@ struct http_server *http_server_new(struct loop *l, const struct http_config *cf
 	h->loop = l;
 	h->cfg = *cfg;
 	h->listen_fd = h->timer_fd = h->tick_fd = -1;
-	if (cfg->tokens)
-		h->runs_by_token = xcalloc(cfg->tokens->n + 1, sizeof(*h->runs_by_token));
-	if (listen_on(h, cfg->listen, err) < 0)
+	if (cfg->listen_fd > 0) {
+		h->listen_fd = cfg->listen_fd;
+		if (adopt(h, cfg->listen_fd, "the socket systemd passed", err) < 0)
+			goto fail;
+	} else if (listen_on(h, cfg->listen, err) < 0) {
 		goto fail;
+	}
 	h->d = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL,
 				on_request, h,
 				MHD_OPTION_LISTEN_SOCKET, h->listen_fd,
@@ -1240,6 +1329,21 @@ struct http_server *http_server_new(struct loop *l, const struct http_config *cf
 fail:
 	http_server_free(h);
 	return NULL;
+}
+
+void http_server_quiesce(struct http_server *h)
+{
+	MHD_socket fd = MHD_quiesce_daemon(h->d);
+	h->quiesced = true;
+	if (fd != MHD_INVALID_SOCKET && fd == h->listen_fd) {
+		close(h->listen_fd);
+		h->listen_fd = -1;
+	}
+	if (h->unix_path) {
+		unlink(h->unix_path);
+		free(h->unix_path);
+		h->unix_path = NULL;
+	}
 }
 
 void http_server_flush(struct http_server *h)
@@ -1290,6 +1394,10 @@ void http_server_free(struct http_server *h)
 	free(h->unix_path);
 	free(h->url);
 	free(h->listen_host);
-	free(h->runs_by_token);
+	for (struct client *c = h->clients, *next; c; c = next) {
+		next = c->next;
+		free(c->name);
+		free(c);
+	}
 	free(h);
 }

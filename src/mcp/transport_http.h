@@ -24,6 +24,10 @@ struct http_config {
 	/* "127.0.0.1:8080", "[::1]:0", "0.0.0.0:8080" (IP literals only; port
 	 * 0 picks one) or "unix:/path/to/socket" */
 	const char *listen;
+	/* > 0: serve this socket instead, bound and listening already (from
+	 * systemd, which passes fds from 3 on); the server owns it from
+	 * http_server_new on.  0: bind `listen`. */
+	int listen_fd;
 	/* NULL: no tokens: TCP must be loopback, and a unix socket admits only
 	 * this user and root. */
 	const struct tokens *tokens;
@@ -61,6 +65,14 @@ struct http_stats {
 void http_server_stats(const struct http_server *h, struct http_stats *st);
 
 struct http_server *http_server_new(struct loop *l, const struct http_config *cfg, struct pc_err *err);
+/* Another token file from now on (a reload).  Requests in flight are
+ * answered whatever their token; a 2025 session whose token is no longer
+ * in t ends (once its requests in flight are answered).  t must outlive
+ * the server or the next call. */
+void http_server_set_tokens(struct http_server *h, const struct tokens *t);
+/* Stop taking connections (a drain): the listening socket is closed;
+ * connections open still have their requests answered. */
+void http_server_quiesce(struct http_server *h);
 /* Send what the MCP layer has answered now (resumed requests wait for
  * libmicrohttpd's next round otherwise).  Not from within a callback of
  * libmicrohttpd: from the MCP server's on_answered hook. */

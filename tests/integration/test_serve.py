@@ -8,6 +8,8 @@ import http.client
 import json
 import os
 import re
+import shutil
+import signal
 import socket
 import subprocess
 import threading
@@ -483,18 +485,74 @@ def test_a_client_that_vanishes_mid_stream_kills_its_run(serve, start):
     assert s.jails() == []
 
 
-def test_sigterm_kills_the_runs_in_flight(serve):
-    s = serve("--listen", "127.0.0.1:0")
+def sleeper(s, seconds, got):
+    """A call of `seconds` in a thread; its response (or the error) in got."""
     def call():
         try:
-            s.modern(1, "tools/call", {"name": "run_python", "arguments": {"code": "import time\ntime.sleep(60)"}})
-        except http.client.RemoteDisconnected:
-            pass   # the server went away, as it should
-    threading.Thread(target=call, daemon=True).start()
+            r, d = s.modern(1, "tools/call", {"name": "run_python", "arguments": {
+                "code": f"import time\ntime.sleep({seconds})\nprint('slept')"}})
+            got["status"], got["body"] = r.status, body_of(d)
+        except (http.client.HTTPException, OSError) as e:
+            got["error"] = e
+    t = threading.Thread(target=call, daemon=True)
+    t.start()
+    return t
+
+
+def test_sigterm_drains_the_runs_in_flight_then_stops(serve):
+    """SIGTERM: no new connection is taken, the run in flight finishes and
+    is answered, then the server exits 0."""
+    s = serve("--listen", "127.0.0.1:0")
+    got = {}
+    t = sleeper(s, 1.5, got)
+    wait_for(lambda: len(s.jails()) >= 2, what="the jail")
+    t0 = time.time()
+    s.proc.send_signal(signal.SIGTERM)
+    # the listener closes at once
+    wait_for(lambda: refused(s.host, s.port), timeout=5, what="the listener closed")
+    assert s.proc.wait(10) == 0
+    t.join(5)
+    assert got.get("status") == 200, got
+    sc = got["body"]["result"]["structuredContent"]
+    assert (sc["status"], sc["stdout"]) == ("ok", "slept\n")
+    assert time.time() - t0 < 5
+
+
+def refused(host, port):
+    try:
+        socket.create_connection((host, port), timeout=1).close()
+        return False
+    except ConnectionRefusedError:
+        return True
+
+
+def test_sigterm_kills_what_outlives_the_drain_timeout(serve):
+    s = serve("--listen", "127.0.0.1:0", "--drain-timeout", "1")
+    got = {}
+    sleeper(s, 60, got)
     wait_for(lambda: len(s.jails()) >= 2, what="the jail")
     jail = s.jails()
-    s.proc.terminate()
+    t0 = time.time()
+    s.proc.send_signal(signal.SIGTERM)
     assert s.proc.wait(10) == 0
+    assert 0.9 < time.time() - t0 < 5
+    assert b"the drain timeout passed: the runs still in flight are killed" in s.stderr()
+    assert not any(os.path.exists(f"/proc/{p}") for p in jail)
+
+
+@pytest.mark.parametrize("signals", [[signal.SIGINT], [signal.SIGTERM, signal.SIGTERM]])
+def test_sigint_or_a_second_sigterm_kills_the_runs_at_once(serve, signals):
+    s = serve("--listen", "127.0.0.1:0")
+    got = {}
+    sleeper(s, 60, got)
+    wait_for(lambda: len(s.jails()) >= 2, what="the jail")
+    jail = s.jails()
+    t0 = time.time()
+    for sig in signals:
+        s.proc.send_signal(sig)
+        time.sleep(0.2)
+    assert s.proc.wait(10) == 0
+    assert time.time() - t0 < 3
     assert not any(os.path.exists(f"/proc/{p}") for p in jail)
 
 
@@ -746,3 +804,257 @@ def test_healthz_waits_for_the_ready_jails(serve):
     c.request("HEAD", "/healthz")
     r = c.getresponse()
     assert r.status == 200 and r.read() == b""
+
+
+# ------------------------------------------------------------ systemd
+
+SOCKET_ACTIVATE = shutil.which("systemd-socket-activate")
+
+
+class Notify:
+    """The service manager's side of sd_notify(3): a datagram socket that
+    collects what the server says."""
+
+    def __init__(self, path):
+        self.path = str(path)
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(self.path)
+        self.sock.settimeout(0.2)
+        self.seen = []
+
+    def wait(self, pred, timeout=10, what="a notification"):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            for m in self.seen:
+                if pred(m):
+                    self.seen.remove(m)
+                    return m
+            try:
+                self.seen.append(self.sock.recv(4096).decode())
+            except socket.timeout:
+                pass
+        raise AssertionError(f"no {what}; seen {self.seen!r}")
+
+
+@pytest.mark.skipif(not SOCKET_ACTIVATE, reason="systemd-socket-activate is not installed (Debian: systemd)")
+@pytest.mark.parametrize("kind", ["tcp", "unix"])
+def test_socket_activation_notify_watchdog_reload_and_stop(tmp_path, host_tmp, kind):
+    """Started as pycell.socket starts it (systemd's own socket-activate
+    tool passes the socket): READY with where it serves, WATCHDOG from the
+    loop, SIGHUP rereads the token file (RELOADING then READY; a bad file
+    is refused and the tokens in force stay; a run in flight goes on),
+    SIGTERM says STOPPING."""
+    notify = Notify(host_tmp / f"notify-{kind}.sock")
+    toks = tmp_path / "tokens.json"
+    toks.write_text(json.dumps({"tokens": [{"name": "a", "sha256": sha("ta")}]}))
+    toks.chmod(0o600)
+    if kind == "tcp":
+        probe = socket.socket()
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+        probe.close()
+        addr, url = f"127.0.0.1:{port}", f"http://127.0.0.1:{port}/mcp"
+    else:
+        path = str(host_tmp / "serve-activated.sock")
+        addr, url = path, f"unix:{path}"
+    errlog = open(tmp_path / "serve.err", "w+b")
+    proc = subprocess.Popen([SOCKET_ACTIVATE, "-l", addr, "-E", f"PYCELL_DATADIR={DATADIR}",
+                             "-E", f"NOTIFY_SOCKET={notify.path}", "-E", "WATCHDOG_USEC=400000",
+                             PYCELL, "serve", "--tokens", str(toks), "-v"],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=errlog)
+    try:
+        def conn():
+            if kind == "tcp":
+                return http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            c = http.client.HTTPConnection("localhost", timeout=30)
+            c.sock = socket.socket(socket.AF_UNIX)
+            c.sock.settimeout(30)
+            wait_for(lambda: os.path.exists(path), what="the socket")
+            c.sock.connect(path)
+            return c
+
+        def call(token, code="6*7", seconds=None):
+            c = conn()
+            p = {"name": "run_python", "arguments": {"code": code}, "_meta": META}
+            c.request("POST", "/mcp", body=json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": p}),
+                      headers={"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+                               "MCP-Protocol-Version": V, "Mcp-Method": "tools/call", "Mcp-Name": "run_python",
+                               "Authorization": f"Bearer {token}"})
+            r = c.getresponse()
+            return r.status, r.read()
+
+        # the first connection starts it (socket activation)
+        wait_for(lambda: os.path.exists(addr) if kind == "unix" else not refused("127.0.0.1", port),
+                 what="the activation socket")
+        status, data = call("ta")
+        assert status == 200 and body_of(data)["result"]["structuredContent"]["return_value"] == 42
+        ready = notify.wait(lambda m: m.startswith("READY=1"), what="READY")
+        assert ready == f"READY=1\nSTATUS=serving on {url}"
+        notify.wait(lambda m: m == "WATCHDOG=1", timeout=2, what="WATCHDOG=1")
+
+        # a reload with a run in flight: the run goes on, the new token is in force
+        got = {}
+
+        def long_call():
+            got["r"] = call("ta", "import time\ntime.sleep(1.5)\n7")
+        t = threading.Thread(target=long_call)
+        t.start()
+        time.sleep(0.5)
+        toks.write_text(json.dumps({"tokens": [{"name": "b", "sha256": sha("tb")}]}))
+        proc.send_signal(signal.SIGHUP)
+        m = notify.wait(lambda m: m.startswith("RELOADING=1"), what="RELOADING")
+        assert re.fullmatch(r"RELOADING=1\nMONOTONIC_USEC=\d+", m), m
+        assert notify.wait(lambda m: m.startswith("READY=1")) == "READY=1\nSTATUS=serving; reloaded 1 tokens"
+        t.join(20)
+        assert got["r"][0] == 200 and body_of(got["r"][1])["result"]["structuredContent"]["return_value"] == 7
+        assert call("ta")[0] == 401
+        assert call("tb")[0] == 200
+
+        # a bad token file is refused, with its reason; the tokens in force stay
+        toks.chmod(0o644)
+        proc.send_signal(signal.SIGHUP)
+        notify.wait(lambda m: m.startswith("RELOADING=1"), what="RELOADING")
+        m = notify.wait(lambda m: m.startswith("READY=1"))
+        assert m.startswith("READY=1\nSTATUS=serving; the last reload was refused: ") and str(toks) in m, m
+        assert call("tb")[0] == 200
+        errlog.flush()
+        errlog.seek(0)
+        assert b"serve: reload refused, the tokens in force stay: " in errlog.read()
+
+        proc.send_signal(signal.SIGTERM)
+        assert notify.wait(lambda m: m.startswith("STOPPING=1")) == "STOPPING=1\nSTATUS=draining"
+        assert proc.wait(10) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_listen_and_a_systemd_socket_is_refused(tmp_path):
+    """--listen beside a socket from systemd: which one was meant is
+    unclear, so neither is served."""
+    if not SOCKET_ACTIVATE:
+        pytest.skip("systemd-socket-activate is not installed (Debian: systemd)")
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    proc = subprocess.Popen([SOCKET_ACTIVATE, "-l", f"127.0.0.1:{port}", "-E", f"PYCELL_DATADIR={DATADIR}",
+                             PYCELL, "serve", "--listen", "127.0.0.1:0"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        wait_for(lambda: not refused("127.0.0.1", port), what="the activation socket")
+        socket.create_connection(("127.0.0.1", port)).close()
+        assert proc.wait(20) == 1
+        assert (b"pycell serve: listen: --listen 127.0.0.1:0 and a socket from systemd: serve one (drop --listen, "
+                b"or the socket unit)") in proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_sighup_ends_the_sessions_of_a_withdrawn_token(serve, tmp_path):
+    s = serve("--listen", "127.0.0.1:0", tokens=[{"name": "a", "sha256": sha("ta")},
+                                                 {"name": "b", "sha256": sha("tb")}], tmp_path=tmp_path)
+    init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    sids = {}
+    for who in "ab":
+        r, _ = s.post(init, {"Authorization": f"Bearer t{who}"})
+        assert r.status == 200
+        sids[who] = r.getheader("Mcp-Session-Id")
+
+    def tools_list(who):
+        r, _ = s.post({"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                      {"Authorization": f"Bearer t{who}", "Mcp-Session-Id": sids[who]})
+        return r.status
+    assert (tools_list("a"), tools_list("b")) == (200, 200)
+    path = tmp_path / "tokens.json"
+    path.write_text(json.dumps({"tokens": [{"name": "b", "sha256": sha("tb")}]}))
+    s.proc.send_signal(signal.SIGHUP)
+    wait_for(lambda: b"reload: 1 token from" in s.stderr(), what="the reload")
+    assert tools_list("b") == 200
+    assert tools_list("a") == 401       # the token itself is gone
+    r, _ = s.modern(1, "tools/list", headers={"Authorization": "Bearer ta"})
+    assert r.status == 401
+    # b's session is b's still; a's ended (another token cannot reach it either)
+    r, _ = s.post({"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                  {"Authorization": "Bearer tb", "Mcp-Session-Id": sids["a"]})
+    assert r.status == 404
+
+
+JOURNAL_HELPER = r'''
+import json, os, socket, subprocess, sys, time, urllib.request
+pycell, datadir, out = sys.argv[1:4]
+os.makedirs("/run/systemd/journal", exist_ok=True)
+j = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+j.bind("/run/systemd/journal/socket")
+j.settimeout(0.3)
+err = open(out + ".stderr", "w+b")
+st = os.fstat(err.fileno())
+env = dict(os.environ, PYCELL_DATADIR=datadir, JOURNAL_STREAM=f"{st.st_dev}:{st.st_ino}")
+p = subprocess.Popen([pycell, "serve", "--listen", "127.0.0.1:0", "-v"], stderr=err, stdout=subprocess.DEVNULL,
+                     env=env)
+entries = []
+def drain(until):
+    while time.time() < until:
+        try:
+            entries.append(j.recv(65536).decode())
+        except socket.timeout:
+            pass
+url = None
+deadline = time.time() + 20
+while url is None and time.time() < deadline:
+    err.seek(0)
+    for line in err.read().decode().splitlines():
+        if "listening on " in line:
+            url = line.split("listening on ")[1].split()[0]
+    time.sleep(0.05)
+meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+req = urllib.request.Request(url, data=json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+    "name": "run_python", "arguments": {"code": "6*7"}, "_meta": meta}}).encode(), headers={
+    "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+    "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "run_python"})
+answer = json.loads(urllib.request.urlopen(req, timeout=30).read())
+drain(time.time() + 1)
+p.terminate()
+p.wait(10)
+drain(time.time() + 0.5)
+err.seek(0)
+json.dump({"entries": entries, "stderr": err.read().decode(), "answer": answer}, open(out, "w"))
+'''
+
+
+def journal_entry(text):
+    """A native journal protocol datagram (text fields only) as a dict."""
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+
+
+@pytest.mark.skipif(not shutil.which("unshare"), reason="unshare is not installed (Debian: util-linux)")
+def test_logs_and_audit_records_go_to_the_journal_with_fields(tmp_path):
+    """With stderr the journal's stream (JOURNAL_STREAM), logs and audit
+    records are journal entries sent to /run/systemd/journal/socket: here a
+    socket of the test's own, in a mount namespace of its own over /run."""
+    helper = tmp_path / "journal_helper.py"
+    helper.write_text(JOURNAL_HELPER)
+    out = tmp_path / "journal.json"
+    p = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                        'mount -t tmpfs tmpfs /run && exec "$0" "$@"', "/usr/bin/python3", str(helper), PYCELL,
+                        DATADIR, str(out)], capture_output=True, timeout=60)
+    assert p.returncode == 0, p.stderr.decode()
+    got = json.loads(out.read_text())
+    assert got["answer"]["result"]["structuredContent"]["return_value"] == 42
+    entries = [journal_entry(e) for e in got["entries"]]
+    runs = [e for e in entries if e.get("PYCELL_EVENT") == "run"]
+    assert len(runs) == 1, entries
+    run = runs[0]
+    assert (run["PYCELL_STATUS"], run["PYCELL_POLICY"], run["PRIORITY"], run["SYSLOG_IDENTIFIER"]) == \
+        ("ok", "default", "6", "pycell")
+    assert re.fullmatch(r"\d+-1", run["PYCELL_RUN_ID"])
+    assert json.loads(run["MESSAGE"])["run"] == run["PYCELL_RUN_ID"]
+    logs = [e["MESSAGE"] for e in entries if "PYCELL_EVENT" not in e]
+    assert any(m.startswith("pycell: mcp: ") for m in logs), logs
+    assert all(e["PRIORITY"] in ("3", "4", "6", "7") for e in entries)
+    # nothing of it on stderr but the one line clients read
+    assert got["stderr"].splitlines() == [l for l in got["stderr"].splitlines() if "listening on" in l]
