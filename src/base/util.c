@@ -1,6 +1,8 @@
 /* pycell: errors, allocation, small parsers, fd helpers. */
 #include "config.h"
 
+#include <sys/random.h>
+
 #include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
@@ -276,6 +278,17 @@ int set_nonblock(int fd, bool on)
 		return -1;
 	fl = on ? (fl | O_NONBLOCK) : (fl & ~O_NONBLOCK);
 	return fcntl(fd, F_SETFL, fl);
+}
+
+int random_id(char out[RANDOM_ID_SIZE], const char *prefix)
+{
+	unsigned char raw[16];
+	int n = prefix ? snprintf(out, RANDOM_ID_SIZE, "%.*s.", REPLICA_NAME_MAX, prefix) : 0;
+	if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw))
+		return -1;
+	for (size_t i = 0; i < sizeof(raw); i++)
+		sprintf(out + n + 2 * i, "%02x", raw[i]);
+	return 0;
 }
 
 uint64_t now_ms(void)

@@ -117,6 +117,12 @@ int read_fd_all(int fd, size_t max, char **out, size_t *len);
 int write_file(const char *path, const char *s);
 int set_nonblock(int fd, bool on);
 uint64_t now_ms(void);  /* CLOCK_MONOTONIC */
+/* An unguessable id: 128 random bits as 32 hex digits, after "PREFIX."
+ * when prefix is not NULL (a replica's name, at most REPLICA_NAME_MAX
+ * bytes).  0, or -1 when the kernel gave no random bytes. */
+#define REPLICA_NAME_MAX 32
+#define RANDOM_ID_SIZE (REPLICA_NAME_MAX + 1 + 32 + 1)
+int random_id(char out[RANDOM_ID_SIZE], const char *prefix);
 /* Is this process in the initial user namespace (uid_map "0 0 4294967295")? */
 bool in_initial_userns(void);
 /* A whole decimal number from min to max, nothing else around it. */

@@ -56,6 +56,9 @@ static const char serve_usage[] =
 	"      --drain-timeout SECONDS\n"
 	"                            on SIGTERM, how long runs in flight may finish before they\n"
 	"                            are killed (default 30s; 0: at once)\n"
+	"      --replica NAME        this replica's name in a fleet behind a load balancer: task\n"
+	"                            and session ids begin with NAME. (letters, digits, _ and -;\n"
+	"                            up to 32)\n"
 	"      --warm / --cold       warm starts (default: the config's warm.enabled, off)\n"
 	"  -v, --verbose            log more to stderr (twice for debug)\n"
 	"  -h, --help               show this help\n"
@@ -69,7 +72,7 @@ static const char serve_usage[] =
 
 struct serve_opts {
 	bool help;
-	const char *listen, *tokens, *allow_host, *policy, *config;
+	const char *listen, *tokens, *allow_host, *policy, *config, *replica;
 	uint32_t max_runs, max_connections, max_sessions;
 	uint64_t max_message, request_timeout, session_idle, drain_timeout;
 	bool has_drain_timeout;
@@ -101,6 +104,7 @@ static const struct opt serve_options[] = {
 	{ OPT_ROW("drain-timeout", 0, OPT_DURATION, SV(drain_timeout)),
 	  .given = OPT_GIVEN(struct serve_opts, has_drain_timeout), .min = 0, .max = 3600000,
 	  .range = "expected a duration from 0 to 1h" },
+	{ OPT_ROW("replica", 0, OPT_STRING, SV(replica)) },
 	{ OPT_ROW("warm", 0, OPT_SET, SV(warm)), .set = 1 },
 	{ OPT_ROW("cold", 0, OPT_SET, SV(warm)), .set = -1 },
 };
@@ -381,6 +385,12 @@ int cmd_serve(int argc, char **argv)
 	}
 	if (o.verbose)
 		log_level = o.verbose > 1 ? LOG_DEBUG : LOG_INFO;
+	if (o.replica && (!*o.replica || strlen(o.replica) > REPLICA_NAME_MAX ||
+			  o.replica[strspn(o.replica, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")])) {
+		pc_fail(&err, EINVAL, "options", "--replica '%s': expected 1 to %d letters, digits, _ or -", o.replica,
+			REPLICA_NAME_MAX);
+		return cli_usage_error("serve", &err);
+	}
 	if (conf_load(o.config, &conf, &err) < 0)
 		return cli_input_error("serve", &err);
 	if (conf.host_uid_base)
@@ -428,6 +438,7 @@ int cmd_serve(int argc, char **argv)
 	bridge_start(bridge, NULL);
 	cfg.max_runs = o.max_runs ? o.max_runs : conf.max_concurrent_runs;
 	cfg.ready = conf.warm_ready;
+	cfg.replica = o.replica;
 	front_bridge_hooks(&cfg, bridge);
 	cfg.cache_private = s.n_ps > 1;
 	s.ops = xcalloc(s.n_ps, sizeof(*s.ops));
@@ -469,6 +480,7 @@ int cmd_serve(int argc, char **argv)
 	hcfg.max_sessions = o.max_sessions ? o.max_sessions : conf.http_max_sessions;
 	hcfg.session_idle_ms = o.session_idle ? o.session_idle : conf.http_session_idle_ms;
 	hcfg.max_pending = 4096;
+	hcfg.replica = o.replica;
 	hcfg.server_for = server_for;
 	hcfg.metrics = metrics;
 	hcfg.healthy = healthy;

@@ -69,7 +69,7 @@ enum task_status { TASK_WORKING, TASK_COMPLETED, TASK_FAILED, TASK_CANCELLED };
 
 struct mcp_task {
 	struct mcp_task *next;        /* the server's list, newest first */
-	char id[33];                  /* 128 random bits, hex */
+	char id[RANDOM_ID_SIZE];      /* random_id, with the replica's name */
 	char *owner;                  /* the principal of its client (NULL: none) */
 	enum task_status status;
 	char *message;                /* statusMessage */

@@ -48,6 +48,11 @@ struct mcp_server_config {
 	/* tools/list and server/discover differ between clients (HTTP with a
 	 * policy per token): their cacheScope is "private", else "public". */
 	bool cache_private;
+	/* This replica's name (a fleet behind a balancer): task ids begin
+	 * with "NAME.", so that the balancer can route the tasks methods by
+	 * Mcp-Name.
+	 * NULL: no prefix. */
+	const char *replica;
 };
 
 /* What a server has done, for /metrics.  Durations are of ended runs,

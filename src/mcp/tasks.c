@@ -110,15 +110,16 @@ static bool make_task(struct mcp_call *c)
 {
 	struct mcp_server *s = c->srv;
 	struct mcp_task *t;
-	unsigned char raw[16];
 	json_t *handle;
 
 	evict(s, 0);
-	if (s->n_tasks >= TASKS_MAX || getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw))
+	if (s->n_tasks >= TASKS_MAX)
 		return false;
 	t = xcalloc(1, sizeof(*t));
-	for (size_t i = 0; i < sizeof(raw); i++)
-		sprintf(t->id + 2 * i, "%02x", raw[i]);
+	if (random_id(t->id, s->cfg.replica) < 0) {
+		free(t);
+		return false;
+	}
 	t->owner = c->session->principal ? xstrdup(c->session->principal) : NULL;
 	t->created = t->updated = wall_ms();
 	t->t_created = now_ms();

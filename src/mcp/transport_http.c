@@ -102,7 +102,7 @@ struct hreq {
 struct hsession {
 	struct hsession *next;
 	struct http_server *h;
-	char id[33];
+	char id[RANDOM_ID_SIZE];
 	struct mcp_session *ss;
 	struct client *who;
 	bool revoked;                 /* its token left the token file: ends when idle */
@@ -594,13 +594,10 @@ static struct hsession *session_new(struct http_server *h, struct mcp_server *sr
 {
 	static const struct mcp_session_ops ops = { session_send };
 	struct hsession *hs = xcalloc(1, sizeof(*hs));
-	unsigned char raw[16];
-	if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw)) {
+	if (random_id(hs->id, h->cfg.replica) < 0) {
 		free(hs);
 		return NULL;
 	}
-	for (size_t i = 0; i < sizeof(raw); i++)
-		sprintf(hs->id + 2 * i, "%02x", raw[i]);
 	hs->h = h;
 	hs->who = who;
 	hs->last_used = now_ms();

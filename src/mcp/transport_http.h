@@ -41,6 +41,9 @@ struct http_config {
 	unsigned max_sessions;       /* 2025 sessions at once; beyond: 503 */
 	uint64_t session_idle_ms;    /* a 2025 session unused this long ends */
 	unsigned max_pending;        /* requests being answered, all clients; beyond: 503 */
+	/* This replica's name: 2025 session ids begin with "NAME." (a
+	 * balancer routes by Mcp-Session-Id).  NULL: no prefix. */
+	const char *replica;
 	/* The MCP server for a client (its token's policy): t NULL without
 	 * tokens, or for a unix peer allowed as this user. */
 	struct mcp_server *(*server_for)(void *ctx, const struct token *t);

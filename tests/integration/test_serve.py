@@ -1058,3 +1058,22 @@ def test_logs_and_audit_records_go_to_the_journal_with_fields(tmp_path):
     assert all(e["PRIORITY"] in ("3", "4", "6", "7") for e in entries)
     # nothing of it on stderr but the one line clients read
     assert got["stderr"].splitlines() == [l for l in got["stderr"].splitlines() if "listening on" in l]
+
+
+def test_replica_names_its_session_and_task_ids(serve):
+    s = serve("--listen", "127.0.0.1:0", "--replica", "r-7_x")
+    r, _ = s.post({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+    assert re.fullmatch(r"r-7_x\.[0-9a-f]{32}", r.getheader("Mcp-Session-Id"))
+    tasks = {"io.modelcontextprotocol/tasks": {}}
+    r, d = s.modern(1, "tools/call", {"name": "run_python", "arguments": {"code": "import time\ntime.sleep(1.5)"},
+                                      "_meta": {"io.modelcontextprotocol/clientCapabilities": {"extensions": tasks}}})
+    handle = body_of(d)["result"]
+    assert handle["resultType"] == "task" and re.fullmatch(r"r-7_x\.[0-9a-f]{32}", handle["taskId"])
+
+
+@pytest.mark.parametrize("name", ["", "a.b", "x" * 33, "é"])
+def test_a_bad_replica_name_is_refused(name):
+    p = subprocess.run([PYCELL, "serve", "--replica", name], capture_output=True, timeout=20)
+    assert p.returncode == 2
+    assert f"pycell serve: --replica '{name}': expected 1 to 32 letters, digits, _ or -".encode() in p.stderr

@@ -58,9 +58,9 @@ export async function connectV2(extra = [], mode = { pin: "2026-07-28" }) {
   return connectWith(StdioClientTransport2, Client2, "pycell-tests-v2", { versionNegotiation: { mode } }, extra);
 }
 
-// `pycell serve` on an ephemeral loopback port: { proc, url, pid, stderr(), stop() }.
-export async function startServe(extra = []) {
-  const proc = spawn(PYCELL, ["serve", "--listen", "127.0.0.1:0", ...POLICY, ...FLAGS, ...extra],
+// `pycell serve` on an ephemeral loopback port (or `listen`): { proc, url, pid, stderr(), stop() }.
+export async function startServe(extra = [], { listen = "127.0.0.1:0" } = {}) {
+  const proc = spawn(PYCELL, ["serve", "--listen", listen, ...POLICY, ...FLAGS, ...extra],
     { env: serverEnv(), stdio: ["ignore", "ignore", "pipe"] });
   let stderr = "";
   proc.stderr.on("data", (d) => {

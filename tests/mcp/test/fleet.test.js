@@ -1,0 +1,184 @@
+// A fleet: three `pycell serve` replicas behind haproxy (contrib/haproxy/
+// haproxy.cfg, its ports rewritten), on loopback.  The v2 client pinned to
+// 2026-07-28 makes 1000 calls through the balancer while one replica is
+// stopped (SIGTERM: it drains) and started again: no call fails, none
+// hangs, and every replica served some.  A task made through the
+// balancer is polled through it: its id names its replica, and the
+// balancer's rules send tasks/get there.
+import { test, describe, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { spawn, execFileSync } from "node:child_process";
+import { readFileSync, writeFileSync, mkdtempSync, rmSync } from "node:fs";
+import net from "node:net";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
+
+import { startServe, sleep, waitFor } from "./helpers.js";
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const CFG = path.resolve(here, "../../../contrib/haproxy/haproxy.cfg");
+const CALLS = Number(process.env.PYCELL_FLEET_CALLS || 1000);
+const CONCURRENCY = 6;
+
+function haproxyPath() {
+  for (const p of ["/usr/sbin/haproxy", "/usr/bin/haproxy"]) {
+    try {
+      execFileSync(p, ["-v"], { stdio: "ignore" });
+      return p;
+    } catch {}
+  }
+  return null;
+}
+const HAPROXY = haproxyPath();
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.once("error", reject);
+    s.listen(0, "127.0.0.1", () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+function runsIn(stderr) {
+  return stderr.split("\n").filter((l) => l.startsWith("{") && JSON.parse(l).event === "run").length;
+}
+
+describe("a fleet of three pycell serve behind haproxy", { skip: HAPROXY ? false : "haproxy is not installed (Debian: haproxy)" }, () => {
+  let ports, front, replicas, proxy, dir, proxyLog = "";
+
+  before(async () => {
+    front = await freePort();
+    ports = [await freePort(), await freePort(), await freePort()];
+    replicas = [];
+    for (const [i, p] of ports.entries())
+      replicas.push(await startServe(["--replica", `r${i + 1}`], { listen: `127.0.0.1:${p}` }));
+    let cfg = readFileSync(CFG, "utf8");
+    assert.match(cfg, /bind 127\.0\.0\.1:8080\n/);
+    cfg = cfg.replace("bind 127.0.0.1:8080", `bind 127.0.0.1:${front}`);
+    ports.forEach((p, i) => {
+      cfg = cfg.replace(`server r${i + 1} 127.0.0.1:${8081 + i}`, `server r${i + 1} 127.0.0.1:${p}`);
+    });
+    for (const p of ports) assert.ok(cfg.includes(`127.0.0.1:${p}\n`));
+    dir = mkdtempSync(path.join(os.tmpdir(), "pycell-fleet-"));
+    writeFileSync(path.join(dir, "haproxy.cfg"), cfg);
+    proxy = spawn(HAPROXY, ["-db", "-f", path.join(dir, "haproxy.cfg")], { stdio: ["ignore", "pipe", "pipe"] });
+    proxy.stdout.on("data", (d) => (proxyLog += d));
+    proxy.stderr.on("data", (d) => (proxyLog += d));
+    await waitFor(async () => true, 100);
+    // the balancer answers once every replica is up
+    const deadline = Date.now() + 15000;
+    for (;;) {
+      const ok = await fetch(`http://127.0.0.1:${front}/healthz`).then((r) => r.status === 200, () => false);
+      if (ok) break;
+      if (Date.now() > deadline) throw new Error(`haproxy did not come up: ${proxyLog}`);
+      await sleep(100);
+    }
+  });
+
+  after(async () => {
+    proxy?.kill("SIGTERM");
+    for (const r of replicas ?? []) if (r.proc.exitCode === null) await r.stop();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  test(`${CALLS} calls while a replica is stopped and started again: none fails`, async () => {
+    const client = new Client({ name: "fleet-test", version: "1" }, { versionNegotiation: { mode: { pin: "2026-07-28" } } });
+    await client.connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${front}/mcp`)));
+    assert.equal(client.getProtocolEra(), "modern");
+    const stopAt = Math.floor(CALLS * 0.3), startAt = Math.floor(CALLS * 0.6);
+    let next = 0, done = 0, stopped, restarted, servedBeforeStop;
+    const failures = [];
+    const events = [];
+
+    async function worker() {
+      while (next < CALLS) {
+        const i = next++;
+        if (i === stopAt) {
+          servedBeforeStop = runsIn(replicas[0].stderr());
+          stopped = replicas[0].stop().then((e) => events.push(["stopped", e]));
+        }
+        if (i === startAt) {
+          restarted = (async () => {
+            await stopped;
+            replicas[0] = await startServe(["--replica", "r1"], { listen: `127.0.0.1:${ports[0]}` });
+            events.push(["started"]);
+          })();
+        }
+        try {
+          const r = await client.callTool({ name: "run_python", arguments: { code: `print(${i})\n${i}` } },
+            { timeout: 60000 });
+          if (r.isError || r.structuredContent.return_value !== i || r.structuredContent.stdout !== `${i}\n`)
+            failures.push([i, JSON.stringify(r).slice(0, 300)]);
+        } catch (e) {
+          failures.push([i, String(e)]);
+        }
+        done++;
+      }
+    }
+    await Promise.all(Array.from({ length: CONCURRENCY }, worker));
+    await restarted;
+    assert.deepEqual(failures, [], `${failures.length} of ${CALLS} calls failed; haproxy: ${proxyLog.slice(-2000)}`);
+    assert.equal(done, CALLS);
+    // the stopped replica drained and exited 0; every replica served calls
+    assert.deepEqual(events.find((e) => e[0] === "stopped")[1], { code: 0, signal: null });
+    assert.ok(servedBeforeStop > 0, "replica 1 served before it was stopped");
+    for (const r of replicas.slice(1)) assert.ok(runsIn(r.stderr()) > 0);
+    // the restarted one is taken back once its health check passes (rise 2,
+    // 1 s apart): more calls until it serves one, each of them right too
+    const deadline = Date.now() + 20000;
+    let extra = 0;
+    while (runsIn(replicas[0].stderr()) === 0) {
+      assert.ok(Date.now() < deadline, `the restarted replica served none of ${extra} more calls`);
+      const r = await client.callTool({ name: "run_python", arguments: { code: "7" } });
+      assert.equal(r.structuredContent.return_value, 7);
+      extra++;
+      await sleep(50);
+    }
+    await client.close();
+  });
+
+  test("a task's id names its replica; tasks/get through the balancer finds it", async () => {
+    const url = `http://127.0.0.1:${front}/mcp`;
+    let id = 0;
+    async function post(method, params, name) {
+      const body = { jsonrpc: "2.0", id: ++id, method, params: { ...params, _meta: {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": { extensions: { "io.modelcontextprotocol/tasks": {} } } } } };
+      const r = await fetch(url, { method: "POST", body: JSON.stringify(body), headers: {
+        "Content-Type": "application/json", Accept: "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": method, ...(name ? { "Mcp-Name": name } : {}) } });
+      assert.equal(r.status, 200);
+      return (await r.json()).result;
+    }
+    const handles = [];
+    // three tasks: with leastconn they land on more than one replica
+    for (let k = 0; k < 3; k++)
+      handles.push(post("tools/call", { name: "run_python", arguments: { code: `import time\ntime.sleep(1.5)\n${k}` } },
+        "run_python"));
+    const made = await Promise.all(handles);
+    const owners = new Set();
+    for (const h of made) {
+      assert.equal(h.resultType, "task");
+      assert.match(h.taskId, /^r[123]\.[0-9a-f]{32}$/);
+      owners.add(h.taskId.split(".")[0]);
+    }
+    for (const [k, h] of made.entries()) {
+      let t;
+      for (const deadline = Date.now() + 20000; ; await sleep(200)) {
+        t = await post("tasks/get", { taskId: h.taskId }, h.taskId);
+        assert.equal(t.taskId, h.taskId);
+        if (t.status !== "working") break;
+        assert.ok(Date.now() < deadline, "the task did not end");
+      }
+      assert.equal(t.status, "completed");
+      assert.equal(t.result.structuredContent.return_value, k);
+    }
+    assert.ok(owners.size >= 2, `the tasks all landed on ${[...owners]}`);
+  });
+});
