@@ -2,7 +2,10 @@
 # pycell: the MCP tests as one automake TESTS entry:
 #   1. node:test suites in test/ with the official @modelcontextprotocol/sdk
 #      Client over StdioClientTransport, against $PYCELL mcp;
-#      (and test/inspector.test.js: the MCP Inspector's CLI with --strict);
+#      (and test/inspector.test.js: the MCP Inspector's CLI with --strict;
+#      test/tasks.test.js: the Tasks extension's own requester;
+#      test/fleet.test.js: three `pycell serve` behind haproxy;
+#      test/k8s.test.js: contrib/kubernetes/ against the Kubernetes API schema);
 #   2. the official conformance suite (@modelcontextprotocol/conformance),
 #      server scenarios server-initialize, ping, logging-set-level and
 #      tools-list against `pycell mcp` through bridge.js (stdio <->
@@ -30,7 +33,8 @@ if [ ! -x "$PYCELL" ]; then
 fi
 cd "$here" || exit 99
 if [ ! -d node_modules/@modelcontextprotocol/sdk ] || [ ! -d node_modules/@modelcontextprotocol/conformance ] ||
-	[ ! -d node_modules/@modelcontextprotocol/inspector ]; then
+	[ ! -d node_modules/@modelcontextprotocol/inspector ] || [ ! -d node_modules/@modelcontextprotocol/ext-tasks ] ||
+	[ ! -d node_modules/kubernetes-models ] || [ ! -d node_modules/yaml ]; then
 	echo "mcp: installing the npm packages of tests/mcp (npm ci)"
 	npm ci --no-audit --no-fund >npm-ci.log 2>&1 || {
 		cat npm-ci.log >&2
