@@ -1,7 +1,7 @@
 """The systemd units of contrib/systemd/: what systemd itself says of them
 (systemd-analyze verify, and its offline security review), and that make
-fills in the paths.  Booting them under a real systemd is left to the VM
-(tests/vm/); here they are checked as files."""
+fills in the paths.  They are booted under a real systemd in the VM
+(make check-vm: tests/vm/systemd-test.sh); here they are checked as files."""
 
 import re
 import shutil

@@ -27,6 +27,10 @@
 #   PYCELL_VM_LOG      console log (default $PYCELL_BUILDDIR/tests/vm/check-vm.log)
 #   PYCELL_VM_APPEND   kernel arguments instead of "quiet loglevel=3" (debugging)
 #   PYCELL_VM_TSC_KHZ  the host's TSC rate (default: "cpu MHz" of /proc/cpuinfo)
+#   PYCELL_VM_MODE     "tests" (default: the above) or "systemd": boot the
+#                      host's systemd as the VM's pid 1 with contrib/systemd/'s
+#                      units and run tests/vm/systemd-test.sh under it (log
+#                      default: $PYCELL_BUILDDIR/tests/vm/check-vm-systemd.log)
 #
 # Exit: the tests' status (0 passed, 1 failed); 77 (skipped) when qemu or
 # busybox-static is missing; 99 when the VM did not report a result.
@@ -38,7 +42,12 @@ build=$(cd "${PYCELL_BUILDDIR:-$top}" && pwd)
 cache=${PYCELL_VM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pycell-vm}
 tests=${PYCELL_VM_TESTS:-test_limits.py test_doctor.py}
 timeout_s=${PYCELL_VM_TIMEOUT:-900}
-log=${PYCELL_VM_LOG:-$build/tests/vm/check-vm.log}
+mode=${PYCELL_VM_MODE:-tests}
+case $mode in
+tests) log=${PYCELL_VM_LOG:-$build/tests/vm/check-vm.log} ;;
+systemd) log=${PYCELL_VM_LOG:-$build/tests/vm/check-vm-systemd.log} ;;
+*) echo "check-vm: PYCELL_VM_MODE=$mode: expected tests or systemd" >&2; exit 99 ;;
+esac
 
 say() { echo "check-vm: $*" >&2; }
 skip() { say "SKIP: $*"; exit 77; }
@@ -55,6 +64,7 @@ for b in /bin/busybox /usr/bin/busybox; do
 	fi
 done
 [ -n "$busybox" ] || skip "a static busybox is needed for the initramfs (apt-get install busybox-static)"
+[ "$mode" != systemd ] || [ -x /lib/systemd/systemd ] || skip "systemd mode: /lib/systemd/systemd is not installed (apt-get install systemd)"
 [ "$(uname -m)" = x86_64 ] || skip "the VM harness boots an amd64 kernel; this is $(uname -m)"
 [ -x "$build/pycell" ] || hard "$build/pycell is not built (make)"
 
@@ -130,6 +140,7 @@ TREE='$top'
 BUILD='$build'
 TESTS='$tests'
 PYTEST_ARGS='${PYCELL_VM_PYTEST_ARGS:-}'
+MODE='$mode'
 EOF
 (cd "$stage" && find . | "$busybox" cpio -o -H newc -R 0:0 2>/dev/null) | gzip -1 >"$work/initrd.gz"
 

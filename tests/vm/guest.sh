@@ -3,11 +3,14 @@
 # Writable tmpfs where tests write, cgroup2 with memory, pids and cpu
 # enabled for children of the root cgroup, then the limit tests.  Ends with
 # the line "PYCELL-VM-EXIT <status>" that check-vm.sh reads, and powers off.
-# Arguments: source tree, build tree, pytest files, extra pytest arguments.
+# Arguments: source tree, build tree, pytest files, extra pytest arguments,
+# and the mode: "systemd" hands over to tests/vm/systemd-boot.sh once the
+# tmpfs mounts are made.
 TREE=$1
 BUILD=$2
 TESTS=$3
 ARGS=$4
+MODE=${5:-tests}
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export HOME=/tmp TMPDIR=/tmp LANG=C.UTF-8 PYTHONDONTWRITEBYTECODE=1
 
@@ -45,6 +48,7 @@ for p in "$TREE" "$BUILD"; do
 	esac
 done
 mkdir -p /dev/shm && mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs /dev/shm
+[ "$MODE" = systemd ] && exec /bin/sh "$TREE/tests/vm/systemd-boot.sh" "$TREE" "$BUILD"
 mount -t cgroup2 cgroup2 /sys/fs/cgroup || finish 99
 # What a cgroup v2 host with delegation gives: the controllers enabled for
 # children of the root cgroup, where pytest and pycell run.
