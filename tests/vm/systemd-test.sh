@@ -4,7 +4,7 @@
 # socket activation, a call over HTTP, a memory bomb ends as memory_limit
 # through the delegated subtree, `systemctl reload` keeps a running call
 # and applies a new token, `systemctl stop` leaves no run and no cgroup.
-# Prints "PYCELL-VM-SUMMARY systemd: N passed, M failed" and
+# Writes "PYCELL-VM-SUMMARY systemd: M failed, N passed" and
 # "PYCELL-VM-EXIT <status>".
 TREE=$1
 BUILD=$2
@@ -106,5 +106,12 @@ if [ "$fail" -gt 0 ]; then
 	echo "check-vm systemd: the journal of pycell.service, last lines:"
 	journalctl -u pycell.service --no-pager -o cat | tail -n 30
 fi
-echo "PYCELL-VM-SUMMARY systemd: $fail failed, $pass passed"
-if [ "$fail" -eq 0 ]; then echo "PYCELL-VM-EXIT 0"; else echo "PYCELL-VM-EXIT 1"; fi
+# the result straight to the console (the journal's copy may come late),
+# then power off at once
+{
+	echo "PYCELL-VM-SUMMARY systemd: $fail failed, $pass passed"
+	if [ "$fail" -eq 0 ]; then echo "PYCELL-VM-EXIT 0"; else echo "PYCELL-VM-EXIT 1"; fi
+} >/dev/console
+sync
+sleep 1
+echo o >/proc/sysrq-trigger
