@@ -1158,17 +1158,19 @@ static void on_tick(struct loop_watch *w, uint32_t events, void *data)
 
 /* ------------------------------------------------------------ listening */
 
+union sockaddr_any {
+	struct sockaddr sa;
+	struct sockaddr_in in4;
+	struct sockaddr_in6 in6;
+	struct sockaddr_un un;
+};
+
 /* The listening socket fd, bound already (by listen_on, or by systemd):
  * where it listens, as a URL and as a Host name; refused when it is not
  * loopback and there are no tokens.  `what` names it in errors. */
 static int adopt(struct http_server *h, int fd, const char *what, struct pc_err *err)
 {
-	union {
-		struct sockaddr sa;
-		struct sockaddr_in in4;
-		struct sockaddr_in6 in6;
-		struct sockaddr_un un;
-	} a;
+	union sockaddr_any a;
 	socklen_t alen = sizeof(a);
 	char host[INET6_ADDRSTRLEN];
 	unsigned port;
@@ -1202,12 +1204,7 @@ static int adopt(struct http_server *h, int fd, const char *what, struct pc_err 
 
 static int listen_on(struct http_server *h, const char *spec, struct pc_err *err)
 {
-	union {
-		struct sockaddr sa;
-		struct sockaddr_in in4;
-		struct sockaddr_in6 in6;
-		struct sockaddr_un un;
-	} a;
+	union sockaddr_any a;
 	socklen_t alen;
 	cleanup_close int fd = -1;
 	int one = 1;
