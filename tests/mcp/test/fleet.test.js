@@ -16,7 +16,7 @@ import { fileURLToPath } from "node:url";
 
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 
-import { startServe, sleep, waitFor } from "./helpers.js";
+import { descendants, startServe, sleep, waitFor } from "./helpers.js";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const CFG = path.resolve(here, "../../../contrib/haproxy/haproxy.cfg");
@@ -180,5 +180,30 @@ describe("a fleet of three pycell serve behind haproxy", { skip: HAPROXY ? false
       assert.equal(t.result.structuredContent.return_value, k);
     }
     assert.ok(owners.size >= 2, `the tasks all landed on ${[...owners]}`);
+  });
+
+  test("a replica killed mid-run: its call ends with a clear error at once, not run again, none hangs", async () => {
+    const client = new Client({ name: "fleet-test", version: "1" }, { versionNegotiation: { mode: { pin: "2026-07-28" } } });
+    await client.connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${front}/mcp`)));
+    const started = Date.now();
+    const call = client.callTool({ name: "run_python", arguments: { code: "import time\ntime.sleep(30)" } },
+      { timeout: 60000 }).then((r) => ({ r }), (e) => ({ e }));
+    const victim = await waitFor(() => replicas.find((r) => descendants(r.pid).length > 0), 20000, "the running jail");
+    victim.proc.kill("SIGKILL");
+    const { r, e } = await call;
+    assert.ok(e, `the call was answered: ${JSON.stringify(r)}`);
+    // haproxy's 502, or the connection closed under the response (the
+    // transport's own error): either way at once, and said
+    assert.match(`${e} ${e.cause ?? ""}`, /502|other side closed/);
+    assert.ok(Date.now() - started < 15000, "the error came at once");
+    // it was not sent again to another replica (no jail there), and the
+    // others serve on
+    await sleep(1000);
+    for (const rep of replicas) if (rep !== victim) assert.equal(descendants(rep.pid).length, 0, `a jail below ${rep.pid}`);
+    const ok = await client.callTool({ name: "run_python", arguments: { code: "5" } });
+    assert.equal(ok.structuredContent.return_value, 5);
+    await client.close();
+    const i = replicas.indexOf(victim);
+    replicas[i] = await startServe(["--replica", `r${i + 1}`], { listen: `127.0.0.1:${ports[i]}` });
   });
 });
