@@ -202,8 +202,9 @@ static void reload(struct serve *s)
 	tokens_free(&s->toks);
 	s->toks = t;
 	http_server_set_tokens(s->http, &s->toks);
-	log_warn("serve: reload: %zu token%s from %s in force (configuration and policies are read at start; "
-		 "restart to change them)", t.n, t.n == 1 ? "" : "s", s->tokens_file);
+	/* always said, whatever the log level, as "listening on" is */
+	fprintf(stderr, "pycell: serve: reload: %zu token%s from %s in force (configuration and policies are "
+		"read at start; restart to change them)\n", t.n, t.n == 1 ? "" : "s", s->tokens_file);
 	service_notify("READY=1\nSTATUS=serving; reloaded %zu tokens", t.n);
 	return;
 refused:

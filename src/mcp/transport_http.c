@@ -91,6 +91,14 @@ struct hreq {
 	bool gone;                    /* the client left; nothing more is sent */
 	bool is_initialize;
 	bool new_session;             /* its initialize made r->hs */
+	bool at_head;                 /* in on_request's first call: the body is still to come */
+	/* refused at its head, answered once its (small) body is read: a
+	 * response before the body makes the client's send fail, and it never
+	 * reads the status */
+	bool refused;
+	unsigned refused_status;
+	char *refused_text;
+	const char *const *refused_headers;
 	bool modern;                  /* its _meta names a protocol version */
 	json_t *id;                   /* the JSON-RPC request's id, if any */
 	char *final;                  /* the response, as JSON text */
@@ -276,9 +284,18 @@ static enum MHD_Result fail(struct hreq *r, unsigned status, int code, const cha
 		: status == MHD_HTTP_CONTENT_TOO_LARGE ? HTTP_DENIED_TOO_LARGE
 		: status == MHD_HTTP_TOO_MANY_REQUESTS ? HTTP_DENIED_QUOTA
 		: status == MHD_HTTP_SERVICE_UNAVAILABLE ? HTTP_DENIED_FULL : -1;
+	const char *clen = r->at_head ? header(r->conn, MHD_HTTP_HEADER_CONTENT_LENGTH) : NULL;
+	unsigned long long body = clen ? strtoull(clen, NULL, 10) : 0;
 	json_decref(e);
 	if (kind >= 0)
 		r->h->stats.denied[kind]++;
+	if (body > 0 && body <= r->h->cfg.max_body && text) {
+		r->refused = true;
+		r->refused_status = status;
+		r->refused_text = steal_ptr(&text);
+		r->refused_headers = headers;   /* static arrays, all of them */
+		return MHD_YES;
+	}
 	r->queued = true;
 	return queue(r->conn, status, "application/json", text, headers);
 }
@@ -543,6 +560,7 @@ static void hreq_free(struct hreq *r)
 	free(r->body);
 	free(r->final);
 	free(r->out);
+	free(r->refused_text);
 	free(r);
 }
 
@@ -974,6 +992,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 			return MHD_NO;
 		r->hc->req = r;
 		h->stats.requests++;
+		r->at_head = true;
 		if (strcmp(url, "/healthz") == 0 || (strcmp(url, "/metrics") == 0 && h->cfg.metrics))
 			return on_operations(r, url, method);
 		if (strcmp(url, ENDPOINT) != 0)
@@ -999,6 +1018,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 			return fail(r, MHD_HTTP_CONTENT_TOO_LARGE, JSONRPC_INVALID_REQUEST,
 				    "Invalid Request: the body is too large", NULL);
 		return MHD_YES;
+	}
+	r->at_head = false;
+	if (r->refused && !r->queued) {
+		if (*upload_size) {
+			*upload_size = 0;   /* read and dropped */
+			return MHD_YES;
+		}
+		r->queued = true;
+		return queue(c, r->refused_status, "application/json", r->refused_text, r->refused_headers);
 	}
 	if (r->queued)
 		return MHD_YES;   /* the rest of a refused body */

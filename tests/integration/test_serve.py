@@ -1077,3 +1077,27 @@ def test_a_bad_replica_name_is_refused(name):
     p = subprocess.run([PYCELL, "serve", "--replica", name], capture_output=True, timeout=20)
     assert p.returncode == 2
     assert f"pycell serve: --replica '{name}': expected 1 to 32 letters, digits, _ or -".encode() in p.stderr
+
+
+def test_a_refused_request_is_answered_after_its_body(serve, tmp_path):
+    """401 for a request with a body comes once the body is read: answered
+    at its head, the server would close on a client still sending, whose
+    send then fails (EPIPE/RST) and who never reads the 401."""
+    import select
+    s = serve("--listen", "127.0.0.1:0", tokens=[{"name": "a", "sha256": sha("ta")}], tmp_path=tmp_path)
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": META}}).encode()
+    k = socket.create_connection((s.host, s.port), timeout=10)
+    k.sendall((f"POST /mcp HTTP/1.1\r\nHost: {s.host}:{s.port}\r\nAuthorization: Bearer wrong\r\n"
+               f"Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+               f"MCP-Protocol-Version: {V}\r\nMcp-Method: tools/list\r\n"
+               f"Content-Length: {len(body)}\r\n\r\n").encode())
+    ready, _, _ = select.select([k], [], [], 0.5)
+    assert ready == [], "answered before the body was sent"
+    k.sendall(body)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = k.recv(65536)
+        assert chunk, data
+        data += chunk
+    assert data.startswith(b"HTTP/1.1 401 ")
+    k.close()
