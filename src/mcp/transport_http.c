@@ -29,6 +29,8 @@
 #include "mcp/transport_http.h"
 
 #define ENDPOINT "/mcp"
+/* A refused request's body is read (then its refusal sent) up to this */
+#define REFUSED_BODY_MAX 65536
 #define HDR_SESSION "Mcp-Session-Id"
 #define HDR_VERSION "MCP-Protocol-Version"
 #define HDR_METHOD "Mcp-Method"
@@ -92,9 +94,9 @@ struct hreq {
 	bool is_initialize;
 	bool new_session;             /* its initialize made r->hs */
 	bool at_head;                 /* in on_request's first call: the body is still to come */
-	/* refused at its head, answered once its (small) body is read: a
-	 * response before the body makes the client's send fail, and it never
-	 * reads the status */
+	/* refused at its head, answered once its body (up to
+	 * REFUSED_BODY_MAX) is read: a response before the body makes the
+	 * client's send fail, and it never reads the status */
 	bool refused;
 	unsigned refused_status;
 	char *refused_text;
@@ -289,7 +291,9 @@ static enum MHD_Result fail(struct hreq *r, unsigned status, int code, const cha
 	json_decref(e);
 	if (kind >= 0)
 		r->h->stats.denied[kind]++;
-	if (body > 0 && body <= r->h->cfg.max_body && text) {
+	/* up to REFUSED_BODY_MAX: a client without a valid token gets no
+	 * more of the server's reading than that */
+	if (body > 0 && body <= REFUSED_BODY_MAX && body <= r->h->cfg.max_body && text) {
 		r->refused = true;
 		r->refused_status = status;
 		r->refused_text = steal_ptr(&text);
