@@ -66,7 +66,7 @@ static const char serve_usage[] =
 	"Also GET /healthz (ready? no token needed) and GET /metrics (Prometheus text; a token\n"
 	"as for /mcp).  Logs and the audit log go to stderr (or the config's audit_log; to the\n"
 	"journal under systemd).  A socket passed by systemd (pycell.socket) is served instead\n"
-	"of http.listen.  SIGHUP rereads the token file.  SIGTERM stops taking requests, lets the\n"
+	"of http.listen.  SIGHUP rereads the token file.  SIGTERM stops taking requests (503), lets the\n"
 	"runs in flight finish (up to --drain-timeout) and stops; SIGINT or a second SIGTERM\n"
 	"kill every run and stop at once (exit status 0).  See pycell(1).\n";
 

@@ -112,8 +112,9 @@ bool ops_healthy(const struct ops_policy *ps, size_t n, const struct bridge *b, 
 	for (size_t i = 0; i < n; i++) {
 		struct mcp_stats st;
 		mcp_server_stats(ps[i].srv, &st);
-		if (st.ready_target && !st.ready) {
-			snprintf(why, len, "policy %s: no ready jail yet (warm starts)", ps[i].name);
+		if (!st.pool_up) {
+			snprintf(why, len, "policy %s: warm starts are not up (no ready jail made yet, or the last "
+				 "one failed)", ps[i].name);
 			return false;
 		}
 	}

@@ -20,8 +20,9 @@ struct ops_policy {
 /* Every series, appended to p.  http may be NULL (not listening yet). */
 void ops_metrics(struct prom *p, const struct ops_policy *ps, size_t n, const struct bridge *b,
 		 const struct http_server *http);
-/* Ready: every policy's pool holds a ready jail (with warm starts) and
- * every upstream has listed its tools.  Else false and why. */
+/* Ready: every policy's pool of ready jails is up (with warm starts: it
+ * made the last one it tried; none ready at the moment is load, not a
+ * fault) and every upstream has listed its tools.  Else false and why. */
 bool ops_healthy(const struct ops_policy *ps, size_t n, const struct bridge *b, char *why, size_t len);
 
 #endif

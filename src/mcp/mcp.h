@@ -67,6 +67,7 @@ struct mcp_stats {
 	uint64_t duration_ms_sum;
 	unsigned running, queued;          /* now */
 	unsigned ready, ready_target;      /* ready jails now, and the pool's size */
+	bool pool_up;                      /* run_pool_up */
 	unsigned tasks;                    /* tasks kept (running or ended) */
 };
 

@@ -805,6 +805,7 @@ void mcp_server_stats(const struct mcp_server *s, struct mcp_stats *st)
 	st->queued = s->queue.n;
 	st->ready = run_pool_ready(s->pool);
 	st->ready_target = run_pool_size(s->pool);
+	st->pool_up = run_pool_up(s->pool);
 	st->tasks = s->n_tasks;
 }
 

@@ -1359,17 +1359,7 @@ fail:
 
 void http_server_quiesce(struct http_server *h)
 {
-	MHD_socket fd = MHD_quiesce_daemon(h->d);
 	h->quiesced = true;
-	if (fd != MHD_INVALID_SOCKET && fd == h->listen_fd) {
-		close(h->listen_fd);
-		h->listen_fd = -1;
-	}
-	if (h->unix_path) {
-		unlink(h->unix_path);
-		free(h->unix_path);
-		h->unix_path = NULL;
-	}
 }
 
 void http_server_flush(struct http_server *h)

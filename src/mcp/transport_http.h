@@ -73,8 +73,11 @@ struct http_server *http_server_new(struct loop *l, const struct http_config *cf
  * in t ends (once its requests in flight are answered).  t must outlive
  * the server or the next call. */
 void http_server_set_tokens(struct http_server *h, const struct tokens *t);
-/* Stop taking connections (a drain): the listening socket is closed;
- * connections open still have their requests answered. */
+/* Stop taking requests (a drain): a new MCP request gets 503 and its
+ * connection is closed, so that a balancer sends it elsewhere; requests
+ * in flight are answered.  The listener stays open until the server is
+ * freed: closed now, it would reset the connections queued on it, whose
+ * requests were sent and cannot be told from ones that ran. */
 void http_server_quiesce(struct http_server *h);
 /* Send what the MCP layer has answered now (resumed requests wait for
  * libmicrohttpd's next round otherwise).  Not from within a callback of

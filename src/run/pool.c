@@ -14,11 +14,17 @@ struct run_pool {
 	struct run **ready;       /* oldest first */
 	unsigned n;
 	uint64_t failed_ms;       /* when making one last failed */
+	bool up;                  /* the last one tried was made */
 };
 
 unsigned run_pool_ready(const struct run_pool *p)
 {
 	return p ? p->n : 0;
+}
+
+bool run_pool_up(const struct run_pool *p)
+{
+	return !run_pool_size(p) || p->up;
 }
 
 unsigned run_pool_size(const struct run_pool *p)
@@ -63,9 +69,11 @@ void run_pool_fill(struct run_pool *p)
 		if (!(r = run_park(p->loop, &req, &err))) {
 			log_warn("pool: could not make a ready jail: %s: %s", err.step, err.msg);
 			p->failed_ms = now_ms();
+			p->up = false;
 			return;
 		}
 		p->ready[p->n++] = r;
+		p->up = true;
 	}
 }
 

@@ -27,6 +27,9 @@ struct run *run_pool_start(struct run_pool *p, const struct run_request *req);
  * both 0 for NULL). */
 unsigned run_pool_ready(const struct run_pool *p);
 unsigned run_pool_size(const struct run_pool *p);
+/* Up: no warm starts, or the last ready jail it tried to make was made
+ * (none ready now is load, not a fault). */
+bool run_pool_up(const struct run_pool *p);
 /* Kills and frees the jails still waiting. */
 void run_pool_free(struct run_pool *p);
 

@@ -500,16 +500,20 @@ def sleeper(s, seconds, got):
 
 
 def test_sigterm_drains_the_runs_in_flight_then_stops(serve):
-    """SIGTERM: no new connection is taken, the run in flight finishes and
-    is answered, then the server exits 0."""
+    """SIGTERM: a new request gets 503 (its connection closed) and /healthz
+    says stopping, the run in flight finishes and is answered, then the
+    server exits 0."""
     s = serve("--listen", "127.0.0.1:0")
     got = {}
     t = sleeper(s, 1.5, got)
     wait_for(lambda: len(s.jails()) >= 2, what="the jail")
     t0 = time.time()
     s.proc.send_signal(signal.SIGTERM)
-    # the listener closes at once
-    wait_for(lambda: refused(s.host, s.port), timeout=5, what="the listener closed")
+    def refused_503():
+        r, d = s.modern(2, "tools/list")
+        return r.status == 503 and r.getheader("Connection") == "close" and b"the server is stopping" in d
+    wait_for(refused_503, timeout=5, what="503 for a new request")
+    assert healthz(s) == (503, "not ready: stopping\n")
     assert s.proc.wait(10) == 0
     t.join(5)
     assert got.get("status") == 200, got
