@@ -138,14 +138,20 @@ struct serve {
 	bool done;
 };
 
+/* The policy loaded at start under this name, or NULL. */
+static const struct policy_server *loaded(const struct serve *s, const char *name)
+{
+	for (size_t i = 0; i < s->n_ps; i++)
+		if (strcmp(s->ps[i].name, name) == 0)
+			return &s->ps[i];
+	return NULL;
+}
+
 static struct mcp_server *server_for(void *ctx, const struct token *t)
 {
 	struct serve *s = ctx;
-	const char *want = t && t->policy ? t->policy : s->default_policy;
-	for (size_t i = 0; i < s->n_ps; i++)
-		if (strcmp(s->ps[i].name, want) == 0)
-			return s->ps[i].srv;
-	return s->ps[0].srv;   /* not reached: every token's policy was loaded */
+	const struct policy_server *ps = loaded(s, t && t->policy ? t->policy : s->default_policy);
+	return ps ? ps->srv : s->ps[0].srv;   /* NULL not reached: every token's policy was loaded */
 }
 
 static void metrics(void *ctx, struct prom *p)
@@ -165,14 +171,6 @@ static bool healthy(void *ctx, char *why, size_t n)
 }
 
 /* ------------------------------------------------------------ signals */
-
-static const struct policy_server *loaded(const struct serve *s, const char *name)
-{
-	for (size_t i = 0; i < s->n_ps; i++)
-		if (strcmp(s->ps[i].name, name) == 0)
-			return &s->ps[i];
-	return NULL;
-}
 
 /* SIGHUP: the token file again.  A file that does not load, or that
  * names a policy this server did not load at start, is refused with the

@@ -276,6 +276,14 @@ static enum MHD_Result queue(struct MHD_Connection *c, unsigned status, const ch
 	return ret;
 }
 
+/* r's response, now: queued with MHD, and r marked so. */
+static enum MHD_Result respond(struct hreq *r, unsigned status, const char *ctype, const char *body,
+			       const char *const *headers)
+{
+	r->queued = true;
+	return queue(r->conn, status, ctype, body, headers);
+}
+
 /* An HTTP error whose body is a JSON-RPC error (with the id when known). */
 static enum MHD_Result fail(struct hreq *r, unsigned status, int code, const char *msg, const char *const *headers)
 {
@@ -300,8 +308,7 @@ static enum MHD_Result fail(struct hreq *r, unsigned status, int code, const cha
 		r->refused_headers = headers;   /* static arrays, all of them */
 		return MHD_YES;
 	}
-	r->queued = true;
-	return queue(r->conn, status, "application/json", text, headers);
+	return respond(r, status, "application/json", text, headers);
 }
 
 /* ------------------------------------------------------------ operations */
@@ -314,21 +321,15 @@ void http_server_stats(const struct http_server *h, struct http_stats *st)
 	st->pending = h->n_pending;
 }
 
-static enum MHD_Result plain(struct hreq *r, unsigned status, const char *ctype, const char *body)
-{
-	r->queued = true;
-	return queue(r->conn, status, ctype, body, NULL);
-}
-
 /* GET /healthz: 200 "ok", or 503 and why; for probes, so no token. */
 static enum MHD_Result on_healthz(struct hreq *r)
 {
 	char why[400] = "";
 	cleanup_free char *text = NULL;
 	if (!r->h->cfg.healthy || r->h->cfg.healthy(r->h->cfg.ctx, why, sizeof(why)))
-		return plain(r, MHD_HTTP_OK, "text/plain; charset=utf-8", "ok\n");
+		return respond(r, MHD_HTTP_OK, "text/plain; charset=utf-8", "ok\n", NULL);
 	text = xasprintf("not ready: %s\n", why);
-	return plain(r, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain; charset=utf-8", text);
+	return respond(r, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain; charset=utf-8", text, NULL);
 }
 
 /* GET /metrics: the Prometheus text format. */
@@ -337,7 +338,7 @@ static enum MHD_Result on_metrics(struct hreq *r)
 	struct prom p = { 0 };
 	enum MHD_Result ret;
 	r->h->cfg.metrics(r->h->cfg.ctx, &p);
-	ret = plain(r, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", p.buf ? p.buf : "");
+	ret = respond(r, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", p.buf ? p.buf : "", NULL);
 	free(p.buf);
 	return ret;
 }
@@ -349,11 +350,9 @@ static enum MHD_Result on_operations(struct hreq *r, const char *url, const char
 	bool metrics = strcmp(url, "/metrics") == 0;
 	if (metrics && (check_origin(r) < 0 || authenticate(r) < 0))
 		return MHD_YES;
-	if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0) {
-		r->queued = true;
-		return queue(r->conn, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain; charset=utf-8",
-			     "Method Not Allowed: GET\n", allow);
-	}
+	if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
+		return respond(r, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain; charset=utf-8",
+			       "Method Not Allowed: GET\n", allow);
 	return metrics ? on_metrics(r) : on_healthz(r);
 }
 
@@ -884,8 +883,7 @@ static enum MHD_Result process(struct hreq *r)
 				    "a string or an integer", NULL);
 		if (r->hs)
 			mcp_session_handle_text(r->hs->ss, r->body, r->body_len);
-		r->queued = true;
-		return queue(r->conn, MHD_HTTP_ACCEPTED, NULL, NULL, NULL);
+		return respond(r, MHD_HTTP_ACCEPTED, NULL, NULL, NULL);
 	}
 
 	if (h->n_pending >= h->cfg.max_pending) {
@@ -927,8 +925,7 @@ static enum MHD_Result answer(struct hreq *r)
 	enum MHD_Result ret;
 
 	if (r->gone && !r->queued) {
-		r->queued = true;
-		return queue(r->conn, MHD_HTTP_NO_CONTENT, NULL, NULL, NULL);
+		return respond(r, MHD_HTTP_NO_CONTENT, NULL, NULL, NULL);
 	}
 	if (r->streaming) {
 		resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, SSE_BLOCK, sse_reader, r, NULL);
@@ -946,9 +943,8 @@ static enum MHD_Result answer(struct hreq *r)
 	}
 	if (r->done) {
 		const char *sess[] = { HDR_SESSION, r->hs ? r->hs->id : "", NULL };
-		r->queued = true;
-		return queue(r->conn, (unsigned)r->status, "application/json", r->final,
-			     r->is_initialize && r->hs && r->hs->initialized ? sess : NULL);
+		return respond(r, (unsigned)r->status, "application/json", r->final,
+			       r->is_initialize && r->hs && r->hs->initialized ? sess : NULL);
 	}
 	/* answered later: wait (on_conn_hup hears the client leave) */
 	r->suspended = true;
@@ -968,8 +964,7 @@ static enum MHD_Result on_delete(struct hreq *r)
 		return fail(r, MHD_HTTP_NOT_FOUND, JSONRPC_INVALID_REQUEST, "Not Found: no such session", NULL);
 	log_info("serve: session of %s ended by the client", client_name(hs->who));
 	session_free(hs);
-	r->queued = true;
-	return queue(r->conn, MHD_HTTP_OK, NULL, NULL, NULL);
+	return respond(r, MHD_HTTP_OK, NULL, NULL, NULL);
 }
 
 static struct hconn *conn_of(struct MHD_Connection *c)
@@ -1029,8 +1024,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 			*upload_size = 0;   /* read and dropped */
 			return MHD_YES;
 		}
-		r->queued = true;
-		return queue(c, r->refused_status, "application/json", r->refused_text, r->refused_headers);
+		return respond(r, r->refused_status, "application/json", r->refused_text, r->refused_headers);
 	}
 	if (r->queued)
 		return MHD_YES;   /* the rest of a refused body */

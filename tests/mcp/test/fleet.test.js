@@ -70,7 +70,6 @@ describe("a fleet of three pycell serve behind haproxy", { skip: HAPROXY ? false
     proxy = spawn(HAPROXY, ["-db", "-f", path.join(dir, "haproxy.cfg")], { stdio: ["ignore", "pipe", "pipe"] });
     proxy.stdout.on("data", (d) => (proxyLog += d));
     proxy.stderr.on("data", (d) => (proxyLog += d));
-    await waitFor(async () => true, 100);
     // the balancer answers once every replica is up
     const deadline = Date.now() + 15000;
     for (;;) {
