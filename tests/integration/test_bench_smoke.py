@@ -85,6 +85,16 @@ def test_quick_run_fills_every_table(tmp_path):
             assert_num(cell, f"latency {r[:2]}")
         assert_num(r[6], f"ratio {r[:2]}", "x")
 
+    rows = table_rows(report, "What HTTP adds")
+    pairs = ["pycell serve - pycell mcp", "pycell serve warm - pycell mcp warm"]
+    assert [(r[0], r[1]) for r in rows] == [(w, p) for w in workloads for p in pairs]
+    for r in rows:
+        assert r[2] == "2", f"pairs in {r}"
+        for cell in r[3:6]:
+            assert re.fullmatch(r"[+-]" + NUM, cell), f"difference {r}: {cell!r}"
+    added = res["http_added"]["hello"]["pycell serve"]
+    assert added["n"] == 2 and added["stdio"] == "pycell mcp"
+
     rows = table_rows(report, "Throughput")
     assert [r[0] for r in rows] == runners
     for r in rows:
