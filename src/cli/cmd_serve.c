@@ -66,9 +66,11 @@ static const char serve_usage[] =
 	"Also GET /healthz (ready? no token needed) and GET /metrics (Prometheus text; a token\n"
 	"as for /mcp).  Logs and the audit log go to stderr (or the config's audit_log; to the\n"
 	"journal under systemd).  A socket passed by systemd (pycell.socket) is served instead\n"
-	"of http.listen.  SIGHUP rereads the token file.  SIGTERM stops taking requests (503), lets the\n"
-	"runs in flight finish (up to --drain-timeout) and stops; SIGINT or a second SIGTERM\n"
-	"kill every run and stop at once (exit status 0).  See pycell(1).\n";
+	"of http.listen.  SIGHUP rereads the configuration, token and policy files (runs in\n"
+	"flight keep their policy; a change that takes a restart is refused).  SIGTERM stops\n"
+	"taking requests (503), lets the runs in flight finish (up to --drain-timeout) and\n"
+	"stops; SIGINT or a second SIGTERM kill every run and stop at once (exit status 0).\n"
+	"See pycell(1).\n";
 
 struct serve_opts {
 	bool help;
@@ -111,21 +113,31 @@ static const struct opt serve_options[] = {
 
 const struct opt_cmd cli_serve_cmd = { "serve", serve_usage, serve_options, ARRAY_SIZE(serve_options), false };
 
-/* One MCP server per policy, made when the server starts. */
+/* One MCP server per policy name, made when the server starts or when a
+ * reload first names the policy. */
 struct policy_server {
 	char *name;                 /* as the token or the configuration names it */
-	struct run_env env;
+	struct run_env *env;        /* in force; a reload replaces it */
 	struct mcp_server *srv;
 };
 
 struct serve {
+	const struct serve_opts *o;
+	struct pycell_conf conf;    /* in force */
+	bool activated;             /* serving a socket from systemd */
 	struct policy_server *ps;
 	size_t n_ps;
+	/* envs a reload replaced: freed once no run in flight uses them */
+	struct run_env **retired;
+	size_t n_retired;
 	struct ops_policy *ops;     /* the same servers, for /metrics and /healthz */
+	struct mcp_server_config cfg;   /* of every server (hooks, replica); a reload sets the limits */
 	const struct bridge *bridge;
 	struct http_server *http;
+	char **hosts;               /* --allow-host, split */
+	size_t n_hosts;
 	const char *default_policy;
-	const char *tokens_file;    /* reread on SIGHUP */
+	const char *tokens_file;    /* NULL: none */
 	struct tokens toks;         /* in force */
 	struct loop *loop;
 	uint64_t drain_ms;          /* --drain-timeout */
@@ -138,8 +150,8 @@ struct serve {
 	bool done;
 };
 
-/* The policy loaded at start under this name, or NULL. */
-static const struct policy_server *loaded(const struct serve *s, const char *name)
+/* The policy loaded under this name, or NULL. */
+static struct policy_server *loaded(const struct serve *s, const char *name)
 {
 	for (size_t i = 0; i < s->n_ps; i++)
 		if (strcmp(s->ps[i].name, name) == 0)
@@ -170,43 +182,267 @@ static bool healthy(void *ctx, char *why, size_t n)
 	return ops_healthy(s->ops, s->n_ps, s->bridge, why, n);
 }
 
+/* ------------------------------------------------------------ what the configuration says */
+
+/* Each value: the command line's, else the configuration's c. */
+static const char *tokens_of(const struct serve *s, const struct pycell_conf *c)
+{
+	return s->o->tokens ? s->o->tokens : c->http_tokens;
+}
+
+static const char *default_policy_of(const struct serve *s, const struct pycell_conf *c)
+{
+	return s->o->policy ? s->o->policy : c->policy ? c->policy : "default";
+}
+
+static bool warm_of(const struct serve *s, const struct pycell_conf *c)
+{
+	return s->o->warm > 0 || (s->o->warm == 0 && c->warm_enabled);
+}
+
+static void server_limits(const struct serve *s, const struct pycell_conf *c, size_t n_policies,
+			  struct mcp_server_config *cfg)
+{
+	cfg->max_runs = s->o->max_runs ? s->o->max_runs : c->max_concurrent_runs;
+	cfg->ready = c->warm_ready;
+	cfg->cache_private = n_policies > 1;
+}
+
+static void http_limits(const struct serve *s, const struct pycell_conf *c, struct http_config *h)
+{
+	const struct serve_opts *o = s->o;
+	h->allow_hosts = o->allow_host ? s->hosts : c->http_allow_hosts;
+	h->n_allow_hosts = o->allow_host ? s->n_hosts : c->n_http_allow_hosts;
+	h->max_body = o->has_max_message ? o->max_message : c->max_message;
+	h->max_sessions = o->max_sessions ? o->max_sessions : c->http_max_sessions;
+	h->session_idle_ms = o->session_idle ? o->session_idle : c->http_session_idle_ms;
+}
+
+/* The policy names to serve: the default, then those the tokens name,
+ * each once.  The strings are borrowed. */
+static const char **policy_names(const char *def, const struct tokens *t, size_t *n)
+{
+	const char **v = xcalloc(1 + (t ? t->n : 0), sizeof(*v));
+	*n = 0;
+	for (size_t i = 0; i < 1 + (t ? t->n : 0); i++) {
+		const char *name = i == 0 ? def : t->v[i - 1].policy;
+		bool seen = false;
+		for (size_t j = 0; name && j < *n; j++)
+			seen |= strcmp(v[j], name) == 0;
+		if (name && !seen)
+			v[(*n)++] = name;
+	}
+	return v;
+}
+
+/* A policy's run environment, read from its file now. */
+static struct run_env *env_load(const char *name, bool warm, struct pc_err *err)
+{
+	struct run_env *env = xcalloc(1, sizeof(*env));
+	if (run_env_init(env, name, err) < 0) {
+		free(env);
+		return NULL;
+	}
+	if (warm && run_env_warm(env, err) < 0)
+		log_warn("serve: policy %s: warm starts unavailable, runs start cold: %s", name, err->msg);
+	return env;
+}
+
+static void env_free(struct run_env *env)
+{
+	if (env)
+		run_env_free(env);
+	free(env);
+}
+
+static void envs_free(struct run_env **envs, size_t n)
+{
+	for (size_t i = 0; envs && i < n; i++)
+		env_free(envs[i]);
+	free(envs);
+}
+
+/* The policies of names, loaded: at the start of the server, or at a
+ * reload.  On failure err names the token that named the policy, when a
+ * token did (the first name is the default policy). */
+static struct run_env **envs_load(const char **names, size_t n, const struct tokens *t, bool warm,
+				  struct pc_err *err)
+{
+	struct run_env **envs = xcalloc(n ? n : 1, sizeof(*envs));
+	for (size_t i = 0; i < n; i++) {
+		if ((envs[i] = env_load(names[i], warm, err)))
+			continue;
+		for (size_t j = 0; i > 0 && t && j < t->n; j++)
+			if (t->v[j].policy && strcmp(t->v[j].policy, names[i]) == 0) {
+				pc_err_wrap(err, "tokens[%zu] (\"%s\"): policy", j, t->v[j].name);
+				break;
+			}
+		envs_free(envs, i);
+		return NULL;
+	}
+	return envs;
+}
+
+/* Free the envs replaced by a reload that no run in flight uses now. */
+static void free_retired(struct serve *s)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < s->n_retired; i++) {
+		bool used = false;
+		for (size_t j = 0; j < s->n_ps && !used; j++)
+			used = mcp_server_uses_env(s->ps[j].srv, s->retired[i]);
+		if (used)
+			s->retired[k++] = s->retired[i];
+		else
+			env_free(s->retired[i]);
+	}
+	s->n_retired = k;
+}
+
+/* A server handed answers to its sessions: send them, and free the
+ * envs no run uses any more (a run ends with its answer). */
+static void on_answered(void *ctx)
+{
+	struct serve *s = ctx;
+	if (s->http)
+		http_server_flush(s->http);
+	if (s->n_retired)
+		free_retired(s);
+}
+
+static void server_add(struct serve *s, const char *name, struct run_env *env, struct mcp_server *srv)
+{
+	s->ps = xrealloc(s->ps, (s->n_ps + 1) * sizeof(*s->ps));
+	s->ps[s->n_ps++] = (struct policy_server){ xstrdup(name), env, srv };
+	s->ops = xrealloc(s->ops, s->n_ps * sizeof(*s->ops));
+	for (size_t i = 0; i < s->n_ps; i++)
+		s->ops[i] = (struct ops_policy){ s->ps[i].name, s->ps[i].srv };
+	mcp_server_on_answered(srv, on_answered, s);
+}
+
 /* ------------------------------------------------------------ signals */
 
-/* SIGHUP: the token file again.  A file that does not load, or that
- * names a policy this server did not load at start, is refused with the
- * reason; the tokens in force stay. */
+static bool same_str(const char *a, const char *b)
+{
+	return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+/* What a reload cannot change while serving: listening, the audit log,
+ * the upstream servers, the jails' host ids, and what libmicrohttpd was
+ * started with.  Each takes a restart; the command line's value wins. */
+static int fixed_at_start(const struct serve *s, const struct pycell_conf *c, struct pc_err *err)
+{
+	const struct pycell_conf *old = &s->conf;
+	const char *key = NULL;
+	if (!s->o->listen && !s->activated && !same_str(old->http_listen, c->http_listen))
+		key = "http.listen";
+	else if (!s->o->max_connections && old->http_max_connections != c->http_max_connections)
+		key = "http.max_connections";
+	else if (!s->o->request_timeout && old->http_request_timeout_ms != c->http_request_timeout_ms)
+		key = "http.request_timeout";
+	else if (!same_str(old->audit_log, c->audit_log))
+		key = "audit_log";
+	else if (!conf_same_upstreams(old, c))
+		key = "upstreams";
+	else if (old->host_uid_base != c->host_uid_base)
+		key = "host_uid_base";
+	else if (!s->tokens_file != !tokens_of(s, c))
+		key = "http.tokens";   /* tokens or none decides who may connect at all */
+	if (!key)
+		return 0;
+	return pc_fail(err, EINVAL, "config", "%s: %s changed: it takes a restart%s", c->path ? c->path : "(built-in)",
+		       key, strcmp(key, "http.tokens") == 0 ? " (between a token file and none)" : "");
+}
+
+/* SIGHUP: the configuration file, the token file and every policy file
+ * again.  Runs from now on are the new policies'; runs in flight,
+ * tasks and 2025 sessions go on (a session keeps its policy's server).  A
+ * configuration, token file or policy that does not load, or a change
+ * that takes a restart, is refused with the reason; all in force stays. */
 static void reload(struct serve *s)
 {
+	struct pycell_conf c;
 	struct tokens t = { 0 };
 	struct pc_err err = { 0 };
+	struct run_env **envs = NULL;
+	struct mcp_server **added = NULL;
+	struct mcp_server_config cfg = s->cfg;
+	const char **names = NULL;
+	struct http_config hl = { 0 };
+	const char *tf;
+	size_t n = 0, n_new = 0;
 
 	service_notify_reloading();
-	if (!s->tokens_file) {
-		log_warn("serve: reload: no token file to reread (configuration and policies are read at start; "
-			 "restart to change them)");
-		service_notify("READY=1\nSTATUS=serving; reload: nothing to reread");
-		return;
-	}
-	if (tokens_load(s->tokens_file, &t, &err) < 0)
+	if (conf_load(s->o->config, &c, &err) < 0)
+		goto refused_early;
+	if (fixed_at_start(s, &c, &err) < 0)
 		goto refused;
-	for (size_t i = 0; i < t.n; i++) {
-		if (t.v[i].policy && !loaded(s, t.v[i].policy)) {
-			pc_fail(&err, EINVAL, "tokens", "%s: tokens[%zu] (\"%s\"): policy \"%s\" was not loaded at start "
-				"(restart to add a policy)", s->tokens_file, i, t.v[i].name, t.v[i].policy);
-			tokens_free(&t);
+	tf = tokens_of(s, &c);
+	if (tf && tokens_load(tf, &t, &err) < 0)
+		goto refused;
+	names = policy_names(default_policy_of(s, &c), tf ? &t : NULL, &n);
+	envs = envs_load(names, n, tf ? &t : NULL, warm_of(s, &c), &err);
+	if (!envs)
+		goto refused;
+	/* a server for each policy named for the first time */
+	for (size_t i = 0; i < n; i++)
+		n_new += !loaded(s, names[i]);
+	server_limits(s, &c, s->n_ps + n_new, &cfg);
+	added = xcalloc(n, sizeof(*added));
+	for (size_t i = 0; i < n; i++)
+		if (!loaded(s, names[i]) && !(added[i] = mcp_server_new(s->loop, envs[i], &cfg, &err)))
 			goto refused;
+
+	/* in force from here */
+	s->cfg = cfg;
+	for (size_t i = 0; i < n; i++) {
+		struct policy_server *ps = loaded(s, names[i]);
+		if (added[i]) {
+			server_add(s, names[i], envs[i], added[i]);
+			continue;
 		}
+		if (mcp_server_reconfigure(ps->srv, envs[i], &cfg, &err) < 0) {
+			log_error("serve: reload: policy %s keeps its earlier version: %s", names[i], err.msg);
+			env_free(envs[i]);
+			continue;
+		}
+		s->retired = xrealloc(s->retired, (s->n_retired + 1) * sizeof(*s->retired));
+		s->retired[s->n_retired++] = ps->env;
+		ps->env = envs[i];
 	}
+	http_limits(s, &c, &hl);
+	http_server_set_limits(s->http, &hl);
 	tokens_free(&s->toks);
 	s->toks = t;
-	http_server_set_tokens(s->http, &s->toks);
+	s->tokens_file = tf;
+	http_server_set_tokens(s->http, tf ? &s->toks : NULL);
+	conf_free(&s->conf);
+	s->conf = c;
+	s->default_policy = default_policy_of(s, &s->conf);
+	free_retired(s);
+	free(added);
+	free(envs);
+	free(names);
 	/* always said, whatever the log level, as "listening on" is */
-	fprintf(stderr, "pycell: serve: reload: %zu token%s from %s in force (configuration and policies are "
-		"read at start; restart to change them)\n", t.n, t.n == 1 ? "" : "s", s->tokens_file);
-	service_notify("READY=1\nSTATUS=serving; reloaded %zu tokens", t.n);
+	if (s->tokens_file)
+		fprintf(stderr, "pycell: serve: reload: %zu token%s from %s in force", s->toks.n,
+			s->toks.n == 1 ? "" : "s", s->tokens_file);
+	else
+		fprintf(stderr, "pycell: serve: reload: no tokens");
+	fprintf(stderr, "; policy %s by default; %zu polic%s reread; configuration %s\n", s->default_policy, n,
+		n == 1 ? "y" : "ies", s->conf.path ? s->conf.path : "built-in");
+	service_notify("READY=1\nSTATUS=serving; reloaded %zu tokens, %zu policies", s->toks.n, n);
 	return;
 refused:
-	log_error("serve: reload refused, the tokens in force stay: %s", err.msg);
+	for (size_t i = 0; added && i < n; i++)
+		mcp_server_free(added[i]);
+	free(added);
+	envs_free(envs, n);
+	tokens_free(&t);
+	free(names);
+	conf_free(&c);
+refused_early:
+	log_error("serve: reload refused, the configuration, policies and tokens in force stay: %s", err.msg);
 	service_notify("READY=1\nSTATUS=serving; the last reload was refused: %s", err.msg);
 }
 
@@ -308,11 +544,6 @@ static void on_tools_settled(void *ctx)
 		mcp_server_tools_settled(s->ps[i].srv);
 }
 
-static void on_answered(void *ctx)
-{
-	http_server_flush(ctx);
-}
-
 /* The names of --allow-host, split at commas (an array of strings). */
 static char **split_hosts(const char *list, size_t *n)
 {
@@ -329,49 +560,19 @@ static char **split_hosts(const char *list, size_t *n)
 	return v;
 }
 
-/* Each policy once: the default, then those the tokens name. */
-static int load_policies(struct serve *s, const struct tokens *toks, bool warm, struct pc_err *err)
-{
-	size_t n = 1 + (toks ? toks->n : 0);
-	s->ps = xcalloc(n, sizeof(*s->ps));
-	for (size_t i = 0; i < n; i++) {
-		const char *name = i == 0 ? s->default_policy : toks->v[i - 1].policy;
-		bool seen = false;
-		if (!name)
-			continue;
-		for (size_t j = 0; j < s->n_ps; j++)
-			seen |= strcmp(s->ps[j].name, name) == 0;
-		if (seen)
-			continue;
-		if (run_env_init(&s->ps[s->n_ps].env, name, err) < 0) {
-			if (i > 0)
-				pc_err_wrap(err, "tokens[%zu] (\"%s\"): policy", i - 1, toks->v[i - 1].name);
-			return -1;
-		}
-		s->ps[s->n_ps].name = xstrdup(name);
-		if (warm && run_env_warm(&s->ps[s->n_ps].env, err) < 0)
-			log_warn("serve: policy %s: warm starts unavailable, runs start cold: %s", name, err->msg);
-		s->n_ps++;
-	}
-	return 0;
-}
-
 int cmd_serve(int argc, char **argv)
 {
 	struct serve_opts o;
-	struct pycell_conf conf;
 	struct pc_err err = { 0 };
-	struct mcp_server_config cfg = { 0 };
 	struct http_config hcfg = { 0 };
-	struct http_server *http = NULL;
 	struct bridge *bridge = NULL;
 	struct serve s = { 0 };
-	struct loop *l = NULL;
+	struct run_env **envs = NULL;
+	const char **names = NULL;
 	struct front_signals sigs;
-	char **hosts = NULL;
-	const char *tokens_file;
-	size_t n_hosts = 0;
+	bool blocked = false;
 	struct rlimit nofile;
+	size_t n = 0;
 	int rc, sock;
 
 	memset(&o, 0, sizeof(o));
@@ -390,22 +591,25 @@ int cmd_serve(int argc, char **argv)
 			REPLICA_NAME_MAX);
 		return cli_usage_error("serve", &err);
 	}
-	if (conf_load(o.config, &conf, &err) < 0)
+	s.o = &o;
+	if (conf_load(o.config, &s.conf, &err) < 0)
 		return cli_input_error("serve", &err);
-	if (conf.host_uid_base)
-		jail_host_id_base = conf.host_uid_base;
+	if (s.conf.host_uid_base)
+		jail_host_id_base = s.conf.host_uid_base;
 	s.drain_fd = s.dog_fd = -1;
 	s.drain_ms = o.has_drain_timeout ? o.drain_timeout : 30000;
-	tokens_file = s.tokens_file = o.tokens ? o.tokens : conf.http_tokens;
-	if (tokens_file && tokens_load(tokens_file, &s.toks, &err) < 0) {
-		conf_free(&conf);
+	s.tokens_file = tokens_of(&s, &s.conf);
+	if (s.tokens_file && tokens_load(s.tokens_file, &s.toks, &err) < 0) {
+		conf_free(&s.conf);
 		return cli_input_error("serve", &err);
 	}
-	s.default_policy = o.policy ? o.policy : conf.policy ? conf.policy : "default";
+	s.default_policy = default_policy_of(&s, &s.conf);
 	rc = 1;
-	if (load_policies(&s, tokens_file ? &s.toks : NULL, o.warm > 0 || (o.warm == 0 && conf.warm_enabled), &err) < 0) {
+	names = policy_names(s.default_policy, s.tokens_file ? &s.toks : NULL, &n);
+	envs = envs_load(names, n, s.tokens_file ? &s.toks : NULL, warm_of(&s, &s.conf), &err);
+	if (!envs) {
 		rc = cli_input_error("serve", &err);
-		goto out_env;
+		goto out;
 	}
 	/* connections and jails need descriptors: the soft limit goes up to
 	 * the hard one */
@@ -415,51 +619,45 @@ int cmd_serve(int argc, char **argv)
 	}
 
 	front_signals_block(&sigs);
-	l = s.loop = loop_new();
-	if (!l) {
+	blocked = true;
+	s.loop = loop_new();
+	if (!s.loop) {
 		pc_syserr(&err, "loop", "epoll_create1");
 		cli_setup_error("serve", &err);
 		goto out;
 	}
-	if (front_signals_watch(&sigs, l, &s.done, &err) < 0) {
+	if (front_signals_watch(&sigs, s.loop, &s.done, &err) < 0) {
 		cli_setup_error("serve", &err);
 		goto out;
 	}
 	front_signals_route(&sigs, on_signal, &s);
 	/* The bridge always: it writes the audit record of every run, with
 	 * the client that asked; and it reaches the upstreams, if any. */
-	bridge = bridge_new(l, &conf, &err);
+	bridge = bridge_new(s.loop, &s.conf, &err);
 	if (!bridge) {
 		cli_setup_error("serve", &err);
 		goto out;
 	}
 	service_use_journal(bridge);
 	bridge_start(bridge, NULL);
-	cfg.max_runs = o.max_runs ? o.max_runs : conf.max_concurrent_runs;
-	cfg.ready = conf.warm_ready;
-	cfg.replica = o.replica;
-	front_bridge_hooks(&cfg, bridge);
-	cfg.cache_private = s.n_ps > 1;
-	s.ops = xcalloc(s.n_ps, sizeof(*s.ops));
+	s.cfg.replica = o.replica;
+	front_bridge_hooks(&s.cfg, bridge);
+	server_limits(&s, &s.conf, n, &s.cfg);
 	s.bridge = bridge;
-	for (size_t i = 0; i < s.n_ps; i++) {
-		s.ps[i].srv = mcp_server_new(l, &s.ps[i].env, &cfg, &err);
-		if (!s.ps[i].srv) {
+	for (size_t i = 0; i < n; i++) {
+		/* the servers own their envs from here */
+		struct mcp_server *srv = mcp_server_new(s.loop, envs[i], &s.cfg, &err);
+		if (!srv) {
 			cli_setup_error("serve", &err);
 			goto out;
 		}
-		s.ops[i] = (struct ops_policy){ s.ps[i].name, s.ps[i].srv };
+		server_add(&s, names[i], envs[i], srv);
+		envs[i] = NULL;
 	}
 	bridge_on_settled(bridge, on_tools_settled, &s);
 
-	if (o.allow_host) {
-		hosts = split_hosts(o.allow_host, &n_hosts);
-		hcfg.allow_hosts = hosts;
-		hcfg.n_allow_hosts = n_hosts;
-	} else {
-		hcfg.allow_hosts = conf.http_allow_hosts;
-		hcfg.n_allow_hosts = conf.n_http_allow_hosts;
-	}
+	if (o.allow_host)
+		s.hosts = split_hosts(o.allow_host, &s.n_hosts);
 	sock = service_listen_fd(&err);
 	if (sock < 0 || (sock > 0 && o.listen)) {
 		if (sock > 0) {
@@ -470,39 +668,35 @@ int cmd_serve(int argc, char **argv)
 		cli_setup_error("serve", &err);
 		goto out;
 	}
+	s.activated = sock > 0;
 	hcfg.listen_fd = sock;
-	hcfg.listen = o.listen ? o.listen : conf.http_listen;
-	hcfg.tokens = tokens_file ? &s.toks : NULL;
-	hcfg.max_body = o.has_max_message ? o.max_message : conf.max_message;
-	hcfg.max_connections = o.max_connections ? o.max_connections : conf.http_max_connections;
-	hcfg.request_timeout_s = (unsigned)((o.request_timeout ? o.request_timeout : conf.http_request_timeout_ms) / 1000);
-	hcfg.max_sessions = o.max_sessions ? o.max_sessions : conf.http_max_sessions;
-	hcfg.session_idle_ms = o.session_idle ? o.session_idle : conf.http_session_idle_ms;
+	hcfg.listen = o.listen ? o.listen : s.conf.http_listen;
+	hcfg.tokens = s.tokens_file ? &s.toks : NULL;
+	http_limits(&s, &s.conf, &hcfg);
+	hcfg.max_connections = o.max_connections ? o.max_connections : s.conf.http_max_connections;
+	hcfg.request_timeout_s = (unsigned)((o.request_timeout ? o.request_timeout : s.conf.http_request_timeout_ms) / 1000);
 	hcfg.max_pending = 4096;
 	hcfg.replica = o.replica;
 	hcfg.server_for = server_for;
 	hcfg.metrics = metrics;
 	hcfg.healthy = healthy;
 	hcfg.ctx = &s;
-	http = http_server_new(l, &hcfg, &err);
-	if (!http) {
+	s.http = http_server_new(s.loop, &hcfg, &err);
+	if (!s.http) {
 		cli_setup_error("serve", &err);
 		goto out;
 	}
-	s.http = http;
-	for (size_t i = 0; i < s.n_ps; i++)
-		mcp_server_on_answered(s.ps[i].srv, on_answered, http);
 	if (watchdog_start(&s, &err) < 0) {
 		cli_setup_error("serve", &err);
 		goto out;
 	}
 	/* always said, whatever the log level: clients and scripts read it */
-	fprintf(stderr, "pycell: serve: listening on %s (policy %s, %s%s)\n", http_server_url(http),
-		s.default_policy, tokens_file ? "tokens from " : "no tokens", tokens_file ? tokens_file : "");
-	service_notify("READY=1\nSTATUS=serving on %s", http_server_url(http));
+	fprintf(stderr, "pycell: serve: listening on %s (policy %s, %s%s)\n", http_server_url(s.http),
+		s.default_policy, s.tokens_file ? "tokens from " : "no tokens", s.tokens_file ? s.tokens_file : "");
+	service_notify("READY=1\nSTATUS=serving on %s", http_server_url(s.http));
 
 	while (!s.done) {
-		if (loop_run_once(l, -1) < 0 && errno != EINTR) {
+		if (loop_run_once(s.loop, -1) < 0 && errno != EINTR) {
 			pc_syserr(&err, "loop", "epoll_wait");
 			cli_setup_error("serve", &err);
 			goto out;
@@ -513,28 +707,33 @@ int cmd_serve(int argc, char **argv)
 	rc = 0;
 out:
 	if (s.w_drain.registered)
-		loop_del(l, &s.w_drain);
+		loop_del(s.loop, &s.w_drain);
 	if (s.w_dog.registered)
-		loop_del(l, &s.w_dog);
+		loop_del(s.loop, &s.w_dog);
 	if (s.drain_fd >= 0)
 		close(s.drain_fd);
 	if (s.dog_fd >= 0)
 		close(s.dog_fd);
-	http_server_free(http);
+	http_server_free(s.http);
 	for (size_t i = 0; i < s.n_ps; i++)
 		mcp_server_free(s.ps[i].srv);
 	bridge_free(bridge);
-	front_signals_end(&sigs, l);
-	loop_free(l);
-out_env:
+	if (blocked)
+		front_signals_end(&sigs, s.loop);
+	loop_free(s.loop);
 	for (size_t i = 0; i < s.n_ps; i++) {
-		run_env_free(&s.ps[i].env);
+		env_free(s.ps[i].env);
 		free(s.ps[i].name);
 	}
+	envs_free(envs, n);
+	for (size_t i = 0; i < s.n_retired; i++)
+		env_free(s.retired[i]);
+	free(s.retired);
 	free(s.ps);
 	free(s.ops);
-	jc_strv_free(hosts, n_hosts);
+	free(names);
+	jc_strv_free(s.hosts, s.n_hosts);
 	tokens_free(&s.toks);
-	conf_free(&conf);
+	conf_free(&s.conf);
 	return rc;
 }

@@ -55,6 +55,9 @@ int conf_parse(const char *json, const char *origin, struct pycell_conf *out, st
 void conf_free(struct pycell_conf *c);
 /* The upstream called `name`, or NULL. */
 const struct upstream_conf *conf_upstream(const struct pycell_conf *c, const char *name);
+/* The same upstream servers, started the same way (names, commands,
+ * environments, timeouts)? */
+bool conf_same_upstreams(const struct pycell_conf *a, const struct pycell_conf *b);
 
 #define WARM_READY_MAX 16
 

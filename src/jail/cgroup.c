@@ -184,6 +184,11 @@ static struct cgroup_run *run_new(struct cgroup_env *e)
 	return c;
 }
 
+/* Run cgroups are numbered per process, not per env: the envs of a
+ * server's policies share the parent cgroup, and their runs (ready jails
+ * of two pools, a reload's old and new policy) live side by side. */
+static unsigned long long run_seq;
+
 int cgroup_run_create(struct cgroup_env *e, const struct limits *lim, struct cgroup_run **out,
 		      struct run_result *r, struct pc_err *err)
 {
@@ -191,7 +196,7 @@ int cgroup_run_create(struct cgroup_env *e, const struct limits *lim, struct cgr
 	*out = NULL;
 	if (e) {
 		cg_retry_stale(e);
-		c->name = xasprintf(RUN_PREFIX "%d-%llu", (int)getpid(), ++e->seq);
+		c->name = xasprintf(RUN_PREFIX "%d-%llu", (int)getpid(), ++run_seq);
 		if (e->v2_parent && run_setup_v2(c, lim, err) < 0)
 			goto fail;
 		for (int i = 0; i < e->n_v1; i++)

@@ -52,7 +52,6 @@ struct cgroup_env {
 	int bpf_fd;          /* device filter program, -1: none */
 	char *bpf_detail;
 
-	unsigned long long seq;
 	char **stale;        /* run dirs that could not be removed yet */
 	size_t n_stale;
 	struct cgroup_run *leaving;  /* runs whose dirs are removed on the loop */

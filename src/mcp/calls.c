@@ -61,7 +61,8 @@ struct mcp_call *mcp_call_new(struct mcp_server *s, const struct mcp_req *r, enu
 /* The run's wall-clock limit: its own, else the policy's (0: none). */
 uint64_t mcp_call_timeout_ms(const struct mcp_call *c)
 {
-	return c->timeout_ms ? c->timeout_ms : c->srv->env->policy.limits.timeout_ms;
+	const struct run_env *env = c->env ? c->env : c->srv->env;
+	return c->timeout_ms ? c->timeout_ms : env->policy.limits.timeout_ms;
 }
 
 /* The call's response (stolen); dropped when it was cancelled. */
@@ -139,7 +140,7 @@ void mcp_on_tick(struct loop_watch *w, uint32_t events, void *data)
 	(void)events;
 }
 
-static void kick(struct mcp_server *s)
+void mcp_kick(struct mcp_server *s)
 {
 	uint64_t one = 1;
 	(void)!write(s->defer_fd, &one, sizeof(one));
@@ -151,7 +152,7 @@ static void call_on_done(struct run *r, void *ctx)
 	c->ended = true;
 	c->ended_next = c->srv->ended;
 	c->srv->ended = c;
-	kick(c->srv);
+	mcp_kick(c->srv);
 	(void)r;
 }
 
@@ -186,7 +187,7 @@ static void finish_run_python(struct mcp_call *c)
 			  r->setup_error.msg);
 	if (c->task) {
 		json_t *res_json = result_to_json(r);
-		json_t *text_json = mcp_result_text(res_json, r, &s->env->policy, mcp_call_timeout_ms(c));
+		json_t *text_json = mcp_result_text(res_json, r, &c->env->policy, mcp_call_timeout_ms(c));
 		char summary[96];
 		snprintf(summary, sizeof(summary), "run %s in %llu ms", run_status_name(r->status),
 			 (unsigned long long)r->duration_ms);
@@ -200,7 +201,7 @@ static void finish_run_python(struct mcp_call *c)
 	mcp_call_log(c, r->status == RUN_SETUP_FAILED ? MLOG_ERROR : MLOG_INFO, "run %llu: %s in %llu ms",
 		     c->seq, run_status_name(r->status), (unsigned long long)r->duration_ms);
 	res = result_to_json(r);
-	text = mcp_result_text(res, r, &s->env->policy, mcp_call_timeout_ms(c));
+	text = mcp_result_text(res, r, &c->env->policy, mcp_call_timeout_ms(c));
 	/* No progress notification at the end: one written right before the
 	 * response reaches the SDKs after it (they handle notifications a tick
 	 * later) and they report an unknown token.  The response says it all. */
@@ -253,7 +254,7 @@ void mcp_server_on_answered(struct mcp_server *s, void (*fn)(void *ctx), void *c
 
 void mcp_server_tools_settled(struct mcp_server *s)
 {
-	kick(s);   /* mcp_on_defer answers the waiting sandbox_info calls */
+	mcp_kick(s);   /* mcp_on_defer answers the waiting sandbox_info calls */
 }
 
 /* ------------------------------------------------------------ scheduling */
@@ -263,6 +264,7 @@ static int call_start(struct mcp_call *c, struct pc_err *err)
 	struct mcp_server *s = c->srv;
 	struct run_request req = { .stdin_fd = -1 };
 
+	c->env = s->env;
 	run_request_from_env(&req, s->env);
 	req.mode = c->kind == CALL_PY_VERSION ? RUN_MODE_SCRIPT : RUN_MODE_CELL;
 	req.code = c->code;
@@ -357,7 +359,7 @@ void mcp_on_hold(struct loop_watch *w, uint32_t events, void *data)
 		c->ended_next = s->ended;
 		s->ended = c;
 	}
-	kick(s);
+	mcp_kick(s);
 	(void)w;
 	(void)events;
 }
@@ -408,7 +410,7 @@ void mcp_version_probe(struct mcp_server *s)
 		c->ended_next = s->ended;
 		s->ended = c;
 		c->run = NULL;
-		kick(s);
+		mcp_kick(s);
 	}
 }
 

@@ -134,6 +134,7 @@ struct mcp_call {
 	size_t stdin_len;
 	uint64_t timeout_ms;
 	struct run *run;
+	const struct run_env *env;    /* the policy it runs under, from its start (a reload changes s->env) */
 };
 
 struct mcp_server {
@@ -206,6 +207,9 @@ void mcp_list_remove(struct mcp_call *c);
  * with mcp_call_join_batch once it will answer later. */
 struct mcp_call *mcp_call_new(struct mcp_server *s, const struct mcp_req *r, enum call_kind kind);
 void mcp_call_free(struct mcp_call *c);
+/* Have mcp_on_defer run from the loop: answer ended runs, start queued
+ * ones, fill the pool. */
+void mcp_kick(struct mcp_server *s);
 /* The call answers inside batch b: b waits for it. */
 void mcp_call_join_batch(struct mcp_call *c, struct mcp_batch *b);
 /* The call's response (stolen); dropped when it was cancelled. */

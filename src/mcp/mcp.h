@@ -75,6 +75,15 @@ struct mcp_stats {
 struct mcp_server *mcp_server_new(struct loop *l, const struct run_env *env,
 				  const struct mcp_server_config *cfg, struct pc_err *err);
 void mcp_server_stats(const struct mcp_server *s, struct mcp_stats *st);
+/* A reload: runs from now on are env's (its policy, tools and ready
+ * jails; the old ready jails are killed), with cfg's max_runs, ready and
+ * cache_private.  The runs in flight keep the env they started with:
+ * free an old env once mcp_server_uses_env says no more.  On failure
+ * nothing changed. */
+int mcp_server_reconfigure(struct mcp_server *s, const struct run_env *env,
+			   const struct mcp_server_config *cfg, struct pc_err *err);
+/* Is env this server's, or that of a run still in flight? */
+bool mcp_server_uses_env(const struct mcp_server *s, const struct run_env *env);
 /* Kills and frees every run, queued or running; sends nothing. */
 void mcp_server_free(struct mcp_server *s);
 /* fn(ctx) is called once the answers of ended runs have been handed to

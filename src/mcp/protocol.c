@@ -798,6 +798,36 @@ fail:
 	return NULL;
 }
 
+int mcp_server_reconfigure(struct mcp_server *s, const struct run_env *env,
+			   const struct mcp_server_config *cfg, struct pc_err *err)
+{
+	json_t *tools = mcp_tools_new(&env->policy);
+	if (!tools)
+		return pc_fail(err, 0, "mcp", "could not build the tool definitions");
+	json_decref(s->tools);
+	s->tools = tools;
+	/* the ready jails are the old policy's: gone; the new pool fills
+	 * from the loop, as after a run */
+	run_pool_free(s->pool);
+	s->env = env;
+	s->cfg.max_runs = cfg->max_runs ? cfg->max_runs : DEFAULT_MAX_RUNS;
+	s->cfg.ready = cfg->ready;
+	s->cfg.cache_private = cfg->cache_private;
+	s->pool = run_pool_new(s->loop, env, s->cfg.ready);
+	mcp_kick(s);   /* more run slots start queued runs; the pool fills */
+	return 0;
+}
+
+bool mcp_server_uses_env(const struct mcp_server *s, const struct run_env *env)
+{
+	if (s->env == env)
+		return true;
+	for (const struct mcp_call *c = s->active.head; c; c = c->next)
+		if (c->env == env)
+			return true;
+	return false;
+}
+
 void mcp_server_stats(const struct mcp_server *s, struct mcp_stats *st)
 {
 	*st = s->stats;

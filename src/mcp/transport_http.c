@@ -654,6 +654,16 @@ static void expire_sessions(struct http_server *h)
 	}
 }
 
+void http_server_set_limits(struct http_server *h, const struct http_config *cfg)
+{
+	h->cfg.allow_hosts = cfg->allow_hosts;
+	h->cfg.n_allow_hosts = cfg->n_allow_hosts;
+	h->cfg.max_body = cfg->max_body;
+	h->cfg.max_sessions = cfg->max_sessions;
+	h->cfg.session_idle_ms = cfg->session_idle_ms;
+	expire_sessions(h);
+}
+
 void http_server_set_tokens(struct http_server *h, const struct tokens *t)
 {
 	h->cfg.tokens = t;

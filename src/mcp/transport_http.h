@@ -73,6 +73,11 @@ struct http_server *http_server_new(struct loop *l, const struct http_config *cf
  * in t ends (once its requests in flight are answered).  t must outlive
  * the server or the next call. */
 void http_server_set_tokens(struct http_server *h, const struct tokens *t);
+/* Other limits from now on (a reload): cfg's allow_hosts (which must
+ * outlive the server or the next call), max_body, max_sessions and
+ * session_idle_ms; the rest of cfg is not read.  A body being received
+ * is held to the new cap from its next part on. */
+void http_server_set_limits(struct http_server *h, const struct http_config *cfg);
 /* Stop taking requests (a drain): a new MCP request gets 503 and its
  * connection is closed, so that a balancer sends it elsewhere; requests
  * in flight are answered.  The listener stays open until the server is

@@ -14,6 +14,7 @@ import socket
 import subprocess
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -810,6 +811,24 @@ def test_healthz_waits_for_the_ready_jails(serve):
     assert r.status == 200 and r.read() == b""
 
 
+def test_the_ready_jails_of_two_policies_live_side_by_side(serve, tmp_path):
+    """Two policies' pools: each fills (their run cgroups are numbered per
+    process; numbered per policy, the second pool's first jail took the
+    first's cgroup name and failed with EBUSY)."""
+    s = serve("--listen", "127.0.0.1:0", "--warm", tokens=[
+        {"name": "a", "sha256": sha("ta")}, {"name": "s", "sha256": sha("ts"), "policy": "strict"}],
+        tmp_path=tmp_path)
+    wait_for(lambda: healthz(s) == (200, "ok\n"), what="/healthz ready")
+    want = {(("policy", p),) for p in ("default", "strict")}
+    wait_for(lambda: {k[1] for k, v in scrape(s, "ta").items()
+                      if k[0] == "pycell_ready_jails" and v == 2} == want, what="two ready jails per policy")
+    assert b"could not make a ready jail" not in s.stderr(), s.stderr()
+    for tok, policy in (("ta", "default"), ("ts", "strict")):
+        r, data = s.modern(1, "tools/call", {"name": "run_python", "arguments": {"code": "6*7"}},
+                           headers={"Authorization": "Bearer " + tok})
+        assert json.loads(data)["result"]["structuredContent"]["return_value"] == 42
+
+
 # ------------------------------------------------------------ systemd
 
 SOCKET_ACTIVATE = shutil.which("systemd-socket-activate")
@@ -908,7 +927,7 @@ def test_socket_activation_notify_watchdog_reload_and_stop(tmp_path, host_tmp, k
         proc.send_signal(signal.SIGHUP)
         m = notify.wait(lambda m: m.startswith("RELOADING=1"), what="RELOADING")
         assert re.fullmatch(r"RELOADING=1\nMONOTONIC_USEC=\d+", m), m
-        assert notify.wait(lambda m: m.startswith("READY=1")) == "READY=1\nSTATUS=serving; reloaded 1 tokens"
+        assert notify.wait(lambda m: m.startswith("READY=1")) == "READY=1\nSTATUS=serving; reloaded 1 tokens, 1 policies"
         t.join(20)
         assert got["r"][0] == 200 and body_of(got["r"][1])["result"]["structuredContent"]["return_value"] == 7
         assert call("ta")[0] == 401
@@ -923,7 +942,7 @@ def test_socket_activation_notify_watchdog_reload_and_stop(tmp_path, host_tmp, k
         assert call("tb")[0] == 200
         errlog.flush()
         errlog.seek(0)
-        assert b"serve: reload refused, the tokens in force stay: " in errlog.read()
+        assert b"serve: reload refused, the configuration, policies and tokens in force stay: " in errlog.read()
 
         proc.send_signal(signal.SIGTERM)
         assert notify.wait(lambda m: m.startswith("STOPPING=1")) == "STOPPING=1\nSTATUS=draining"
@@ -986,6 +1005,109 @@ def test_sighup_ends_the_sessions_of_a_withdrawn_token(serve, tmp_path):
     r, _ = s.post({"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
                   {"Authorization": "Bearer tb", "Mcp-Session-Id": sids["a"]})
     assert r.status == 404
+
+
+def zygotes(pid):
+    """The zygotes below pid."""
+    out = []
+    for d in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                cmd = f.read()
+            with open(f"/proc/{d}/stat") as f:
+                st = f.read()
+        except (OSError, ValueError):
+            continue
+        if cmd == b"pycell\0__zygote\0" and int(st[st.rindex(")") + 2:].split()[1]) == pid:
+            out.append(int(d))
+    return out
+
+
+@pytest.mark.parametrize("start", ["--cold", "--warm"])
+def test_sighup_rereads_the_configuration_and_the_policies(serve, tmp_path, start):
+    """SIGHUP (systemctl reload) rereads the configuration, the token file
+    and every policy file: a run in flight ends under the policy it began
+    with, new runs get the new one, a token may name a policy not served
+    before, the configuration's limits change.  A configuration or policy
+    that does not load, or a change that takes a restart, is refused with
+    the reason, and everything in force stays."""
+    base = json.loads((Path(DATADIR) / "policy" / "default.json").read_text())
+    pol = tmp_path / "mine.json"
+
+    def write_policy(timeout, hostname):
+        p = json.loads(json.dumps(base))
+        p["limits"]["timeout"] = timeout
+        p["identity"]["hostname"] = hostname
+        pol.write_text(json.dumps(p))
+    toks = tmp_path / "tokens.json"
+    toks.write_text(json.dumps({"tokens": [{"name": "a", "sha256": sha("ta")}]}))
+    toks.chmod(0o600)
+    conf = tmp_path / "pycell.conf"
+
+    def write_conf(**http):
+        conf.write_text(json.dumps({"policy": str(pol), "http": {"listen": "127.0.0.1:0", "tokens": str(toks),
+                                                                 **http}}))
+    write_policy("30s", "before")
+    write_conf()
+    s = serve("--config", str(conf), start)
+
+    def call(code, token="ta", host=None):
+        h = {"Authorization": "Bearer " + token}
+        if host:
+            h["Host"] = host
+        r, data = s.modern(1, "tools/call", {"name": "run_python", "arguments": {"code": code}}, headers=h)
+        return json.loads(data)["result"]["structuredContent"] if r.status == 200 else r.status
+
+    def reloads(what):
+        before = s.stderr().count(what)
+        s.proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: s.stderr().count(what) > before, what=what.decode())
+        return s.stderr().decode().splitlines()[-1]
+
+    assert call("import socket\nsocket.gethostname()")["return_value"] == "before"
+    assert call("1", host="mcp.example.org") == 403
+    got = {}
+    t = threading.Thread(target=lambda: got.update(r=call("import socket, time\ntime.sleep(2)\n"
+                                                          "socket.gethostname()")))
+    t.start()
+    time.sleep(0.7)
+    write_policy("1s", "after")
+    toks.write_text(json.dumps({"tokens": [{"name": "a", "sha256": sha("ta")},
+                                           {"name": "b", "sha256": sha("tb"), "policy": "strict"}]}))
+    write_conf(allow_hosts=["mcp.example.org"])
+    line = reloads(b"pycell: serve: reload: ")
+    assert line == (f"pycell: serve: reload: 2 tokens from {toks} in force; policy {pol} by default; "
+                    f"2 policies reread; configuration {conf}"), line
+    t.join(20)
+    # begun under the old policy: its hostname, and its 30 s limit (not 1 s)
+    assert (got["r"]["status"], got["r"]["return_value"]) == ("ok", "before"), got
+    assert call("import socket\nsocket.gethostname()")["return_value"] == "after"
+    assert call("import time\ntime.sleep(5)")["status"] == "timeout"
+    assert call("1", host="mcp.example.org")["return_value"] == 1
+    r, data = s.modern(2, "tools/call", {"name": "sandbox_info", "arguments": {}},
+                       headers={"Authorization": "Bearer tb"})
+    assert json.loads(data)["result"]["structuredContent"]["policy"] == "strict"
+
+    # refused, with the reason; all in force stays
+    refused = b"serve: reload refused, the configuration, policies and tokens in force stay: "
+    conf.write_text("{")
+    assert str(conf) in reloads(refused)
+    write_conf(listen="127.0.0.1:1", allow_hosts=["mcp.example.org"])
+    assert reloads(refused).endswith(f"{conf}: http.listen changed: it takes a restart")
+    write_conf(allow_hosts=["mcp.example.org"])
+    pol.write_text(json.dumps({**base, "limits": {**base["limits"], "timeout": "soon"}}))
+    line = reloads(refused)
+    assert str(pol) in line and "limits.timeout" in line, line
+    write_conf(allow_hosts=["mcp.example.org"], tokens=None)
+    assert reloads(refused).endswith(f"{conf}: http.tokens changed: it takes a restart (between a token "
+                                     "file and none)")
+    assert call("import socket\nsocket.gethostname()", host="mcp.example.org")["return_value"] == "after"
+    assert call("1", token="tb")["return_value"] == 1
+    if start == "--warm":
+        # the first policy's zygote was replaced: a reload leaves one per policy served
+        wait_for(lambda: len(zygotes(s.proc.pid)) == 2, what="one zygote per policy")
+    s.stop()
+    assert s.proc.returncode == 0
 
 
 JOURNAL_HELPER = r'''

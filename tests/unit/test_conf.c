@@ -243,6 +243,37 @@ START_TEST(test_load_default_path)
 }
 END_TEST
 
+/* What a reload compares: the same upstreams whatever their order in
+ * the file; any change of a command, an environment or a timeout, or a
+ * server more or less, is a change. */
+START_TEST(test_same_upstreams)
+{
+	static const char *const docs[] = {
+		"{'upstreams': {'a': {'command': ['x', '1'], 'env': {'K': 'v'}}, 'b': {'command': ['y']}}}",
+		"{'upstreams': {'b': {'command': ['y']}, 'a': {'command': ['x', '1'], 'env': {'K': 'v'}}}}",
+		"{'upstreams': {'a': {'command': ['x', '2'], 'env': {'K': 'v'}}, 'b': {'command': ['y']}}}",
+		"{'upstreams': {'a': {'command': ['x', '1'], 'env': {'K': 'w'}}, 'b': {'command': ['y']}}}",
+		"{'upstreams': {'a': {'command': ['x', '1'], 'env': {'K': 'v'}}, 'b': {'command': ['y'], 'timeout': '5s'}}}",
+		"{'upstreams': {'a': {'command': ['x', '1'], 'env': {'K': 'v'}}}}",
+		"{'upstreams': {'a': {'command': ['x', '1'], 'env': {'K': 'v'}}, 'c': {'command': ['y']}}}",
+		"{}",
+	};
+	struct pycell_conf c[ARRAY_SIZE(docs)];
+	struct pc_err err = { 0 };
+	for (size_t i = 0; i < ARRAY_SIZE(docs); i++) {
+		cleanup_free char *json = jq(docs[i]);
+		ck_assert_msg(conf_parse(json, "c.conf", &c[i], &err) == 0, "%s: %s", docs[i], err.msg);
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(docs); i++)
+		for (size_t j = 0; j < ARRAY_SIZE(docs); j++) {
+			bool same = i == j || (i < 2 && j < 2);
+			ck_assert_msg(conf_same_upstreams(&c[i], &c[j]) == same, "%zu vs %zu", i, j);
+		}
+	for (size_t i = 0; i < ARRAY_SIZE(docs); i++)
+		conf_free(&c[i]);
+}
+END_TEST
+
 Suite *conf_suite(void)
 {
 	Suite *s = suite_create("conf");
@@ -253,6 +284,7 @@ Suite *conf_suite(void)
 	tcase_add_test(good, test_http_settings);
 	tcase_add_test(good, test_load_files);
 	tcase_add_test(good, test_load_default_path);
+	tcase_add_test(good, test_same_upstreams);
 	suite_add_tcase(s, bad_tc);
 	suite_add_tcase(s, good);
 	return s;

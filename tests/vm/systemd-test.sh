@@ -89,7 +89,7 @@ systemctl reload pycell.service
 sleep 1
 expect "a bad token file is refused, with the reason in the journal; the service stays" \
 	'[ "$(systemctl is-active pycell.service)" = active ] &&
-	 journalctl -u pycell.service --no-pager -o cat | grep -q "reload refused, the tokens in force stay"'
+	 journalctl -u pycell.service --no-pager -o cat | grep -q "reload refused, the configuration, policies and tokens in force stay"'
 
 cg=/sys/fs/cgroup$(sed -n 's/^0:://p' /proc/"$main"/cgroup)
 expect "pycell moved itself into a leaf of its delegated cgroup ($cg)" \
