@@ -4,7 +4,9 @@
 // stopped (SIGTERM: it drains) and started again: no call fails, none
 // hangs, and every replica served some.  A task made through the
 // balancer is polled through it: its id names its replica, and the
-// balancer's rules send tasks/get there.
+// balancer's rules send tasks/get there.  Sessions of the v1 SDK
+// (2025-11-25) are opened through it: each session's id names its
+// replica, and every request of the session is served there.
 import { test, describe, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawn, execFileSync } from "node:child_process";
@@ -15,6 +17,8 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
+import { Client as ClientV1 } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport as TransportV1 } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 
 import { descendants, startServe, sleep, waitFor } from "./helpers.js";
 
@@ -179,6 +183,35 @@ describe("a fleet of three pycell serve behind haproxy", { skip: HAPROXY ? false
       assert.equal(t.result.structuredContent.return_value, k);
     }
     assert.ok(owners.size >= 2, `the tasks all landed on ${[...owners]}`);
+  });
+
+  test("v1 SDK sessions (2025-11-25) through the balancer: each stays on the replica its id names", async () => {
+    const before = replicas.map((r) => runsIn(r.stderr()));
+    const sessions = [];
+    for (let k = 0; k < 6; k++) {
+      const client = new ClientV1({ name: "fleet-test-v1", version: "1" });
+      const transport = new TransportV1(new URL(`http://127.0.0.1:${front}/mcp`));
+      await client.connect(transport);
+      assert.match(transport.sessionId, /^r[123]\.[0-9a-f]{32}$/);
+      sessions.push({ client, transport, replica: Number(transport.sessionId[1]) - 1 });
+    }
+    // five calls per session, the sessions side by side: a request sent
+    // to another replica would get 404 (no such session) and fail
+    await Promise.all(sessions.map(async ({ client }, k) => {
+      for (let j = 0; j < 5; j++) {
+        const r = await client.callTool({ name: "run_python", arguments: { code: `${k} * 10 + ${j}` } });
+        assert.equal(r.structuredContent.return_value, k * 10 + j);
+      }
+    }));
+    const owners = new Set(sessions.map((s) => s.replica));
+    assert.ok(owners.size >= 2, `the sessions all landed on r${[...owners][0] + 1}`);
+    // each replica ran exactly the calls of the sessions it owns
+    await sleep(200);
+    replicas.forEach((r, i) => {
+      const want = 5 * sessions.filter((s) => s.replica === i).length;
+      assert.equal(runsIn(r.stderr()) - before[i], want, `runs on r${i + 1}`);
+    });
+    for (const { client } of sessions) await client.close();
   });
 
   test("a replica killed mid-run: its call ends with a clear error at once, not run again, none hangs", async () => {
