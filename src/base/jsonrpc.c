@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/json_out.h"
 #include "base/jsonrpc.h"
 #include "base/util.h"
 
@@ -235,17 +236,6 @@ json_t *jsonrpc_notification(const char *method, json_t *params)
 
 char *jsonrpc_dump_line(const json_t *msg, size_t *len)
 {
-	/* JSON_COMPACT never emits a raw newline: strings escape it. */
-	size_t n = json_dumpb(msg, NULL, 0, JSON_COMPACT | JSON_ENCODE_ANY);
-	char *buf;
-	if (n == 0)
-		return NULL;
-	buf = xmalloc(n + 1);
-	if (json_dumpb(msg, buf, n, JSON_COMPACT | JSON_ENCODE_ANY) != n) {
-		free(buf);
-		return NULL;
-	}
-	buf[n] = '\n';
-	*len = n + 1;
-	return buf;
+	/* compact JSON never holds a raw newline: strings escape it */
+	return json_out(msg, "\n", len);
 }

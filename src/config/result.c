@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -107,15 +108,27 @@ json_t *json_text(const char *s, size_t len)
 	char *buf, *o;
 	json_t *j;
 	while (i < len) {
-		size_t n = utf8_seq(p + i, len - i);
+		size_t n;
+		uint64_t w;
+		/* most output is ASCII: 8 bytes at a time while it is */
+		if (i + 8 <= len && (memcpy(&w, p + i, 8), !(w & 0x8080808080808080ULL))) {
+			i += 8;
+			continue;
+		}
+		if (p[i] < 0x80) {
+			i++;
+			continue;
+		}
+		n = utf8_seq(p + i, len - i);
 		if (!n) {
 			bad++;
 			n = 1;
 		}
 		i += n;
 	}
+	/* valid UTF-8, checked above: jansson need not decode it again */
 	if (!bad)
-		return json_stringn(s ? s : "", len);
+		return json_stringn_nocheck(s ? s : "", len);
 	buf = o = xmalloc(len + bad * 2 + 1);
 	for (i = 0; i < len;) {
 		size_t n = utf8_seq(p + i, len - i);
@@ -129,7 +142,7 @@ json_t *json_text(const char *s, size_t len)
 			i += n;
 		}
 	}
-	j = json_stringn(buf, (size_t)(o - buf));
+	j = json_stringn_nocheck(buf, (size_t)(o - buf));
 	free(buf);
 	return j;
 }

@@ -107,7 +107,7 @@ json_t *mcp_result_text(const json_t *res, const struct run_result *r, const str
 		cleanup_free char *s = json_dumps(rv, JSON_ENCODE_ANY | JSON_COMPACT);
 		sb_addf(&b, "\n--- return_value ---\n%s\n", s ? s : "?");
 	}
-	text = json_stringn(b.s, b.len);
+	text = json_text(b.s, b.len);   /* valid UTF-8 but for what a setup error quotes */
 	free(b.s);
 	return text;
 }

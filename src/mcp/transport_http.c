@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "base/json_scan.h"
+#include "base/json_out.h"
 #include "base/jsonrpc.h"
 #include "base/log.h"
 #include "mcp/transport_http.h"
@@ -386,21 +387,25 @@ static int status_of(const struct hreq *r, const json_t *msg)
 
 static void sse_append(struct hreq *r, const json_t *msg)
 {
-	cleanup_free char *text = json_dumps(msg, JSON_COMPACT);
-	size_t n = text ? strlen(text) : 0;
+	static const char head[] = "event: message\ndata: ";
+	size_t n;
+	cleanup_free char *text = json_out(msg, "\n\n", &n);
 	if (!text)
 		return;
 	if (r->out_off == r->out_len) {
 		r->out_off = r->out_len = 0;
 	}
-	r->out = xrealloc(r->out, r->out_len + n + 32);
-	r->out_len += (size_t)sprintf(r->out + r->out_len, "event: message\ndata: %s\n\n", text);
+	r->out = xrealloc(r->out, r->out_len + sizeof(head) - 1 + n);
+	memcpy(r->out + r->out_len, head, sizeof(head) - 1);
+	memcpy(r->out + r->out_len + sizeof(head) - 1, text, n);
+	r->out_len += sizeof(head) - 1 + n;
 }
 
 /* A message of the MCP layer for request r. */
 static void hreq_push(struct hreq *r, json_t *msg)
 {
 	bool response = !json_object_get(msg, "method");
+	size_t n;
 	if (r->done || r->gone)
 		return;
 	if (response) {
@@ -409,7 +414,7 @@ static void hreq_push(struct hreq *r, json_t *msg)
 		if (r->streaming)
 			sse_append(r, msg);
 		else
-			r->final = json_dumps(msg, JSON_COMPACT);
+			r->final = json_out(msg, NULL, &n);
 		if (r->is_initialize && r->hs && json_object_get(msg, "result"))
 			r->hs->initialized = true;
 	} else {

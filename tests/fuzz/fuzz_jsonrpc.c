@@ -5,7 +5,8 @@
  * request has a valid id and a method; a response built for any id that
  * classify returns is a valid JSON-RPC message that parses back; the
  * streaming id finder (for lines too large to keep) finds the same "id" as
- * the parser, whenever the line is an object that parses. */
+ * the parser, whenever the line is an object that parses; json_out writes
+ * every message that parses exactly as jansson's json_dumpb does. */
 #include "config.h"
 
 #include <assert.h>
@@ -14,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/json_out.h"
 #include "base/jsonrpc.h"
 
 #define CAP 4096
@@ -32,6 +34,18 @@ static void check_message(const char *line, size_t len)
 		assert(json_object_get(err, "id") == NULL);
 		json_decref(err);
 		return;
+	}
+	{
+		/* the one-pass writer and jansson agree byte for byte */
+		size_t want_n = json_dumpb(msg, NULL, 0, JSON_COMPACT | JSON_ENCODE_ANY), n;
+		char *want = malloc(want_n + 1), *got = json_out(msg, NULL, &n);
+		assert(want && got && json_dumpb(msg, want, want_n, JSON_COMPACT | JSON_ENCODE_ANY) == want_n);
+		if (n != want_n || memcmp(got, want, n) != 0) {
+			fprintf(stderr, "json_out: %.*s\njansson:  %.*s\n", (int)n, got, (int)want_n, want);
+			abort();
+		}
+		free(want);
+		free(got);
 	}
 	if (json_is_object(msg)) {
 		struct json_id_finder f;

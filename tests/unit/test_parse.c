@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "unit.h"
+#include "base/json_out.h"
 #include "base/json_scan.h"
 #include "base/prom.h"
 #include "base/util.h"
@@ -308,6 +309,48 @@ START_TEST(test_prom_text)
 }
 END_TEST
 
+/* json_out is json_dumpb(JSON_COMPACT | JSON_ENCODE_ANY), byte for byte. */
+static void same_as_jansson(const json_t *v)
+{
+	size_t n, want_n = json_dumpb(v, NULL, 0, JSON_COMPACT | JSON_ENCODE_ANY);
+	cleanup_free char *want = xmalloc(want_n + 1);
+	cleanup_free char *got = json_out(v, "\n", &n);
+	ck_assert_uint_eq(json_dumpb(v, want, want_n, JSON_COMPACT | JSON_ENCODE_ANY), want_n);
+	ck_assert_ptr_nonnull(got);
+	ck_assert_uint_eq(n, want_n + 1);
+	ck_assert_msg(memcmp(got, want, want_n) == 0 && got[want_n] == '\n' && got[n] == '\0',
+		      "json_out %.*s\njansson  %.*s", (int)n, got, (int)want_n, want);
+}
+
+START_TEST(test_json_out)
+{
+	/* each byte that may stand in a string, at each offset from an 8-byte
+	 * boundary (the writer skips 8 clean bytes at a time) and beside
+	 * another */
+	char s[48];
+	for (unsigned c = 0; c < 0x80; c++)
+		for (size_t at = 0; at < 17; at++) {
+			json_t *j;
+			memset(s, 'a', sizeof(s));
+			s[at] = (char)c;
+			s[at + 9] = (char)(c ^ 0x20);
+			j = json_stringn(s, at + 1 + (c & 31));
+			same_as_jansson(j);
+			json_decref(j);
+		}
+	{
+		json_t *v = json_pack("{s:[i,I,I,f,f,f,f,b,b,n,s,s,{},[]],s:{s:s%},s:s}", "a", 0, (json_int_t)INT64_MIN,
+				      (json_int_t)INT64_MAX, 1.0, 0.1, -0.0, 1e300, 1, 0, "", "\xc3\xa9 \xe2\x80\xa8 \xf0\x9f\x90\x8d",
+				      "k\"\\\n", "v", "nul\0in", (size_t)6, "z/</script>", "\x7f");
+		ck_assert_ptr_nonnull(v);
+		same_as_jansson(v);
+		same_as_jansson(json_object_get(v, "a"));
+		json_decref(v);
+	}
+	ck_assert_ptr_null(json_out(NULL, NULL, &(size_t){ 0 }));
+}
+END_TEST
+
 Suite *parse_suite(void)
 {
 	Suite *s = suite_create("parse");
@@ -322,6 +365,7 @@ Suite *parse_suite(void)
 	tcase_add_test(mi, test_utf8_cuts);
 	tcase_add_test(mi, test_json_scan);
 	tcase_add_test(mi, test_prom_text);
+	tcase_add_test(mi, test_json_out);
 	suite_add_tcase(s, size);
 	suite_add_tcase(s, dur);
 	suite_add_tcase(s, mi);
