@@ -410,6 +410,19 @@ static void reload(struct serve *s)
 		s->retired[s->n_retired++] = ps->env;
 		ps->env = envs[i];
 	}
+	/* a policy no longer named serves on the sessions and tasks begun on
+	 * it, cold: its ready jails are for new runs, which it gets no more */
+	for (size_t i = 0; i < s->n_ps; i++) {
+		bool named = false;
+		for (size_t j = 0; j < n && !named; j++)
+			named = strcmp(names[j], s->ps[i].name) == 0;
+		if (!named) {
+			struct mcp_server_config idle = cfg;
+			idle.ready = 0;
+			if (mcp_server_reconfigure(s->ps[i].srv, s->ps[i].env, &idle, &err) < 0)
+				log_error("serve: reload: policy %s: %s", s->ps[i].name, err.msg);
+		}
+	}
 	http_limits(s, &c, &hl);
 	http_server_set_limits(s->http, &hl);
 	tokens_free(&s->toks);

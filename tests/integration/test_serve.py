@@ -1103,7 +1103,18 @@ def test_sighup_rereads_the_configuration_and_the_policies(serve, tmp_path, star
                                      "file and none)")
     assert call("import socket\nsocket.gethostname()", host="mcp.example.org")["return_value"] == "after"
     assert call("1", token="tb")["return_value"] == 1
+    # a policy no longer named keeps no ready jails
+    write_policy("1s", "after")
+    toks.write_text(json.dumps({"tokens": [{"name": "a", "sha256": sha("ta")}]}))
+    write_conf(allow_hosts=["mcp.example.org"])
+    assert "reload: 1 token from" in reloads(b"pycell: serve: reload: ")
+    assert call("1", token="tb") == 401
     if start == "--warm":
+        m = scrape(s, "ta")
+        assert m[("pycell_ready_jails_target", (("policy", "strict"),))] == 0
+        assert m[("pycell_ready_jails_target", (("policy", str(pol)),))] == 2
+        wait_for(lambda: scrape(s, "ta")[("pycell_ready_jails", (("policy", "strict"),))] == 0,
+                 what="no ready jail of strict")
         # the first policy's zygote was replaced: a reload leaves one per policy served
         wait_for(lambda: len(zygotes(s.proc.pid)) == 2, what="one zygote per policy")
     s.stop()
