@@ -593,7 +593,7 @@ IFACES = """
 
 
 @pytest.mark.parametrize("network", ["none", "loopback"])
-def test_only_loopback_and_it_is_up(policy_file, network):
+def test_only_loopback_and_it_is_up_where_usable(policy_file, network):
     code = """
         import socket, json
         """ + IFACES + """
@@ -606,13 +606,20 @@ def test_only_loopback_and_it_is_up(policy_file, network):
             a, _ = srv.accept()
             c.sendall(b"ping")
             echo = a.recv(4).decode()
-        print(json.dumps({"ifs": ifs, "ifs_nl": ifs_nl, "echo": echo}))
+        try:
+            v6 = [l.split()[-1] for l in open("/proc/net/if_inet6").read().splitlines()]
+        except FileNotFoundError:
+            v6 = None
+        print(json.dumps({"ifs": ifs, "ifs_nl": ifs_nl, "echo": echo, "v6": v6}))
     """
     got = probe(code.replace("NETWORK", repr(network)),
                 "--policy", policy_file({"network": network}))
     assert got["ifs"] == ["lo"]
     assert got["ifs_nl"] in (None, ["lo"])
     assert got["echo"] == ("ping" if network == "loopback" else None)
+    # lo is up (it has ::1) only where a socket could use it
+    if got["v6"] is not None:
+        assert got["v6"] == (["lo"] if network == "loopback" else [])
 
 
 def test_host_network_unreachable(policy_file):
