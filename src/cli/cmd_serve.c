@@ -141,6 +141,7 @@ struct serve {
 	struct tokens toks;         /* in force */
 	struct loop *loop;
 	uint64_t drain_ms;          /* --drain-timeout */
+	uint64_t drain_from;        /* draining (SIGTERM) since then */
 	uint64_t drain_until;       /* draining (SIGTERM) until then; 0: not */
 	int drain_fd;               /* timer: is the drain done? */
 	struct loop_watch w_drain;
@@ -459,11 +460,19 @@ refused_early:
 	service_notify("READY=1\nSTATUS=serving; the last reload was refused: %s", err.msg);
 }
 
+/* A drain ends this long after the last new connection at the earliest: a
+ * balancer goes on sending here until its health check sees "stopping",
+ * and each of those requests gets 503 (it retries them elsewhere); one
+ * that came just as the server exits would be reset unanswered. */
+#define DRAIN_QUIET_MS 1000
+
 static bool drained(const struct serve *s)
 {
 	struct http_stats hs;
+	uint64_t quiet_from;
 	http_server_stats(s->http, &hs);
-	if (hs.pending)
+	quiet_from = hs.last_connection_ms > s->drain_from ? hs.last_connection_ms : s->drain_from;
+	if (hs.pending || now_ms() - quiet_from < DRAIN_QUIET_MS)
 		return false;
 	for (size_t i = 0; i < s->n_ps; i++) {
 		struct mcp_stats st;
@@ -482,7 +491,8 @@ static void on_drain_tick(struct loop_watch *w, uint32_t events, void *data)
 	(void)w;
 	(void)events;
 	if (drained(s)) {
-		log_info("serve: drained: every run in flight has ended");
+		log_info("serve: drained: every run in flight has ended, and no new connection came for %d ms",
+			 DRAIN_QUIET_MS);
 		s->done = true;
 	} else if (now_ms() >= s->drain_until) {
 		log_warn("serve: the drain timeout passed: the runs still in flight are killed");
@@ -497,7 +507,8 @@ static void drain(struct serve *s)
 	struct itimerspec tick = { { 0, 50 * 1000000L }, { 0, 1 } };
 	service_notify("STOPPING=1\nSTATUS=draining");
 	http_server_quiesce(s->http);
-	s->drain_until = now_ms() + s->drain_ms;
+	s->drain_from = now_ms();
+	s->drain_until = s->drain_from + s->drain_ms;
 	s->drain_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 	if (s->drain_ms == 0 || s->drain_fd < 0 ||
 	    loop_add(s->loop, &s->w_drain, s->drain_fd, EPOLLIN, on_drain_tick, s) < 0) {

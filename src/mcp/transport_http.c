@@ -1097,6 +1097,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 		hc->h = h;
 		hc->fd = ci ? ci->connect_fd : -1;
 		hc->t_start = now_ms();
+		h->stats.last_connection_ms = hc->t_start;
 		if (h->is_unix && hc->fd >= 0) {
 			struct ucred cred;
 			socklen_t len = sizeof(cred);

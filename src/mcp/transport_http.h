@@ -64,6 +64,7 @@ struct http_stats {
 	uint64_t denied[HTTP_DENIALS];
 	uint64_t requests;           /* requests begun, every path */
 	unsigned connections, sessions, pending;
+	uint64_t last_connection_ms;  /* when the newest connection came (now_ms), 0: none yet */
 };
 void http_server_stats(const struct http_server *h, struct http_stats *st);
 

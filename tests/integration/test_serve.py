@@ -523,6 +523,24 @@ def test_sigterm_drains_the_runs_in_flight_then_stops(serve):
     assert time.time() - t0 < 5
 
 
+def test_a_drain_waits_for_a_second_without_new_connections(serve):
+    """While a balancer still sends here (its health check has not yet seen
+    "stopping"), each request gets 503 and the server stays; it exits once
+    a second passed without a new connection, so none is reset unanswered."""
+    s = serve("--listen", "127.0.0.1:0", "-v")
+    t0 = time.time()
+    s.proc.send_signal(signal.SIGTERM)
+    while time.time() - t0 < 2.5:
+        r, d = s.modern(1, "tools/list")
+        assert r.status == 503 and b"the server is stopping" in d, (r.status, d)
+        assert s.proc.poll() is None
+        time.sleep(0.3)
+    t1 = time.time()
+    assert s.proc.wait(10) == 0
+    assert 0.7 < time.time() - t1 < 3
+    assert b"drained: every run in flight has ended, and no new connection came for 1000 ms" in s.stderr()
+
+
 def refused(host, port):
     try:
         socket.create_connection((host, port), timeout=1).close()
