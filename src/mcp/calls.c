@@ -367,6 +367,8 @@ void mcp_on_hold(struct loop_watch *w, uint32_t events, void *data)
 void mcp_on_defer(struct loop_watch *w, uint32_t events, void *data)
 {
 	struct mcp_server *s = data;
+	struct run **spent = NULL;
+	size_t n_spent = 0;
 	uint64_t n;
 	(void)!read(s->defer_fd, &n, sizeof(n));
 	while (s->ended) {
@@ -378,11 +380,19 @@ void mcp_on_defer(struct loop_watch *w, uint32_t events, void *data)
 			finish_version(c);
 		else
 			finish_run_python(c);
+		/* the jail is gone; its cgroups are removed once the answers
+		 * are out (stdio wrote them already, HTTP sends them from
+		 * on_answered): the client does not wait for the teardown */
+		spent = xrealloc(spent, (n_spent + 1) * sizeof(*spent));
+		spent[n_spent++] = steal_ptr(&c->run);
 		mcp_call_free(c);
 	}
 	mcp_answer_waiting_info(s);
 	if (s->on_answered)
 		s->on_answered(s->answered_ctx);
+	for (size_t i = 0; i < n_spent; i++)
+		run_free(spent[i]);
+	free(spent);
 	mcp_schedule(s);
 	run_pool_fill(s->pool);
 	(void)w;
