@@ -971,6 +971,13 @@ def test_socket_activation_notify_watchdog_reload_and_stop(tmp_path, host_tmp, k
             proc.wait()
 
 
+def test_libsystemd_is_loaded_under_systemd_only(serve):
+    """Outside systemd libsystemd is not loaded: it and its libraries would
+    be mapped into every jail's clone of the supervisor."""
+    s = serve("--listen", "127.0.0.1:0")
+    assert b"libsystemd" not in open(f"/proc/{s.proc.pid}/maps", "rb").read()
+
+
 def test_listen_and_a_systemd_socket_is_refused(tmp_path):
     """--listen beside a socket from systemd: which one was meant is
     unclear, so neither is served."""
