@@ -90,10 +90,11 @@ def test_quick_run_fills_every_table(tmp_path):
     assert [(r[0], r[1]) for r in rows] == [(w, p) for w in workloads for p in pairs]
     for r in rows:
         assert r[2] == "2", f"pairs in {r}"
-        for cell in r[3:6]:
+        assert len(r) == 9, r
+        for cell in r[3:]:
             assert re.fullmatch(r"[+-]" + NUM, cell), f"difference {r}: {cell!r}"
     added = res["http_added"]["hello"]["pycell serve"]
-    assert added["n"] == 2 and added["stdio"] == "pycell mcp"
+    assert added["n"] == 2 and added["stdio"] == "pycell mcp" and added["outside"]["n"] == 2
 
     rows = table_rows(report, "Throughput")
     assert [r[0] for r in rows] == runners
