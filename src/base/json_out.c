@@ -109,17 +109,20 @@ static int put_value(struct out *o, const json_t *v)
 	char num[32];
 	switch (json_typeof(v)) {
 	case JSON_OBJECT: {
-		const char *k;
-		json_t *m;
-		bool first = true;
+		json_t *obj = (json_t *)v;
 		putc1(o, '{');
-		json_object_foreach((json_t *)v, k, m) {
-			if (!first)
+		for (void *it = json_object_iter(obj); it; it = json_object_iter_next(obj, it)) {
+			const char *k = json_object_iter_key(it);
+#if JANSSON_VERSION_HEX >= 0x020e00
+			size_t kn = json_object_iter_key_len(it);   /* a key may hold a NUL */
+#else
+			size_t kn = strlen(k);
+#endif
+			if (it != json_object_iter(obj))
 				putc1(o, ',');
-			first = false;
-			put_string(o, k, strlen(k));
+			put_string(o, k, kn);
 			putc1(o, ':');
-			if (put_value(o, m) < 0)
+			if (put_value(o, json_object_iter_value(it)) < 0)
 				return -1;
 		}
 		putc1(o, '}');

@@ -347,6 +347,16 @@ START_TEST(test_json_out)
 		same_as_jansson(json_object_get(v, "a"));
 		json_decref(v);
 	}
+#if JANSSON_VERSION_HEX >= 0x020e00
+	{
+		/* a key with a NUL in it (jansson 2.14 keeps key lengths) */
+		json_t *o = json_object();
+		json_object_setn_new(o, "a\0b", 3, json_integer(1));
+		json_object_set_new(o, "c", json_null());
+		same_as_jansson(o);
+		json_decref(o);
+	}
+#endif
 	ck_assert_ptr_null(json_out(NULL, NULL, &(size_t){ 0 }));
 }
 END_TEST
