@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/timerfd.h>
@@ -147,6 +148,8 @@ struct serve {
 	struct loop_watch w_drain;
 	int dog_fd;                 /* timer: the systemd watchdog */
 	struct loop_watch w_dog;
+	int retire_fd;              /* eventfd: free the retired envs no run uses */
+	struct loop_watch w_retire;
 	int stop_signal;
 	bool done;
 };
@@ -300,15 +303,28 @@ static void free_retired(struct serve *s)
 	s->n_retired = k;
 }
 
-/* A server handed answers to its sessions: send them, and free the
- * envs no run uses any more (a run ends with its answer). */
+static void on_retire(struct loop_watch *w, uint32_t events, void *data)
+{
+	struct serve *s = data;
+	uint64_t n;
+	(void)!read(s->retire_fd, &n, sizeof(n));
+	(void)w;
+	(void)events;
+	free_retired(s);
+}
+
+/* A server handed answers to its sessions: send them; and once the
+ * server is done with its ended runs (it frees their jails after this
+ * call, and they use their env to the last), free the envs no run uses
+ * any more, from the loop. */
 static void on_answered(void *ctx)
 {
 	struct serve *s = ctx;
+	uint64_t one = 1;
 	if (s->http)
 		http_server_flush(s->http);
 	if (s->n_retired)
-		free_retired(s);
+		(void)!write(s->retire_fd, &one, sizeof(one));
 }
 
 static void server_add(struct serve *s, const char *name, struct run_env *env, struct mcp_server *srv)
@@ -620,7 +636,7 @@ int cmd_serve(int argc, char **argv)
 		return cli_input_error("serve", &err);
 	if (s.conf.host_uid_base)
 		jail_host_id_base = s.conf.host_uid_base;
-	s.drain_fd = s.dog_fd = -1;
+	s.drain_fd = s.dog_fd = s.retire_fd = -1;
 	s.drain_ms = o.has_drain_timeout ? o.drain_timeout : 30000;
 	s.tokens_file = tokens_of(&s, &s.conf);
 	if (s.tokens_file && tokens_load(s.tokens_file, &s.toks, &err) < 0) {
@@ -655,6 +671,12 @@ int cmd_serve(int argc, char **argv)
 		goto out;
 	}
 	front_signals_route(&sigs, on_signal, &s);
+	s.retire_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (s.retire_fd < 0 || loop_add(s.loop, &s.w_retire, s.retire_fd, EPOLLIN, on_retire, &s) < 0) {
+		pc_syserr(&err, "loop", "eventfd");
+		cli_setup_error("serve", &err);
+		goto out;
+	}
 	/* The bridge always: it writes the audit record of every run, with
 	 * the client that asked; and it reaches the upstreams, if any. */
 	bridge = bridge_new(s.loop, &s.conf, &err);
@@ -734,6 +756,10 @@ out:
 		loop_del(s.loop, &s.w_drain);
 	if (s.w_dog.registered)
 		loop_del(s.loop, &s.w_dog);
+	if (s.w_retire.registered)
+		loop_del(s.loop, &s.w_retire);
+	if (s.retire_fd >= 0)
+		close(s.retire_fd);
 	if (s.drain_fd >= 0)
 		close(s.drain_fd);
 	if (s.dog_fd >= 0)
