@@ -78,8 +78,9 @@ void mcp_server_stats(const struct mcp_server *s, struct mcp_stats *st);
 /* A reload: runs from now on are env's (its policy, tools and ready
  * jails; the old ready jails are killed), with cfg's max_runs, ready and
  * cache_private.  The runs in flight keep the env they started with:
- * free an old env once mcp_server_uses_env says no more.  On failure
- * nothing changed. */
+ * free an old env once mcp_server_uses_env says no more, and not from
+ * the on_answered hook (the jails of the runs just answered are freed
+ * after it, and read their env).  On failure nothing changed. */
 int mcp_server_reconfigure(struct mcp_server *s, const struct run_env *env,
 			   const struct mcp_server_config *cfg, struct pc_err *err);
 /* Is env this server's, or that of a run still in flight? */
@@ -87,9 +88,9 @@ bool mcp_server_uses_env(const struct mcp_server *s, const struct run_env *env);
 /* Kills and frees every run, queued or running; sends nothing. */
 void mcp_server_free(struct mcp_server *s);
 /* fn(ctx) is called once the answers of ended runs have been handed to
- * the sessions, before the server goes on to other work (starting queued
- * runs, making ready jails): a transport that sends from its own loop
- * round (HTTP) sends them there. */
+ * the sessions, before the server goes on to other work (tearing down
+ * those runs' jails, starting queued runs, making ready jails): a
+ * transport that sends from its own loop round (HTTP) sends them there. */
 void mcp_server_on_answered(struct mcp_server *s, void (*fn)(void *ctx), void *ctx);
 /* The tools of tools_settled have settled: the sandbox_info calls that
  * waited for them are answered (from the loop, not from this call). */
