@@ -452,3 +452,18 @@ void utf8_trim_tail(char *s)
 	if (n - (lead - 1) < need)
 		s[lead - 1] = '\0';
 }
+
+bool str_eq(const char *a, const char *b)
+{
+	return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+bool strv_eq(char *const *a, size_t na, char *const *b, size_t nb)
+{
+	if (na != nb)
+		return false;
+	for (size_t i = 0; i < na; i++)
+		if (!str_eq(a[i], b[i]))
+			return false;
+	return true;
+}

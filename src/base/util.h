@@ -117,6 +117,9 @@ int read_fd_all(int fd, size_t max, char **out, size_t *len);
 int write_file(const char *path, const char *s);
 int set_nonblock(int fd, bool on);
 uint64_t now_ms(void);  /* CLOCK_MONOTONIC */
+/* Equal strings, NULL equal only to NULL; equal arrays of them. */
+bool str_eq(const char *a, const char *b);
+bool strv_eq(char *const *a, size_t na, char *const *b, size_t nb);
 /* An unguessable id: 128 random bits as 32 hex digits, after "PREFIX."
  * when prefix is not NULL (a replica's name, at most REPLICA_NAME_MAX
  * bytes).  0, or -1 when the kernel gave no random bytes. */

@@ -332,17 +332,11 @@ static void server_add(struct serve *s, const char *name, struct run_env *env, s
 	s->ps = xrealloc(s->ps, (s->n_ps + 1) * sizeof(*s->ps));
 	s->ps[s->n_ps++] = (struct policy_server){ xstrdup(name), env, srv };
 	s->ops = xrealloc(s->ops, s->n_ps * sizeof(*s->ops));
-	for (size_t i = 0; i < s->n_ps; i++)
-		s->ops[i] = (struct ops_policy){ s->ps[i].name, s->ps[i].srv };
+	s->ops[s->n_ps - 1] = (struct ops_policy){ s->ps[s->n_ps - 1].name, srv };
 	mcp_server_on_answered(srv, on_answered, s);
 }
 
 /* ------------------------------------------------------------ signals */
-
-static bool same_str(const char *a, const char *b)
-{
-	return a == b || (a && b && strcmp(a, b) == 0);
-}
 
 /* What a reload cannot change while serving: listening, the audit log,
  * the upstream servers, the jails' host ids, and what libmicrohttpd was
@@ -351,13 +345,13 @@ static int fixed_at_start(const struct serve *s, const struct pycell_conf *c, st
 {
 	const struct pycell_conf *old = &s->conf;
 	const char *key = NULL;
-	if (!s->o->listen && !s->activated && !same_str(old->http_listen, c->http_listen))
+	if (!s->o->listen && !s->activated && !str_eq(old->http_listen, c->http_listen))
 		key = "http.listen";
 	else if (!s->o->max_connections && old->http_max_connections != c->http_max_connections)
 		key = "http.max_connections";
 	else if (!s->o->request_timeout && old->http_request_timeout_ms != c->http_request_timeout_ms)
 		key = "http.request_timeout";
-	else if (!same_str(old->audit_log, c->audit_log))
+	else if (!str_eq(old->audit_log, c->audit_log))
 		key = "audit_log";
 	else if (!conf_same_upstreams(old, c))
 		key = "upstreams";

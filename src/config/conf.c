@@ -56,24 +56,14 @@ void conf_free(struct pycell_conf *c)
 	memset(c, 0, sizeof(*c));
 }
 
-static bool same_strv(char *const *a, size_t na, char *const *b, size_t nb)
-{
-	if (na != nb)
-		return false;
-	for (size_t i = 0; i < na; i++)
-		if (strcmp(a[i], b[i]) != 0)
-			return false;
-	return true;
-}
-
 bool conf_same_upstreams(const struct pycell_conf *a, const struct pycell_conf *b)
 {
 	if (a->n_upstreams != b->n_upstreams)
 		return false;
 	for (size_t i = 0; i < a->n_upstreams; i++) {
 		const struct upstream_conf *u = &a->upstreams[i], *v = conf_upstream(b, u->name);
-		if (!v || u->timeout_ms != v->timeout_ms || !same_strv(u->argv, u->argc, v->argv, v->argc) ||
-		    !same_strv(u->env, u->n_env, v->env, v->n_env))
+		if (!v || u->timeout_ms != v->timeout_ms || !strv_eq(u->argv, u->argc, v->argv, v->argc) ||
+		    !strv_eq(u->env, u->n_env, v->env, v->n_env))
 			return false;
 	}
 	return true;

@@ -298,7 +298,7 @@ static bool field_equal(const struct policy *a, const struct policy *b, const st
 	case PF_STRING:
 	case PF_PATH:
 	case PF_NAME:
-		return pv_str_eq(*(char *const *)x, *(char *const *)y);
+		return str_eq(*(char *const *)x, *(char *const *)y);
 	case PF_DURATION:
 	case PF_SIZE:
 		return *(const uint64_t *)x == *(const uint64_t *)y;
@@ -311,12 +311,12 @@ static bool field_equal(const struct policy *a, const struct policy *b, const st
 		return *(const int *)x == *(const int *)y;
 	case PF_STRV:
 	case PF_ENV:
-		return pv_strv_eq(*(char *const *const *)x, n, *(char *const *const *)y, n);
+		return strv_eq(*(char *const *const *)x, n, *(char *const *const *)y, n);
 	case PF_BINDS:
 		for (size_t i = 0; i < n; i++) {
 			const struct bind_spec *p = &(*(struct bind_spec *const *)x)[i];
 			const struct bind_spec *q = &(*(struct bind_spec *const *)y)[i];
-			if (!pv_str_eq(p->src, q->src) || !pv_str_eq(p->dst, q->dst) || p->optional != q->optional ||
+			if (!str_eq(p->src, q->src) || !str_eq(p->dst, q->dst) || p->optional != q->optional ||
 			    p->writable != q->writable)
 				return false;
 		}
@@ -325,7 +325,7 @@ static bool field_equal(const struct policy *a, const struct policy *b, const st
 		for (size_t i = 0; i < n; i++) {
 			const struct seccomp_rule *p = &(*(struct seccomp_rule *const *)x)[i];
 			const struct seccomp_rule *q = &(*(struct seccomp_rule *const *)y)[i];
-			if (!pv_str_eq(p->syscall, q->syscall) || p->action_errno != q->action_errno ||
+			if (!str_eq(p->syscall, q->syscall) || p->action_errno != q->action_errno ||
 			    p->kill != q->kill)
 				return false;
 		}

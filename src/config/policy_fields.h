@@ -89,8 +89,6 @@ int pv_string_list(const struct jc *c, const char *key, const json_t *v,
 int pv_apply_choice(const struct jc *c, const char *key, const json_t *v, const char *const choices[], int *out);
 json_t *pv_strv_json(char *const *v, size_t n);
 json_t *pv_action_json(const struct seccomp_rule *r);
-bool pv_str_eq(const char *a, const char *b);
-bool pv_strv_eq(char *const *a, size_t na, char *const *b, size_t nb);
 void pv_binds_free(struct bind_spec *b, size_t n);
 void pv_rules_free(struct seccomp_rule *r, size_t n);
 

@@ -391,21 +391,6 @@ json_t *pv_action_json(const struct seccomp_rule *r)
 	return json_sprintf("errno:%d", r->action_errno);
 }
 
-bool pv_str_eq(const char *a, const char *b)
-{
-	return a == b || (a && b && strcmp(a, b) == 0);
-}
-
-bool pv_strv_eq(char *const *a, size_t na, char *const *b, size_t nb)
-{
-	if (na != nb)
-		return false;
-	for (size_t i = 0; i < na; i++)
-		if (!pv_str_eq(a[i], b[i]))
-			return false;
-	return true;
-}
-
 int pv_parse_cpu(const struct jc *c, const char *key, const json_t *v, struct policy *p)
 {
 	double cores = json_is_number(v) ? json_number_value(v) : -1;
