@@ -12,6 +12,7 @@
 #include <sys/timerfd.h>
 #include <time.h>
 
+#include "base/json_out.h"
 #include "base/jsonrpc.h"
 #include "base/log.h"
 #include "mcp/internal.h"
@@ -190,8 +191,9 @@ void mcp_task_finish(struct mcp_task *t, json_t *result, const char *summary)
 		json_decref(result);   /* cancelled meanwhile: it stays cancelled */
 		return;
 	}
-	text = json_dumps(result, JSON_COMPACT);
-	bytes = text ? strlen(text) : 0;
+	text = json_out(result, NULL, &bytes);   /* its size, as it will be sent */
+	if (!text)
+		bytes = 0;
 	free(text);
 	evict(s, bytes);
 	t->result = result;
