@@ -38,7 +38,7 @@ static const char mcp_usage[] =
 	"      --tools-page-size N  tools per tools/list page (default: all; to test clients)\n"
 	"      --warm / --cold      warm starts: clone each run's fresh jail from an initialised\n"
 	"                           interpreter, and keep the config's warm.ready jails (2) made\n"
-	"                           ahead (default: the config's warm.enabled, off)\n"
+	"                           ahead (default: the config's warm.enabled, on)\n"
 	"  -v, --verbose            log more to stderr (twice for debug)\n"
 	"  -h, --help               show this help\n"
 	"\n"

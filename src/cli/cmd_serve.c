@@ -60,7 +60,7 @@ static const char serve_usage[] =
 	"      --replica NAME        this replica's name in a fleet behind a load balancer: task\n"
 	"                            and session ids begin with NAME. (letters, digits, _ and -;\n"
 	"                            up to 32)\n"
-	"      --warm / --cold       warm starts (default: the config's warm.enabled, off)\n"
+	"      --warm / --cold       warm starts (default: the config's warm.enabled, on)\n"
 	"  -v, --verbose            log more to stderr (twice for debug)\n"
 	"  -h, --help               show this help\n"
 	"\n"

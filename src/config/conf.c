@@ -24,6 +24,7 @@ void conf_init_default(struct pycell_conf *c)
 	c->policy = xstrdup("default");
 	c->max_concurrent_runs = 4;
 	c->max_message = 4u << 20;
+	c->warm_enabled = true;
 	c->warm_ready = 2;
 	c->host_uid_base = 100000;
 	c->http_listen = xstrdup("127.0.0.1:8080");

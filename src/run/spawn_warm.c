@@ -369,14 +369,15 @@ static int warm_release(struct spawner *sp, const struct jail_spec *s, struct ja
 	return jail_release(s, j, err);
 }
 
-/* A zygote returns from its loop when its control socket closes and exits
- * like any process (its gcov counters, in a coverage build, with it); one
- * that has not within 100 ms is killed.  Its jails die with it. */
+/* A zygote returns from its loop when its control socket closes, kills
+ * the jails it made and waits for them, and exits like any process (its
+ * gcov counters, in a coverage build, with it); one that has not within
+ * a second is killed, and its jails die of their parent-death signal. */
 static void zygote_stop(pid_t pid)
 {
 	cleanup_close int fd = pidfd_open(pid, 0);
 	struct pollfd p = { .fd = fd, .events = POLLIN };
-	if (fd < 0 || poll(&p, 1, 100) != 1)
+	if (fd < 0 || poll(&p, 1, 1000) != 1)
 		kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
 }

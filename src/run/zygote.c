@@ -13,6 +13,7 @@
 #include "config.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
@@ -20,6 +21,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/pidfd.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -223,6 +225,47 @@ static int load_python(const char *libname, const struct policy *p, const char *
 	return 0;
 }
 
+/* The jails this zygote made that may still live, as pidfds: when the
+ * supervisor goes, they are killed and waited for before the zygote exits,
+ * so that its wait for the zygote is a wait for all of them (a jail left
+ * to its parent-death signal would be reaped by whoever inherits it,
+ * after the supervisor has returned). */
+static struct {
+	int *fd;
+	size_t n, cap;
+} jails;
+
+static void jails_add(int pidfd)
+{
+	struct pollfd p = { .events = POLLIN };
+	size_t k = 0;
+	/* forget the ones that have ended (their pidfd is readable) */
+	for (size_t i = 0; i < jails.n; i++) {
+		p.fd = jails.fd[i];
+		if (poll(&p, 1, 0) == 1)
+			close(jails.fd[i]);
+		else
+			jails.fd[k++] = jails.fd[i];
+	}
+	jails.n = k;
+	if (jails.n == jails.cap)
+		jails.fd = xrealloc(jails.fd, (jails.cap = jails.cap ? 2 * jails.cap : 16) * sizeof(int));
+	jails.fd[jails.n++] = pidfd;
+}
+
+static void jails_end(void)
+{
+	for (size_t i = 0; i < jails.n; i++) {
+		pidfd_send_signal(jails.fd[i], SIGKILL, NULL, 0);
+		close(jails.fd[i]);
+	}
+	free(jails.fd);
+	/* SIGCHLD is ignored: wait() returns ECHILD once every child has
+	 * ended, and a jail's init ends after the rest of its pid namespace */
+	while (wait(NULL) >= 0 || errno == EINTR)
+		;
+}
+
 static int zygote_serve_one(int ctl, struct jail_spec *tmpl)
 {
 	struct spawn_req req;
@@ -272,7 +315,7 @@ static int zygote_serve_one(int ctl, struct jail_spec *tmpl)
 		reply.ok = 1;
 		reply.pid = j.pid;
 		send_fds(ctl, &reply, sizeof(reply), out, 2);
-		close(j.pidfd);
+		jails_add(j.pidfd);
 		close(j.sync_fd);
 		if (buf)
 			munmap(buf, req.files_len);
@@ -343,5 +386,6 @@ answer:
 	tmpl.run_inline = zygote_run_inline;
 	while (zygote_serve_one(ZYGOTE_FD, &tmpl) == 0)
 		;
+	jails_end();
 	return 0;
 }

@@ -6,7 +6,7 @@
 Each tree is a built source tree (its ./pycell, its policies and runtime).
 Under the same load, alternating the two every iteration (order swapped
 each time), it measures the warm MCP tools/call print("hello") (one
-`pycell mcp` per tree with tests/bench/warm.conf) and the cold
+`pycell mcp` per tree, warm starts being its default) and the cold
 `pycell run -c 'print("hello")'`, beside bare /usr/bin/python3 -c.
 Prints p50 and p90 and the ratio to python3.  For the committed numbers
 of one build against python3 and bwrap, use `make bench`.
@@ -20,13 +20,12 @@ import subprocess
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
 CODE = 'print("hello")'
 
 
 def mcp_server(tree):
     env = dict(os.environ, PYCELL_DATADIR=str(tree))
-    p = subprocess.Popen([str(tree / "pycell"), "mcp", "--config", str(HERE / "warm.conf")],
+    p = subprocess.Popen([str(tree / "pycell"), "mcp", "--warm"],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
 
     def call(i, method, params):

@@ -41,7 +41,6 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-WARM_CONF = Path(__file__).resolve().parent / "warm.conf"
 PYTHON = "/usr/bin/python3"
 MIB = 1 << 20
 PROTOCOL_VERSION = "2025-11-25"
@@ -1135,12 +1134,12 @@ def parse_args(argv):
                     "(no extra arguments)")
     ap.add_argument("--mcp", action="append", metavar="LABEL=ARGS",
                     help="a pycell mcp runner: LABEL and extra arguments for `pycell mcp`; "
-                    "repeatable; default: 'pycell mcp=' (cold) and "
-                    "'pycell mcp warm=--config tests/bench/warm.conf' (warm starts on)")
+                    "repeatable; default: 'pycell mcp=' (warm starts, the default) and "
+                    "'pycell mcp cold=--cold'")
     ap.add_argument("--serve", action="append", metavar="LABEL=ARGS",
                     help="a pycell serve runner (Streamable HTTP, protocol 2026-07-28, keep-alive): "
                     "LABEL and extra arguments for `pycell serve`; repeatable; default: "
-                    "'pycell serve=' and 'pycell serve warm=--config tests/bench/warm.conf'")
+                    "'pycell serve=' and 'pycell serve cold=--cold'")
     ap.add_argument("--levels", default="1,2,8",
                     help="throughput concurrency levels (default 1,2,8)")
     ap.add_argument("--rounds", type=int, help="throughput rounds (default 3; 1 with --quick)")
@@ -1184,9 +1183,9 @@ def parse_args(argv):
 
     a.run_variants = variants("run", a.run or ["pycell run="])
     a.mcp_variants = variants("mcp", a.mcp or [
-        "pycell mcp=", "pycell mcp warm=" + shlex.join(["--config", str(WARM_CONF)])])
+        "pycell mcp=", "pycell mcp cold=--cold"])
     a.serve_variants = variants("serve", a.serve or [
-        "pycell serve=", "pycell serve warm=" + shlex.join(["--config", str(WARM_CONF)])])
+        "pycell serve=", "pycell serve cold=--cold"])
     return a
 
 

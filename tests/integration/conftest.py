@@ -119,6 +119,21 @@ def children_of(pid):
     return out
 
 
+def run_jails(pid):
+    """The processes below a server that belong to runs: its descendants
+    less the warm-start zygote and the ready jails it keeps made ahead."""
+    out = []
+    for p in descendants(pid):
+        try:
+            with open(f"/proc/{p}/comm") as f, open(f"/proc/{p}/cmdline", "rb") as g:
+                comm, cmd = f.read().strip(), g.read()
+        except OSError:
+            continue
+        if comm != "pycell-ready" and cmd != b"pycell\0__zygote\0":
+            out.append(p)
+    return out
+
+
 def descendants(pid):
     """Every live process below pid (any depth), as a list of pids."""
     parent = {}
@@ -232,6 +247,11 @@ def check_no_leftovers(before, what):
 # Extra options for every `pycell run`, e.g. PYCELL_RUN_FLAGS=--warm reruns
 # the suite with jails cloned from a zygote (tests/integration/run-warm.sh).
 RUN_FLAGS = os.environ.get("PYCELL_RUN_FLAGS", "").split()
+# And for every `pycell mcp` and `pycell serve` started by start_pycell,
+# e.g. PYCELL_MCP_FLAGS=--cold (run-warm.sh: servers start warm by
+# default, so the rerun starts them cold).  A test's own flags come after
+# these and win.
+MCP_FLAGS = os.environ.get("PYCELL_MCP_FLAGS", "").split()
 
 
 def start_pycell(args, env=None, user=None, **popen_kw):
@@ -239,6 +259,8 @@ def start_pycell(args, env=None, user=None, **popen_kw):
     args = list(args)
     if RUN_FLAGS and args[:1] == ["run"]:
         args = ["run", *RUN_FLAGS, *args[1:]]
+    if MCP_FLAGS and args[:1] in (["mcp"], ["serve"]):
+        args = [args[0], *MCP_FLAGS, *args[1:]]
     argv = [PYCELL] + args
     if user is not None:
         argv = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups"] + argv

@@ -57,7 +57,7 @@ def assert_num(cell, what, suffix=""):
 
 def test_quick_run_fills_every_table(tmp_path):
     have_bwrap = shutil.which("bwrap") is not None
-    mcp = ["pycell mcp", "pycell mcp warm", "pycell serve", "pycell serve warm"]
+    mcp = ["pycell mcp", "pycell mcp cold", "pycell serve", "pycell serve cold"]
     runners = ["python3", "bwrap", "pycell run", *mcp]
     args = ["--quick", "--iterations", "2", "--cpu-ms", "5", "--output-bytes", "65536",
             "--debug-runs", "2", "--out", str(tmp_path / "report.md"),
@@ -86,7 +86,7 @@ def test_quick_run_fills_every_table(tmp_path):
         assert_num(r[6], f"ratio {r[:2]}", "x")
 
     rows = table_rows(report, "What HTTP adds")
-    pairs = ["pycell serve - pycell mcp", "pycell serve warm - pycell mcp warm"]
+    pairs = ["pycell serve - pycell mcp", "pycell serve cold - pycell mcp cold"]
     assert [(r[0], r[1]) for r in rows] == [(w, p) for w in workloads for p in pairs]
     for r in rows:
         assert r[2] == "2", f"pairs in {r}"

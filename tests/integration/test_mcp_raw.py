@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import check_no_leftovers, children_of, descendants, start_pycell
+from conftest import check_no_leftovers, children_of, run_jails, start_pycell
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -450,10 +450,11 @@ def test_1000_garbage_lines_do_not_crash_it(server):
     server.close()
 
 
-def test_a_client_that_does_not_read_does_not_block_the_loop():
+@pytest.mark.parametrize("start", ["--cold", "--warm"])
+def test_a_client_that_does_not_read_does_not_block_the_loop(start):
     """With stdout full and nobody reading, the loop still starts, reaps
     and answers runs: writes are queued, never blocking."""
-    server = Server(read=False)
+    server = Server(start, read=False)
     try:
         check_unread_stdout(server)
     finally:
@@ -473,12 +474,12 @@ def check_unread_stdout(server):
     deadline = time.monotonic() + 10
     seen = False
     while time.monotonic() < deadline:
-        n = len(descendants(server.proc.pid))
+        n = len(run_jails(server.proc.pid))
         seen = seen or n >= 2
         if seen and n == 0:
             break
         time.sleep(0.02)
-    assert seen and not descendants(server.proc.pid)
+    assert seen and not run_jails(server.proc.pid)
     server.start_reading()
     assert server.recv()["id"] == 0
     got = []

@@ -339,3 +339,98 @@ def test_a_cell_that_fails_or_exits_ends_the_same(start, code, stdout, stderr_en
         assert sc["status"] == ("ok" if exit_code == 0 else "error")
     finally:
         s.close()
+
+
+# ------------------------------------------- one run to the next, cold = warm
+
+LEAVE = r"""
+import builtins, ctypes, os, socket, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+for d in ("/tmp", "/workspace", "/dev/shm"):
+    open(d + "/trace", "w").write("left by the first run")
+os.environ["PYCELL_TRACE"] = "1"
+builtins.pycell_trace = 1
+sys.modules["pycell_trace"] = sys
+sys.path.insert(0, "/tmp/trace-path")
+import json
+json.pycell_trace = 1                       # a module the zygote has loaded
+shm = libc.shmget(0x7079636c, 4096, 0o1000 | 0o600)     # IPC_CREAT
+assert shm >= 0, ctypes.get_errno()
+tcp = socket.socket(); tcp.bind(("127.0.0.1", 47931)); tcp.listen()
+unix = socket.socket(socket.AF_UNIX); unix.bind("\0pycell-trace"); unix.listen()
+if os.fork() == 0:                          # a process that stays behind
+    os.setsid()
+    if os.fork() == 0:
+        time.sleep(30)
+    os._exit(0)
+os.wait()
+[hash("pycell"), ctypes.cast(libc.printf, ctypes.c_void_p).value]   # the C library's place
+"""
+
+LOOK = r"""
+import builtins, ctypes, errno, os, socket, sys
+libc = ctypes.CDLL(None, use_errno=True)
+import json
+
+def refused(family, addr):
+    s = socket.socket(family)
+    try:
+        s.connect(addr)
+        return "connected"
+    except OSError as e:
+        return errno.errorcode[e.errno]
+
+seen = {
+    "files": [d for d in ("/tmp", "/workspace", "/dev/shm") if os.path.exists(d + "/trace")],
+    "env": os.environ.get("PYCELL_TRACE"),
+    "builtins": hasattr(builtins, "pycell_trace"),
+    "modules": "pycell_trace" in sys.modules or hasattr(json, "pycell_trace"),
+    "path": "/tmp/trace-path" in sys.path,
+    "shm": libc.shmget(0x7079636c, 0, 0) >= 0 or errno.errorcode[ctypes.get_errno()],
+    "tcp": refused(socket.AF_INET, ("127.0.0.1", 47931)),
+    "unix": refused(socket.AF_UNIX, "\0pycell-trace"),
+    "pids": sorted(int(p) for p in os.listdir("/proc") if p.isdigit()),
+    "me": os.getpid(),
+}
+[seen, hash("pycell"), ctypes.cast(libc.printf, ctypes.c_void_p).value]
+"""
+
+
+@pytest.mark.parametrize("start", ["--cold", "--warm"])
+def test_a_run_leaves_nothing_for_the_next(start):
+    """What SECURITY.md states for warm starts: a run finds nothing the
+    previous one left (files in each writable place, the environment, the
+    interpreter's modules and builtins, System V IPC, listening TCP and
+    abstract sockets, a process that detached itself), the same with warm
+    starts as cold ones.  What warm runs do share by construction, the
+    zygote's address-space layout and hash seed, is asserted too, so that
+    the statement is exact: it holds for warm runs and not for cold ones."""
+    s = Mcp([start], pycell_env())
+    try:
+        first = s.run(LEAVE)["return_value"]
+        seen, *second = s.run(LOOK)["return_value"]
+        assert seen == {"files": [], "env": None, "builtins": False, "modules": False, "path": False,
+                        "shm": "ENOENT", "tcp": "ECONNREFUSED", "unix": "ECONNREFUSED",
+                        "pids": [1, 2], "me": 2}, seen
+        if start == "--warm":
+            assert second == first, "warm runs share the zygote's layout and hash seed, as SECURITY.md says"
+        else:
+            assert second[0] != first[0] and second[1] != first[1], (first, second)
+    finally:
+        s.close()
+
+
+@pytest.mark.parametrize("args, warm", [([], True), (["--cold"], False), (["--warm"], True)])
+def test_servers_start_warm_by_default(args, warm):
+    """`pycell mcp` keeps a zygote unless told --cold (the config's
+    warm.enabled defaults to true); runs say nothing of falling back."""
+    s = Mcp(args, pycell_env())
+    try:
+        assert s.run("6 * 7")["return_value"] == 42
+        if warm:
+            zygote_of(s.proc.pid)
+        else:
+            with pytest.raises(AssertionError, match="no zygote"):
+                zygote_of(s.proc.pid)
+    finally:
+        s.close()

@@ -18,8 +18,8 @@ export const DATADIR = process.env.PYCELL_DATADIR || top;
 // PYCELL_TEST_POLICY: run every server with this policy instead of the default.
 const POLICY = process.env.PYCELL_TEST_POLICY ? ["--policy", process.env.PYCELL_TEST_POLICY] : [];
 
-// PYCELL_MCP_FLAGS: more server options for every test, e.g. "--warm"
-// (run-warm.sh reruns the suites against warm starts).
+// PYCELL_MCP_FLAGS: more server options for every test, e.g. "--cold"
+// (run-cold.sh reruns the suites with every jail started anew).
 const FLAGS = (process.env.PYCELL_MCP_FLAGS || "").split(/\s+/).filter(Boolean);
 
 export function serverArgs(extra = []) {
