@@ -5,6 +5,8 @@
 #include <libgen.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
 
 #include "base/log.h"
 #include "bridge/bridge.h"
@@ -89,6 +91,39 @@ static int start_tools(struct loop *l, const struct pycell_conf *conf, struct ru
 	bridge_wait_ready(*out, wait_ms);
 	bridge_attach(*out, req);
 	return 0;
+}
+
+/* pycell run is over for its caller once python's status and output are
+ * known and written out.  What is left, the jail's init exiting (the
+ * kernel tearing down its namespaces) and the run's cgroups removed, is
+ * done by a child of ours that holds nothing the caller waits on (its
+ * standard streams are /dev/null), and this process returns at once:
+ * true.  Nothing is left behind: the child ends once the jail and its
+ * cgroups are gone (it holds their locks meanwhile, cgroup_probe.c), and
+ * a child killed on the way leaves what the next supervisor's sweep
+ * removes.  The parent ends with _exit: what it holds is the child's to
+ * free.  False: do the teardown here (this is the child, or no fork, or a
+ * coverage build, whose jail init writes its counters as it exits and
+ * would be killed mid-way by its parent-death signal). */
+static bool teardown_later(void)
+{
+	int null;
+	pid_t pid;
+#ifdef PYCELL_COVERAGE
+	return false;
+#endif
+	fflush(stdout);
+	fflush(stderr);
+	pid = fork();
+	if (pid != 0)
+		return pid > 0;
+	prctl(PR_SET_NAME, "pycell-teardown");
+	null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	for (int fd = 0; fd < 3 && null >= 0; fd++)
+		dup2(null, fd);
+	if (null > 2)
+		close(null);
+	return false;
 }
 
 int cmd_run(int argc, char **argv)
@@ -186,7 +221,11 @@ int cmd_run(int argc, char **argv)
 	l = loop_new();
 	if (!l)
 		pc_syserr(&err, "loop", "epoll_create1");
-	if (!l || start_tools(l, &conf, &req, &bridge, &err) < 0 || run_start(l, &req, &r, &err) < 0) {
+	if (l && start_tools(l, &conf, &req, &bridge, &err) == 0)
+		/* a cold run without upstream servers is over for the caller
+		 * once python's status and output are known (teardown_later) */
+		req.finish_on_report = !env.warm && !bridge;
+	if (!l || err.msg[0] || run_start(l, &req, &r, &err) < 0) {
 		bridge_free(bridge);
 		loop_free(l);
 		run_env_free(&env);
@@ -217,6 +256,9 @@ int cmd_run(int argc, char **argv)
 		report_end(run_result(r), &env.policy);
 	}
 	status = result_exit_status(run_result(r));
+	if (req.finish_on_report && run_done(r) && teardown_later())
+		_exit(status);
+	run_settle(r, 1000);
 	run_free(r);
 	bridge_free(bridge);
 	loop_free(l);

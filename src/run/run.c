@@ -148,7 +148,8 @@ static void finish_if_complete(struct run *r)
 	struct run_result *res = &r->result;
 	struct cgroup_stats st = { 0 };
 
-	if (r->done || !r->reaped || r->out.fd >= 0 || r->err.fd >= 0)
+	if (r->done || r->out.fd >= 0 || r->err.fd >= 0 ||
+	    !(r->reaped || (r->req.finish_on_report && r->got_exit && !r->got_error)))
 		return;
 	r->done = true;
 	res->duration_ms = now_ms() - r->t0;
@@ -258,6 +259,8 @@ static void on_output(struct loop_watch *w, uint32_t events, void *data)
 	(void)events;
 }
 
+static void on_tool(struct loop_watch *w, uint32_t events, void *data);
+
 static void on_sync(struct loop_watch *w, uint32_t events, void *data)
 {
 	struct run *r = data;
@@ -280,13 +283,19 @@ static void on_sync(struct loop_watch *w, uint32_t events, void *data)
 		} else if (m.type == JAIL_MSG_EXIT) {
 			r->got_exit = true;
 			r->exit_msg = m;
+			if (r->req.finish_on_report && !r->reaped) {
+				/* python wrote its last tool message before it
+				 * exited, and init reports after that */
+				if (r->tool_fd >= 0)
+					on_tool(&r->w_tool, EPOLLIN, r);
+				finish_if_complete(r);
+				return;
+			}
 		}
 	}
 	(void)w;
 	(void)events;
 }
-
-static void on_tool(struct loop_watch *w, uint32_t events, void *data);
 
 static void on_pidfd(struct loop_watch *w, uint32_t events, void *data)
 {
@@ -804,6 +813,18 @@ void run_cancel(struct run *r)
 bool run_done(const struct run *r) { return r->done; }
 const struct run_result *run_result(const struct run *r) { return &r->result; }
 struct run_result *run_result_mut(struct run *r) { return &r->result; }
+
+void run_settle(struct run *r, int timeout_ms)
+{
+	struct pollfd p = { .fd = r->jail.pidfd, .events = POLLIN };
+	if (!r->spawned || r->reaped || p.fd < 0)
+		return;
+	/* readable once init has exited, for its parent or not (waitid then
+	 * fails with ECHILD in a child of the parent, which on_pidfd takes as
+	 * the exit) */
+	if (poll(&p, 1, timeout_ms) == 1)
+		on_pidfd(&r->w_pidfd, EPOLLIN, r);
+}
 
 void run_free(struct run *r)
 {

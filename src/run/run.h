@@ -64,6 +64,12 @@ struct run_request {
 	/* Who asked for the run (an HTTP token's name), for the audit log;
 	 * NULL: not said.  Read by bridge_attach, not kept. */
 	const char *client;
+	/* The result is final once the jail's init has reported how python
+	 * ended and the output pipes are closed, before init itself has
+	 * exited (the kernel's teardown of its namespaces): run_settle waits
+	 * for that.  For a caller that hands the rest of the teardown to
+	 * another process (pycell run). */
+	bool finish_on_report;
 };
 
 /* What every run of one policy shares, set up once: the policy, its
@@ -112,6 +118,10 @@ const struct run_result *run_result(const struct run *r);
 int run_tool_send(struct run *r, json_t *msg);
 /* The result being built, for the tool bridge to add tool_calls. */
 struct run_result *run_result_mut(struct run *r);
+/* Wait up to timeout_ms for a finished run's jail to exit on its own
+ * (finish_on_report), in this process or in a child forked after the
+ * run finished: the jail is then gone whoever reaps it. */
+void run_settle(struct run *r, int timeout_ms);
 /* Free the run; kills and reaps anything still alive. */
 void run_free(struct run *r);
 

@@ -31,7 +31,7 @@ needs_faults = pytest.mark.skipif(
     not FAULTS, reason="pycell was built without --enable-fault-injection (CI's sanitizer and "
                        "coverage stages build it with)")
 
-START = [pytest.param((), id="cold"), pytest.param(("--warm",), id="warm")]
+START = [pytest.param(("--cold",), id="cold"), pytest.param(("--warm",), id="warm")]   # servers
 
 
 def call(srv, rid, code, timeout=30):

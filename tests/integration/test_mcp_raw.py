@@ -286,7 +286,7 @@ def test_tool_argument_errors_are_tool_results(server):
     assert text == 'Invalid arguments for run_python: "code" must be a string of Python source, got an array'
 
 
-@pytest.mark.parametrize("start", [pytest.param((), id="cold"), pytest.param(("--warm",), id="warm")])
+@pytest.mark.parametrize("start", [pytest.param(("--cold",), id="cold"), pytest.param(("--warm",), id="warm")])
 @pytest.mark.parametrize("args, text", [
     # a name that is not an identifier: 1, 62 x a, then é (bytes 64-65)
     ({"code": "1", "variables": {"1" + "a" * 62 + "é": 1}},
@@ -315,7 +315,7 @@ def test_a_name_cut_in_a_message_keeps_whole_characters(start, args, text):
         s.kill()
 
 
-@pytest.mark.parametrize("start", [pytest.param((), id="cold"), pytest.param(("--warm",), id="warm")])
+@pytest.mark.parametrize("start", [pytest.param(("--cold",), id="cold"), pytest.param(("--warm",), id="warm")])
 def test_numbers_jansson_cannot_hold(start):
     """Valid JSON with an integer beyond 64 bits or a real past a double
     was a parse error with id null, and the client waited for ever: in

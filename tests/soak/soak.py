@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Soak: many mixed runs through one `pycell mcp`, then the books.
 
-    tests/soak/soak.py RUNS [--mode cold|warm] [--pycell PATH]
-    make soak SOAK_RUNS=10000        (half through a cold server, half warm)
+    tests/soak/soak.py RUNS [--mode cold|warm] [--cli-runs N] [--pycell PATH]
+    make soak SOAK_RUNS=10000        (half through a cold server, half warm;
+                                      SOAK_CLI_RUNS=2000 `pycell run`s)
 
 The mix, by run number: plain runs that print (60%), timeouts (10%),
 memory bombs (10%), tool calls to a real stdio MCP server (10%,
@@ -15,6 +16,12 @@ stdout).  At the end the server gets EOF and must exit 0, and:
   - the p99 latency of plain runs in the last tenth is within 1.5x that of
     the first tenth (judged from 1000 runs up: below, a p99 of a few dozen
     samples is noise, so it is printed and not judged).
+Then --cli-runs cold `pycell run -c` processes, two at a time (plain runs,
+errors, timeouts, and runs that leave a detached process behind in the
+jail), each answer checked (exit status, stdout): `pycell run` returns as
+soon as the result is out and a child of it finishes the teardown
+(cmd_run.c), so afterwards no process, run cgroup or mount of any of
+them may be left.
 Prints one line of figures and closes with "soak: P passed, F failed"."""
 
 import argparse
@@ -268,6 +275,80 @@ def soak(runs, mode, pycell, tmp):
     return sum(checks.values()), sum(not v for v in checks.values())
 
 
+CLI_MIX = [
+    # (code, extra options, exit status, stdout)
+    ('print("hello")', [], 0, b"hello\n"),
+    ('print("hello")', [], 0, b"hello\n"),
+    ('print("hello")', [], 0, b"hello\n"),
+    ('print("hello")', [], 0, b"hello\n"),
+    ('print("hello")', [], 0, b"hello\n"),
+    ('print("hello")', [], 0, b"hello\n"),
+    ("import sys\nprint('out')\nsys.exit(3)", [], 3, b"out\n"),
+    ("import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(60)\nprint('parent')",
+     [], 0, b"parent\n"),
+    ("import time\ntime.sleep(30)", ["--timeout", "0.3"], 124, b""),
+    ("raise ValueError('x')", [], 1, b""),
+]
+
+
+def all_run_dirs(pids):
+    """Run cgroup dirs (pycell-<pid>-<n>) of any of pids, anywhere."""
+    prefixes = tuple(f"pycell-{p}-" for p in pids)
+    hits = []
+    for root, dirs, _ in os.walk("/sys/fs/cgroup"):
+        hits += [os.path.join(root, d) for d in dirs if d.startswith(prefixes)]
+        if root.count("/") > 8:
+            dirs[:] = []
+    return hits
+
+
+def soak_cli(runs, pycell):
+    env = dict(os.environ)
+    mounts0 = open("/proc/self/mountinfo").read().count("\n")
+    failures, pids = [], set()
+    lock = threading.Lock()
+    todo = iter(range(runs))
+
+    def worker():
+        for i in todo:
+            code, extra, want_rc, want_out = CLI_MIX[i % len(CLI_MIX)]
+            p = subprocess.Popen([pycell, "run", *extra, "-c", code], stdin=subprocess.DEVNULL,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+            out, err = p.communicate(timeout=60)
+            with lock:
+                pids.add(p.pid)
+                if (p.returncode, out) != (want_rc, want_out):
+                    failures.append(f"cli run {i}: exit {p.returncode}, stdout {out[:200]!r}, "
+                                    f"stderr {err[-300:]!r}")
+    t0 = time.monotonic()
+    threads = [threading.Thread(target=worker) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    took = time.monotonic() - t0
+    left = leftovers()
+    checks = {
+        "every answer right": not failures,
+        "no process left": not left,
+        "no run cgroup left": not all_run_dirs(pids),
+        "no host mount added": open("/proc/self/mountinfo").read().count("\n") == mounts0,
+    }
+    print(f"soak cli: {runs} cold `pycell run`s, two at a time, in {took:.0f} s")
+    for name, ok in checks.items():
+        print(f"  {'ok  ' if ok else 'FAIL'} {name}")
+    for f in failures[:10]:
+        print(f"  {f}")
+    for p in left:
+        try:
+            print(f"  left: pid {p} {open(f'/proc/{p}/cmdline').read().replace(chr(0), ' ')[:200]!r}")
+        except OSError:
+            pass
+    if left:
+        subprocess.run(["kill", "-9", *map(str, left)])
+    return sum(checks.values()), sum(not v for v in checks.values())
+
+
 def main():
     # orphans of the server come to us, so "no process left" sees them
     import ctypes
@@ -275,6 +356,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("runs", type=int)
     ap.add_argument("--mode", choices=["cold", "warm", "both"], default="both")
+    ap.add_argument("--cli-runs", type=int, default=0,
+                    help="cold `pycell run` processes after the server soak (default 0)")
     ap.add_argument("--pycell", default=os.environ.get("PYCELL", str(REPO / "pycell")))
     a = ap.parse_args()
     modes = ["cold", "warm"] if a.mode == "both" else [a.mode]
@@ -285,6 +368,10 @@ def main():
             p, f = soak(a.runs // len(modes), m, a.pycell, Path(tmp))
             passed += p
             failed += f
+    if a.cli_runs:
+        p, f = soak_cli(a.cli_runs, a.pycell)
+        passed += p
+        failed += f
     print(f"soak: {a.runs} runs in {time.monotonic() - t0:.0f} s")
     print(f"soak: {passed} passed, {failed} failed")
     return 1 if failed else 0

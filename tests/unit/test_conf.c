@@ -106,7 +106,7 @@ START_TEST(test_defaults)
 	ck_assert_ptr_null(c.audit_log);
 	ck_assert_uint_eq(c.n_upstreams, 0);
 	ck_assert_uint_eq(c.host_uid_base, 100000);
-	ck_assert(!c.warm_enabled);
+	ck_assert(c.warm_enabled);   /* warm starts are the default */
 	ck_assert_uint_eq(c.warm_ready, 2);
 	ck_assert_ptr_null(c.path);
 	conf_free(&c);
