@@ -1047,6 +1047,17 @@ def render(res):
         "cgroup (it includes page cache charged to it, e.g. its tmpfs files).")
     add("")
 
+    if res.get("floor"):
+        add("## The kernel's floor (tests/bench/floor.c)")
+        add("")
+        add("What every jail needs with nothing of pycell in it: a clone3 child into one namespace "
+            "at a time, then all seven, a tmpfs mounted in its mount namespace, one cgroup made "
+            "for it and removed, an exec of /bin/true and the wait for its end (the teardown). "
+            "CPU is ours and the child's, user + system; \"added\" is against the plain fork + exec.")
+        add("")
+        add(res["floor"])
+        add("")
+
     if res["steps"] is not None:
         add(f"## Where `{res['step_runner']}` spends its time (`--debug`, median of "
             f"{a['debug_runs']} runs)")
@@ -1140,6 +1151,8 @@ def parse_args(argv):
                     help="a pycell serve runner (Streamable HTTP, protocol 2026-07-28, keep-alive): "
                     "LABEL and extra arguments for `pycell serve`; repeatable; default: "
                     "'pycell serve=' and 'pycell serve cold=--cold'")
+    ap.add_argument("--floor", metavar="PATH",
+                    help="the tests/bench/floor binary: add the kernel's floor table (make bench does)")
     ap.add_argument("--levels", default="1,2,8",
                     help="throughput concurrency levels (default 1,2,8)")
     ap.add_argument("--rounds", type=int, help="throughput rounds (default 3; 1 with --quick)")
@@ -1326,6 +1339,15 @@ def run(a):
                 memory.append(rows[0])
         reaper.sweep()
 
+        floor = None
+        if a.floor:
+            log(f"the kernel's floor: {a.floor}")
+            out = subprocess.run([a.floor, "-n", "10" if a.quick else "200"], capture_output=True,
+                                 text=True, timeout=600)
+            if out.returncode != 0:
+                raise BenchError(f"{a.floor} exited {out.returncode}: {out.stderr[-500:]}")
+            floor = out.stdout.strip()
+
         steps = None
         pyrun = next((r for r in runners if r.name in res["run_runners"]), None)
         if pyrun and a.debug_runs > 0:
@@ -1353,6 +1375,7 @@ def run(a):
                        for r, per in rates.items()},
         "memory": memory,
         "steps": steps,
+        "floor": floor,
         "leftovers": reaper.leftovers,
     })
     res["targets"] = targets(res)

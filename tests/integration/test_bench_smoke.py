@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -62,6 +63,11 @@ def test_quick_run_fills_every_table(tmp_path):
     args = ["--quick", "--iterations", "2", "--cpu-ms", "5", "--output-bytes", "65536",
             "--debug-runs", "2", "--out", str(tmp_path / "report.md"),
             "--json", str(tmp_path / "report.json")]
+    floor = Path(PYCELL).parent / "tests" / "bench" / "floor"
+    if floor.exists():
+        args += ["--floor", str(floor)]
+    else:
+        print(f"{floor} not built (make check builds it): benchmarking without the floor table")
     if not have_bwrap:
         # The harness is still checked; the bwrap runner needs the Debian package.
         print("bwrap not installed: benchmarking without it (apt-get install bubblewrap)")
@@ -137,6 +143,15 @@ def test_quick_run_fills_every_table(tmp_path):
     for r in rows:
         for cell in r[1:4]:
             assert_num(cell, f"step {r[0]}")
+
+    if floor.exists():
+        rows = table_rows(report, "The kernel's floor")
+        assert rows[0][0] == "fork + exec /bin/true" and len(rows) == 12, rows
+        for r in rows:
+            if os.geteuid() == 0:   # every step can run: a number in each cell, no "failed"
+                assert r[1] == "10" and all(re.fullmatch(r"[+-]?" + NUM, c) for c in r[2:]), r
+            else:
+                assert re.fullmatch(NUM, r[2]) or r[2].startswith(("failed: ", "skipped: ")), r
 
     rows = table_rows(report, "Targets")
     # cold CLI; per MCP runner: p50, throughput at c=2, idle RSS; per HTTP
