@@ -295,10 +295,12 @@ static void free_retired(struct serve *s)
 		bool used = false;
 		for (size_t j = 0; j < s->n_ps && !used; j++)
 			used = mcp_server_uses_env(s->ps[j].srv, s->retired[i]);
-		if (used)
+		if (used) {
 			s->retired[k++] = s->retired[i];
-		else
+		} else {
+			run_env_unwatch(s->retired[i]);   /* freed from a callback of the loop */
 			env_free(s->retired[i]);
+		}
 	}
 	s->n_retired = k;
 }

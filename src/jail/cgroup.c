@@ -463,6 +463,17 @@ void cgroup_run_destroy(struct cgroup_run *c, struct loop *l)
 	arm_retry(c);
 }
 
+void cgroup_env_unwatch(struct cgroup_env *e)
+{
+	for (struct cgroup_run *c = e ? e->leaving : NULL; c; c = c->next_leaving) {
+		if (c->loop) {
+			loop_del(c->loop, &c->w_events);
+			loop_del(c->loop, &c->w_timer);
+		}
+		c->loop = NULL;
+	}
+}
+
 void cg_leaving_finish(struct cgroup_env *e)
 {
 	while (e->leaving) {

@@ -24,6 +24,10 @@ struct cgroup_stats {
  * fails hard: an env with nothing usable means rlimits only. */
 int cgroup_env_probe(struct cgroup_env **out, struct pc_err *err);
 void cgroup_env_free(struct cgroup_env *e);
+/* Take the removals still waiting on the loop off it (its watches), so
+ * that freeing e inside a loop callback leaves no event of them pending:
+ * cgroup_env_free then finishes them the blocking way. */
+void cgroup_env_unwatch(struct cgroup_env *e);
 const char *cgroup_env_mode(const struct cgroup_env *e);  /* "cgroup2" "cgroup1" "none" */
 
 /* Create the run's cgroup(s) with the limits.  What enforces each limit,

@@ -277,6 +277,12 @@ static int call_start(struct mcp_call *c, struct pc_err *err)
 	req.client = c->task ? c->task->owner : c->session ? c->session->principal : NULL;
 	req.on_done = call_on_done;
 	req.ctx = c;
+#ifndef PYCELL_COVERAGE
+	/* answered on init's report; the jail's teardown is the loop's
+	 * (run_free).  Not in a coverage build: init writes its counters as
+	 * it exits, and must not be killed on the way. */
+	req.finish_on_report = true;
+#endif
 	if (s->cfg.attach_tools && c->kind == CALL_RUN_PYTHON)
 		s->cfg.attach_tools(s->cfg.tool_ctx, &req);
 	c->state = CALL_RUNNING;

@@ -854,6 +854,7 @@ void mcp_server_free(struct mcp_server *s)
 	}
 	mcp_tasks_free(s);
 	run_pool_free(s->pool);
+	run_reap_pending();   /* the jails of runs answered before they had gone */
 	loop_del(s->loop, &s->w_defer);
 	loop_del(s->loop, &s->w_task);
 	if (s->task_fd >= 0)

@@ -113,6 +113,11 @@ int run_env_warm(struct run_env *env, struct pc_err *err)
 	return 0;
 }
 
+void run_env_unwatch(struct run_env *env)
+{
+	cgroup_env_unwatch(env->cgroups);
+}
+
 void run_env_free(struct run_env *env)
 {
 	if (env->warm)
@@ -826,11 +831,80 @@ void run_settle(struct run *r, int timeout_ms)
 		on_pidfd(&r->w_pidfd, EPOLLIN, r);
 }
 
+/* The jails of runs that finished on their init's report and were freed
+ * before init had exited: killed (it was on its way out) and reaped from
+ * the loop once it has, so that no one waits for the kernel's teardown
+ * of its namespaces (a mount namespace's ends with an RCU grace period,
+ * milliseconds: tests/bench/floor). */
+struct reaping {
+	struct loop_watch w;
+	struct loop *loop;
+	int pidfd;
+	struct reaping *next;
+};
+static struct reaping *reapings;
+
+static void reaping_end(struct reaping *x, int flags)
+{
+	siginfo_t si;
+	struct reaping **p = &reapings;
+	while (*p != x)
+		p = &(*p)->next;
+	*p = x->next;
+	loop_del(x->loop, &x->w);
+	/* our child when the start was cold; the zygote reaps warm ones */
+	waitid((idtype_t)P_PIDFD, (id_t)x->pidfd, &si, WEXITED | flags);
+	close(x->pidfd);
+	free(x);
+}
+
+static void on_reaped(struct loop_watch *w, uint32_t events, void *data)
+{
+	reaping_end(data, WNOHANG);
+	(void)w;
+	(void)events;
+}
+
+static bool reap_later(struct run *r)
+{
+	struct reaping *x;
+	if (!r->done || !r->req.finish_on_report || r->jail.pidfd < 0)
+		return false;
+	if (r->spawner != spawner_cold()) {
+		/* the zygote is the jail's parent and reaps it: nothing to
+		 * wait for here, and no descriptor kept */
+		loop_del(r->loop, &r->w_pidfd);
+		pidfd_send_signal(r->jail.pidfd, SIGKILL, NULL, 0);
+		close(r->jail.pidfd);
+		r->jail.pidfd = -1;
+		return true;
+	}
+	x = xcalloc(1, sizeof(*x));
+	x->loop = r->loop;
+	x->pidfd = r->jail.pidfd;
+	loop_del(r->loop, &r->w_pidfd);   /* one watch per fd in an epoll set */
+	if (loop_add(r->loop, &x->w, x->pidfd, EPOLLIN, on_reaped, x) < 0) {
+		free(x);
+		return false;
+	}
+	pidfd_send_signal(x->pidfd, SIGKILL, NULL, 0);
+	r->jail.pidfd = -1;
+	x->next = reapings;
+	reapings = x;
+	return true;
+}
+
+void run_reap_pending(void)
+{
+	while (reapings)
+		reaping_end(reapings, 0);
+}
+
 void run_free(struct run *r)
 {
 	if (!r)
 		return;
-	if (r->spawned && !r->reaped) {
+	if (r->spawned && !r->reaped && !reap_later(r)) {
 		siginfo_t si;
 		kill_jail(r);
 		waitid((idtype_t)P_PIDFD, (id_t)r->jail.pidfd, &si, WEXITED);

@@ -67,8 +67,9 @@ struct run_request {
 	/* The result is final once the jail's init has reported how python
 	 * ended and the output pipes are closed, before init itself has
 	 * exited (the kernel's teardown of its namespaces): run_settle waits
-	 * for that.  For a caller that hands the rest of the teardown to
-	 * another process (pycell run). */
+	 * for that, and run_free leaves it to the loop.  For callers that
+	 * answer before the teardown: the servers, and pycell run, which
+	 * hands the teardown to a child. */
 	bool finish_on_report;
 };
 
@@ -88,6 +89,9 @@ int run_env_init(struct run_env *env, const char *policy_name, struct pc_err *er
 int run_env_load(struct run_env *env, const char *policy_name, struct pc_err *err);
 int run_env_prepare(struct run_env *env, struct pc_err *err);
 void run_env_free(struct run_env *env);
+/* Before run_env_free from a callback of the loop the env's runs used
+ * (the loop lives on): nothing of the env stays watched by it. */
+void run_env_unwatch(struct run_env *env);
 /* Turn on warm starts for this env's policy (a warm spawner: zygote.h).
  * On failure the env stays on cold starts and err says why. */
 int run_env_warm(struct run_env *env, struct pc_err *err);
@@ -122,7 +126,11 @@ struct run_result *run_result_mut(struct run *r);
  * (finish_on_report), in this process or in a child forked after the
  * run finished: the jail is then gone whoever reaps it. */
 void run_settle(struct run *r, int timeout_ms);
-/* Free the run; kills and reaps anything still alive. */
+/* Free the run; kills and reaps anything still alive.  A run that
+ * finished on its init's report (finish_on_report) is not waited for:
+ * its jail is killed and reaped from the loop. */
 void run_free(struct run *r);
+/* Wait for the jails run_free left to the loop (before the loop goes). */
+void run_reap_pending(void);
 
 #endif
