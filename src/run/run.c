@@ -158,6 +158,10 @@ static void finish_if_complete(struct run *r)
 		return;
 	r->done = true;
 	res->duration_ms = now_ms() - r->t0;
+	/* nothing more is read from the jail: a run may finish before its
+	 * processes are gone (finish_on_report), and the tool bridge lets go
+	 * of the run below (on_tool_done) */
+	unwatch_close(r, &r->w_tool, &r->tool_fd);
 	unwatch_close(r, &r->w_timer, &r->timer_fd);
 	unwatch_close(r, &r->w_stdin, &r->stdin_fd);
 	if (r->src_polled)
@@ -446,6 +450,25 @@ static void tool_reply_error(struct run *r, json_t *id, int code, const char *ms
 	json_decref(reply);
 }
 
+/* A warm cell's python saying how it ended, just before its exit
+ * (zygote.c, report_end): taken as init's report would be, when the run
+ * may finish on it.  True when that finished the run. */
+static bool python_ended(struct run *r, json_t *params)
+{
+	json_t *st = json_object_get(params, "status"), *cpu = json_object_get(params, "cpu_us"),
+	       *rss = json_object_get(params, "maxrss_kb");
+	if (!r->req.finish_on_report || r->got_exit || r->done || !json_is_integer(st) ||
+	    json_integer_value(st) < 0 || json_integer_value(st) > 255)
+		return false;
+	r->got_exit = true;
+	r->exit_msg.type = JAIL_MSG_EXIT;
+	r->exit_msg.wait_status = (int32_t)(json_integer_value(st) << 8);
+	r->exit_msg.cpu_us = json_is_integer(cpu) && json_integer_value(cpu) > 0 ? json_integer_value(cpu) : 0;
+	r->exit_msg.maxrss_kb = json_is_integer(rss) && json_integer_value(rss) > 0 ? json_integer_value(rss) : 0;
+	finish_if_complete(r);
+	return r->done;
+}
+
 static void on_tool(struct loop_watch *w, uint32_t events, void *data)
 {
 	struct run *r = data;
@@ -480,6 +503,11 @@ static void on_tool(struct loop_watch *w, uint32_t events, void *data)
 			json_t *v = json_object_get(json_object_get(msg, "params"), "return_value");
 			free(r->result.return_value);
 			r->result.return_value = v ? json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+		} else if (json_is_string(method) && strcmp(json_string_value(method), "pycell/exit") == 0 && !id) {
+			if (python_ended(r, json_object_get(msg, "params"))) {
+				json_decref(msg);
+				break;
+			}
 		} else if (r->req.on_tool_message) {
 			r->req.on_tool_message(r, msg, r->req.tool_ctx);
 		} else if (id) {

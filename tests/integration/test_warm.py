@@ -434,3 +434,58 @@ def test_servers_start_warm_by_default(args, warm):
                 zygote_of(s.proc.pid)
     finally:
         s.close()
+
+
+def test_a_cell_that_says_it_ended_and_goes_on_gets_nothing_more(tmp_path):
+    """A warm cell's python tells the supervisor how it ended just before it
+    exits (pycell/exit on fd 3, zygote.c report_end), and the answer goes
+    out on that.  Code can send it too, then go on: here it says "3", then
+    asks the tool bridge for a call and sleeps.  The call is answered on
+    what it said, with no tool call made (nothing more is read from the
+    jail once the run is over: the bridge has let go of it; the fuzz_tool
+    target asserts the socket is closed at that moment, corpus/tool/exit),
+    the jail is killed, and the server serves the next call."""
+    import sys as _sys
+    sys_path = str(REPO / "tests" / "integration")
+    if sys_path not in _sys.path:
+        _sys.path.insert(0, sys_path)
+    from test_tools import Tools
+    tools = Tools(tmp_path)
+    cfg = tools.config({"fake": tools.fake()})
+    pol = tools.policy(["fake.echo"])
+    s = Mcp(["--warm", "--config", cfg, "--policy", pol], pycell_env())
+    try:
+        code = ("import os, socket, sys, time\n"
+                "print('said', flush=True)\n"
+                "t = socket.socket(fileno=3)\n"
+                "os.close(1)\n"
+                "os.close(2)\n"
+                "t.send(b'{\"jsonrpc\":\"2.0\",\"method\":\"pycell/exit\",\"params\":{\"status\":3}}')\n"
+                "t.send(b'{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/call\",'\n"
+                "       b'\"params\":{\"name\":\"fake.echo\",\"arguments\":{\"text\":\"x\"}}}')\n"
+                "time.sleep(30)\n")
+        t0 = time.monotonic()
+        res = s.call("tools/call", {"name": "run_python", "arguments": {"code": code}})
+        sc = res["structuredContent"]
+        assert (sc["status"], sc["exit_code"], sc["stdout"]) == ("error", 3, "said\n"), sc
+        assert time.monotonic() - t0 < 10
+        assert sc["tool_calls"]["count"] == 0, sc["tool_calls"]
+        assert s.run("6 * 7")["return_value"] == 42
+        # the jail that said it had ended is gone, sleep and all
+        def jailed_pythons():
+            out = []
+            for p in descendants(s.proc.pid):
+                try:
+                    nspid = [ln for ln in open(f"/proc/{p}/status") if ln.startswith("NSpid:")]
+                except OSError:
+                    continue
+                if comm(p) == "python3" and nspid and len(nspid[0].split()) > 2:
+                    out.append(p)
+            return out
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and jailed_pythons():
+            time.sleep(0.02)
+        assert not jailed_pythons()
+    finally:
+        s.close()
+    assert s.proc.returncode == 0, s.proc.stderr.read()[-2000:]
