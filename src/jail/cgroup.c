@@ -32,6 +32,7 @@ struct cgroup_run {
 	 * dead supervisors' leftovers looks for (cgroup_probe.c). */
 	int tasks[CGROUP_MAX_TASKS];
 	int n_tasks;
+	unsigned first_v1;       /* v1 dirs (bits by index) the probe made */
 
 	/* Removal on the loop, while the jail's last processes leave. */
 	struct loop *loop;
@@ -60,18 +61,44 @@ static int run_mkdir(const char *dir, struct pc_err *err)
 	return cg_make_dir(dir, err);
 }
 
+/* Run cgroups are numbered per process, not per env: the envs of a
+ * server's policies share the parent cgroup, and their runs (ready jails
+ * of two pools, a reload's old and new policy) live side by side. */
+static unsigned long long run_seq;
+
+char *cg_next_run_name(void)
+{
+	return xasprintf(RUN_PREFIX "%d-%llu", (int)getpid(), ++run_seq);
+}
+
+/* The probe's dir for slot (0: v2, 1 + i: v1[i]) when it is this one:
+ * its fd (locked), taken; else -1. */
+static int take_first(struct cgroup_env *e, int slot, const char *dir)
+{
+	int fd = e->first_fd[slot];
+	if (!e->first_dir[slot] || strcmp(e->first_dir[slot], dir) != 0)
+		return -1;
+	free(e->first_dir[slot]);
+	e->first_dir[slot] = NULL;
+	e->first_fd[slot] = -1;
+	return fd;
+}
+
 static int run_setup_v2(struct cgroup_run *c, const struct limits *lim, struct pc_err *err)
 {
-	const struct cgroup_env *e = c->env;
+	struct cgroup_env *e = c->env;
+	bool first;
 	c->v2 = cg_path_join(e->v2_parent, c->name);
-	if (run_mkdir(c->v2, err) < 0) {
+	/* the probe's: made, locked, its device filter attached */
+	first = (c->v2_fd = take_first(e, 0, c->v2)) >= 0;
+	if (!first && run_mkdir(c->v2, err) < 0) {
 		free(c->v2);
 		c->v2 = NULL;
 		return -1;
 	}
-	if ((c->v2_fd = open_dir(c->v2, err)) < 0)
+	if (!first && (c->v2_fd = open_dir(c->v2, err)) < 0)
 		return -1;
-	if (flock(c->v2_fd, LOCK_EX) < 0)
+	if (!first && flock(c->v2_fd, LOCK_EX) < 0)
 		return pc_syserr(err, "cgroup", "lock %s", c->v2);
 	/* memory.oom.group stays 0: the OOM killer takes the biggest task
 	 * (python), and the jail's init lives on to report how it ended. */
@@ -91,23 +118,29 @@ static int run_setup_v2(struct cgroup_run *c, const struct limits *lim, struct p
 		if (cg_set_at(c->v2_fd, c->v2, "cpu.max", buf, err) < 0)
 			return -1;
 	}
-	if (e->bpf_fd >= 0 && cgroup_bpf_device_attach(e->bpf_fd, c->v2_fd, err) < 0)
+	if (!first && e->bpf_fd >= 0 && cgroup_bpf_device_attach(e->bpf_fd, c->v2_fd, err) < 0)
 		return -1;
 	return 0;
 }
 
 static int run_setup_v1(struct cgroup_run *c, int i, const struct limits *lim, struct pc_err *err)
 {
-	const struct cgroup_env *e = c->env;
+	struct cgroup_env *e = c->env;
 	const struct hier *h = &e->v1[i];
 	char *d = c->v1[i] = cg_path_join(h->dir, c->name);
-	int fd;
-	if (run_mkdir(d, err) < 0) {
+	int fd = take_first(e, 1 + i, d);
+	if (fd >= 0) {
+		/* the probe's, its tasks file locked */
+		c->v1_fd[i] = fd;
+		c->tasks[c->n_tasks++] = e->first_tasks[i];
+		e->first_tasks[i] = -1;
+		c->first_v1 |= 1u << i;
+	} else if (run_mkdir(d, err) < 0) {
 		free(d);
 		c->v1[i] = NULL;
 		return -1;
 	}
-	if ((fd = c->v1_fd[i] = open_dir(d, err)) < 0)
+	if (fd < 0 && (fd = c->v1_fd[i] = open_dir(d, err)) < 0)
 		return -1;
 	if ((h->ctrls & CTRL_BIT(CG_MEMORY)) && lim->memory_bytes) {
 		/* limit_in_bytes first: memsw may never be below it */
@@ -163,7 +196,7 @@ static int open_tasks(struct cgroup_run *c, struct pc_err *err)
 {
 	for (int i = 0; i < c->env->n_v1; i++) {
 		int fd;
-		if (!c->v1[i])
+		if (!c->v1[i] || (c->first_v1 & (1u << i)))   /* the probe's: open and locked */
 			continue;
 		if ((fd = openat(c->v1_fd[i], "tasks", O_WRONLY | O_CLOEXEC)) < 0)
 			return pc_syserr(err, "cgroup", "open %s/tasks", c->v1[i]);
@@ -184,11 +217,6 @@ static struct cgroup_run *run_new(struct cgroup_env *e)
 	return c;
 }
 
-/* Run cgroups are numbered per process, not per env: the envs of a
- * server's policies share the parent cgroup, and their runs (ready jails
- * of two pools, a reload's old and new policy) live side by side. */
-static unsigned long long run_seq;
-
 int cgroup_run_create(struct cgroup_env *e, const struct limits *lim, struct cgroup_run **out,
 		      struct run_result *r, struct pc_err *err)
 {
@@ -196,7 +224,7 @@ int cgroup_run_create(struct cgroup_env *e, const struct limits *lim, struct cgr
 	*out = NULL;
 	if (e) {
 		cg_retry_stale(e);
-		c->name = xasprintf(RUN_PREFIX "%d-%llu", (int)getpid(), ++run_seq);
+		c->name = e->first_name ? steal_ptr(&e->first_name) : cg_next_run_name();
 		if (e->v2_parent && run_setup_v2(c, lim, err) < 0)
 			goto fail;
 		for (int i = 0; i < e->n_v1; i++)

@@ -52,6 +52,17 @@ struct cgroup_env {
 	int bpf_fd;          /* device filter program, -1: none */
 	char *bpf_detail;
 
+	/* The first run's dirs, made by the probe, which looks into them
+	 * instead of into throwaway children: their name, and per dir (v2,
+	 * then v1 in v1[] order) the path, the dir's fd and, for v1, its
+	 * tasks file, locked from the start as every run dir is (NULL, -1:
+	 * none; taken by the first cgroup_run_create, removed by
+	 * cgroup_env_free when no run came). */
+	char *first_name;
+	char *first_dir[1 + N_V1];
+	int first_fd[1 + N_V1];
+	int first_tasks[N_V1];
+
 	char **stale;        /* run dirs that could not be removed yet */
 	size_t n_stale;
 	struct cgroup_run *leaving;  /* runs whose dirs are removed on the loop */
@@ -88,6 +99,9 @@ void cg_retry_stale(struct cgroup_env *e);
 /* ---- cgroup.c */
 /* Finish removing the dirs of runs that were left to the loop (at exit). */
 void cg_leaving_finish(struct cgroup_env *e);
+/* The name of the next run's cgroups, pycell-<pid>-<n>: numbered per
+ * process (the envs of a server's policies share the parent cgroup). */
+char *cg_next_run_name(void);
 enum limit_enforcer cg_ctrl_enforcer(const struct cgroup_env *e, int c, const char **dir);
 
 #endif

@@ -122,14 +122,41 @@ static char *cgroup_dir(const char *point, const char *root, const char *path)
 	return NULL;
 }
 
-/* Make a throwaway child of dir to look into; the caller removes it
- * (rmdir) and frees the path.  NULL, with err, if it cannot. */
-static char *probe_mkdir(const char *dir, struct pc_err *err)
+/* A probe dir not kept for the first run: closed, removed, freed. */
+static void probe_drop(char *path, int *fd, int *tasks)
 {
-	cleanup_free char *name = xasprintf(PROBE_PREFIX "%d", (int)getpid());
-	char *p = cg_path_join(dir, name);
+	if (tasks && *tasks >= 0)
+		close(*tasks);
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+	if (tasks)
+		*tasks = -1;
+	rmdir(path);
+	free(path);
+}
+
+/* Make the first run's dir below dir, to look into (a child is where
+ * controllers show), and lock it as every run dir is locked from its
+ * start: the dir itself (v2), or its tasks file (v1, *tasks).  The first
+ * cgroup_run_create takes it; the caller frees the path.  NULL, with err,
+ * if it cannot. */
+static char *probe_mkdir(struct cgroup_env *e, const char *dir, int *fd, int *tasks, struct pc_err *err)
+{
+	char *p = cg_path_join(dir, e->first_name);
+	*fd = -1;
+	if (tasks)
+		*tasks = -1;
 	if (cg_make_dir(p, err) < 0) {
 		free(p);
+		return NULL;
+	}
+	*fd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (tasks && *fd >= 0)
+		*tasks = openat(*fd, "tasks", O_WRONLY | O_CLOEXEC);
+	if (*fd < 0 || (tasks && *tasks < 0) || flock(tasks ? *tasks : *fd, LOCK_EX) < 0) {
+		pc_syserr(err, "cgroup", "open and lock %s", p);
+		probe_drop(p, fd, tasks);
 		return NULL;
 	}
 	return p;
@@ -212,9 +239,11 @@ static unsigned delegate_to_children(struct cgroup_env *e, const char *own, unsi
 
 static void probe_v2(struct cgroup_env *e, const struct self_cgroups *s)
 {
-	cleanup_free char *own = NULL, *parent = NULL, *probe = NULL;
+	cleanup_free char *own = NULL, *parent = NULL;
+	char *probe;
 	unsigned root_avail, avail, enabled, have;
 	struct pc_err err;
+	int fd;
 
 	if (!s->v2_point || !s->v2_path) {
 		v2_state(e, CG2_NOT_MOUNTED, "no cgroup2 file system is mounted");
@@ -251,7 +280,7 @@ static void probe_v2(struct cgroup_env *e, const struct self_cgroups *s)
 		}
 	}
 	/* one child to look into for everything: each mkdir costs */
-	if (!(probe = probe_mkdir(parent, &err))) {
+	if (!(probe = probe_mkdir(e, parent, &fd, NULL, &err))) {
 		v2_state(e, CG2_NOT_WRITABLE, "%s", err.msg);
 		return;
 	}
@@ -264,7 +293,8 @@ static void probe_v2(struct cgroup_env *e, const struct self_cgroups *s)
 		e->v2_kill = x & 4;
 	}
 	probe_bpf(e, probe);
-	rmdir(probe);
+	e->first_dir[0] = probe;   /* the first run's, device filter attached */
+	e->first_fd[0] = fd;
 	e->v2_parent = steal_ptr(&parent);
 	e->v2_ctrls = enabled & have & ALL_CTRLS;
 
@@ -299,10 +329,12 @@ static void probe_v1(struct cgroup_env *e, const struct self_cgroups *s)
 	if (!e->v2_parent)
 		want |= CPUACCT_BIT;   /* cpu time comes from the run's cgroup2 cpu.stat otherwise */
 	for (int c = 0; c < N_V1; c++) {
-		cleanup_free char *dir = NULL, *probe = NULL;
+		cleanup_free char *dir = NULL;
+		char *probe;
 		struct hier *h = NULL;
 		unsigned have;
 		bool memsw;
+		int fd, tasks;
 		if (!(want & (1u << c)))
 			continue;
 		dir = cgroup_dir(s->v1_point[c], s->v1_root[c], s->v1_path[c]);
@@ -313,16 +345,20 @@ static void probe_v1(struct cgroup_env *e, const struct self_cgroups *s)
 				h = &e->v1[i];
 		if (h)
 			continue;   /* co-mounted with one seen already */
-		if (!(probe = probe_mkdir(dir, &err))) {
+		if (!(probe = probe_mkdir(e, dir, &fd, &tasks, &err))) {
 			if (!e->v1_detail) /* the first that could not be used */
 				e->v1_detail = xstrdup(err.msg);
 			continue;
 		}
 		have = have_files(probe, v1_key_file, N_V1) & s->v1_bits[c] & (want | CPUACCT_BIT);
 		memsw = cg_has(probe, "memory.memsw.limit_in_bytes");
-		rmdir(probe);
-		if (!(have & want))
+		if (!(have & want)) {
+			probe_drop(probe, &fd, &tasks);
 			continue;
+		}
+		e->first_dir[1 + e->n_v1] = probe;   /* the first run's */
+		e->first_fd[1 + e->n_v1] = fd;
+		e->first_tasks[e->n_v1] = tasks;
 		h = &e->v1[e->n_v1++];
 		h->dir = steal_ptr(&dir);
 		h->ctrls = have;
@@ -420,6 +456,11 @@ int cgroup_env_probe(struct cgroup_env **out, struct pc_err *err)
 	struct self_cgroups s;
 
 	e->bpf_fd = -1;
+	e->first_name = cg_next_run_name();
+	for (int i = 0; i < 1 + N_V1; i++)
+		e->first_fd[i] = -1;
+	for (int i = 0; i < N_V1; i++)
+		e->first_tasks[i] = -1;
 	self_cgroups_read(&s);
 	probe_v2(e, &s);   /* the device filter too, in the same probe child */
 	probe_v1(e, &s);
@@ -449,6 +490,10 @@ void cgroup_env_free(struct cgroup_env *e)
 	if (!e)
 		return;
 	cg_leaving_finish(e);
+	for (int i = 0; i < 1 + N_V1; i++)   /* no run came to take them */
+		if (e->first_dir[i])
+			probe_drop(steal_ptr(&e->first_dir[i]), &e->first_fd[i], i ? &e->first_tasks[i - 1] : NULL);
+	free(e->first_name);
 	for (int i = 0; i < 50 && e->n_stale; i++) {
 		cg_retry_stale(e);
 		if (e->n_stale)
