@@ -154,7 +154,7 @@ static int once(const struct step *s, const char *cg_parent, unsigned i)
 int main(int argc, char **argv)
 {
 	unsigned n = 200;
-	char *cg_parent = NULL;
+	char *cg_parent = NULL, *own = NULL;
 	uint64_t base_wall = 0, base_cpu = 0;
 	uint64_t *wall;
 	int opt;
@@ -170,10 +170,12 @@ int main(int argc, char **argv)
 		}
 	}
 	if (!cg_parent)
-		cg_parent = own_cgroup2();
+		cg_parent = own = own_cgroup2();
 	wall = calloc(n, sizeof(*wall));
-	if (!wall)
+	if (!wall) {
+		free(own);
 		return 1;
+	}
 	printf("| step | n | wall median ms | CPU per run ms | wall added ms | CPU added ms |\n");
 	printf("|---|---:|---:|---:|---:|---:|\n");
 	for (size_t k = 0; k < sizeof(steps) / sizeof(steps[0]); k++) {
@@ -209,5 +211,6 @@ int main(int argc, char **argv)
 		fflush(stdout);
 	}
 	free(wall);
+	free(own);
 	return 0;
 }
