@@ -9,7 +9,8 @@
  * fail for real:
  *   clone   jail.c, clone3 of a jail (EAGAIN)
  *   idmap   jail.c, writing a jail's id maps (EPERM), after it was cloned
- *   cgroup  cgroup.c, making one of a run's cgroup directories (ENOSPC)
+ *   cgroup  cgroup.c, making one of a run's cgroup directories (ENOSPC; the
+ *           first run's are made by the probe, cgroup_probe.c)
  * Each test in tests/integration/test_faults.py names the site it drives. */
 #ifndef PYCELL_FAULT_H
 #define PYCELL_FAULT_H

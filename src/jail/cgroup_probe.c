@@ -26,6 +26,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "base/fault.h"
 #include "base/log.h"
 #include "jail/cgroup_bpf.h"
 #include "jail/cgroup_int.h"
@@ -147,6 +148,13 @@ static char *probe_mkdir(struct cgroup_env *e, const char *dir, int *fd, int *ta
 	*fd = -1;
 	if (tasks)
 		*tasks = -1;
+	/* the fault site of a run's cgroup dirs (cgroup.c): these are the
+	 * first run's */
+	if (fault_at("cgroup")) {
+		pc_fail(err, ENOSPC, "cgroup", "mkdir %s: %s (injected fault)", p, strerror(ENOSPC));
+		free(p);
+		return NULL;
+	}
 	if (cg_make_dir(p, err) < 0) {
 		free(p);
 		return NULL;
