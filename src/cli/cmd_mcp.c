@@ -106,6 +106,12 @@ static void session_send(void *ctx, json_t *msg, const json_t *related)
 	(void)related;
 }
 
+static size_t session_unread(void *ctx)
+{
+	struct mcp_stdio *m = ctx;
+	return stdio_transport_unread(m->transport);
+}
+
 static void on_tools_settled(void *ctx)
 {
 	mcp_server_tools_settled(ctx);
@@ -114,7 +120,7 @@ static void on_tools_settled(void *ctx)
 int cmd_mcp(int argc, char **argv)
 {
 	static const struct stdio_transport_ops tops = { on_line, on_oversized, on_close };
-	static const struct mcp_session_ops sops = { session_send };
+	static const struct mcp_session_ops sops = { session_send, session_unread };
 	struct mcp_opts o;
 	struct pycell_conf conf;
 	struct run_env env;

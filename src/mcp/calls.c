@@ -330,18 +330,35 @@ void mcp_schedule(struct mcp_server *s)
 }
 
 /* A run's answer follows the call's last progress notification by at
- * least this long.  The SDKs handle a notification a microtask after the
- * message read with it: one that reaches them in the same read as the
- * response finds its token gone, and they report an unknown token. */
+ * least this long, and, where the transport can tell (stdio), until the
+ * client has read that notification, rechecked every PROGRESS_DRAIN_POLL_MS
+ * for at most PROGRESS_DRAIN_MAX_MS.  The SDKs handle a notification a
+ * microtask after the message read with it: one that reaches them in the
+ * same read as the response finds its token gone, and they report an
+ * unknown token.  A client busy for longer than the gap (validating the
+ * results of eight warm calls) read both in one go. */
 #define PROGRESS_GAP_MS 30
+#define PROGRESS_DRAIN_POLL_MS 2
+#define PROGRESS_DRAIN_MAX_MS 1000
 
-/* Hold c's answer until PROGRESS_GAP_MS after its last notification. */
+static size_t session_unread(const struct mcp_session *ss)
+{
+	return ss->ops.unread ? ss->ops.unread(ss->ctx) : 0;
+}
+
+/* Hold c's answer until its last notification is PROGRESS_GAP_MS old and
+ * has been read. */
 static bool hold_answer(struct mcp_server *s, struct mcp_call *c)
 {
 	uint64_t now = now_ms(), due = c->t_progress + PROGRESS_GAP_MS;
 	struct itimerspec t = { 0 }, cur;
-	if (c->kind != CALL_RUN_PYTHON || !c->n_progress || c->cancelled || !c->session || now >= due)
+	if (c->kind != CALL_RUN_PYTHON || !c->n_progress || c->cancelled || !c->session)
 		return false;
+	if (now >= due) {
+		if (now >= c->t_progress + PROGRESS_DRAIN_MAX_MS || !session_unread(c->session))
+			return false;
+		due = now + PROGRESS_DRAIN_POLL_MS;
+	}
 	c->ended_next = s->held;
 	s->held = c;
 	timerfd_gettime(s->hold_fd, &cur);

@@ -102,6 +102,10 @@ void mcp_server_tools_settled(struct mcp_server *s);
  * it on that request's stream.  The callee does not keep `msg`. */
 struct mcp_session_ops {
 	void (*send)(void *ctx, json_t *msg, const json_t *related);
+	/* Optional: how many bytes of what was sent the client has not read
+	 * yet, so that an answer can wait until the progress notifications
+	 * before it have been read (calls.c); NULL: not known. */
+	size_t (*unread)(void *ctx);
 };
 
 struct mcp_session *mcp_session_new(struct mcp_server *s, const struct mcp_session_ops *ops, void *ctx);

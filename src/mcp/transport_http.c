@@ -618,7 +618,7 @@ static void session_free(struct hsession *hs)
 
 static struct hsession *session_new(struct http_server *h, struct mcp_server *srv, struct client *who)
 {
-	static const struct mcp_session_ops ops = { session_send };
+	static const struct mcp_session_ops ops = { .send = session_send };
 	struct hsession *hs = xcalloc(1, sizeof(*hs));
 	if (random_id(hs->id, h->cfg.replica) < 0) {
 		free(hs);
@@ -925,7 +925,7 @@ static enum MHD_Result process(struct hreq *r)
 		r->hs->reqs = r;
 		mcp_session_handle_text(r->hs->ss, r->body, r->body_len);
 	} else {
-		static const struct mcp_session_ops ops = { stateless_send };
+		static const struct mcp_session_ops ops = { .send = stateless_send };
 		r->ss = mcp_session_new(r->srv, &ops, r);
 		mcp_session_set_principal(r->ss, r->who->name);
 		mcp_session_handle_text(r->ss, r->body, r->body_len);

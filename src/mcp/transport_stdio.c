@@ -6,6 +6,9 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <linux/sockios.h>
 
 #include "base/jsonrpc.h"
 #include "base/log.h"
@@ -23,6 +26,7 @@ struct stdio_transport {
 	void *ctx;
 
 	int in_fd, out_fd;
+	int out_unread_ioctl;         /* FIONREAD (a pipe), SIOCOUTQ (a socket), 0: neither */
 	int in_flags, out_flags;      /* F_GETFL at start, restored by free */
 	struct loop_watch w_in, w_out;
 	/* For an input epoll refuses (a regular file): an eventfd that is
@@ -178,6 +182,12 @@ struct stdio_transport *stdio_transport_new(struct loop *l, int in_fd, int out_f
 
 	if (save_flags(in_fd, &t->in_flags, err) < 0 || save_flags(out_fd, &t->out_flags, err) < 0)
 		goto fail;
+	{
+		struct stat st;
+		/* FIONREAD answers on either end of a pipe */
+		if (fstat(out_fd, &st) == 0)
+			t->out_unread_ioctl = S_ISFIFO(st.st_mode) ? FIONREAD : S_ISSOCK(st.st_mode) ? SIOCOUTQ : 0;
+	}
 	if (loop_add(l, &t->w_in, in_fd, EPOLLIN, on_in, t) == 0) {
 		t->in_watched = true;
 		set_nonblock(in_fd, true);
@@ -242,6 +252,14 @@ void stdio_transport_send(struct stdio_transport *t, const json_t *msg)
 	 * EPOLLOUT is already armed and keeps the order. */
 	if (t->out_len == len + t->out_head)
 		flush_some(t);
+}
+
+size_t stdio_transport_unread(const struct stdio_transport *t)
+{
+	int n = 0;
+	if (t->out_unread_ioctl && (ioctl(t->out_fd, (unsigned long)t->out_unread_ioctl, &n) < 0 || n < 0))
+		n = 0;
+	return t->out_len - t->out_head + (size_t)n;
 }
 
 void stdio_transport_flush(struct stdio_transport *t, int timeout_ms)

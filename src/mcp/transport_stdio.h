@@ -32,6 +32,9 @@ struct stdio_transport *stdio_transport_new(struct loop *l, int in_fd, int out_f
 					    struct pc_err *err);
 /* Queue one message as a line and start writing it. */
 void stdio_transport_send(struct stdio_transport *t, const json_t *msg);
+/* Bytes sent that the reader has not read yet: those queued here, and
+ * those in the pipe (or the socket's send queue) of out_fd. */
+size_t stdio_transport_unread(const struct stdio_transport *t);
 /* Write what is queued, waiting at most timeout_ms for the reader. */
 void stdio_transport_flush(struct stdio_transport *t, int timeout_ms);
 void stdio_transport_free(struct stdio_transport *t);

@@ -3,11 +3,15 @@ JSON-RPC error the spec names, with the id when it has a valid one, and
 the next good request is still answered; floods of garbage do not crash
 or wedge the server."""
 
+import array
+import fcntl
 import json
 import os
 import queue
 import random
+import select
 import subprocess
+import termios
 import threading
 import time
 
@@ -489,6 +493,56 @@ def check_unread_stdout(server):
         if msg["id"] == "run":
             break
     assert got == [f"fill-{i}" for i in range(400)] + ["run"]
+
+
+@pytest.mark.parametrize("start", ["--cold", "--warm"])
+def test_an_answer_waits_until_its_progress_notification_was_read(start):
+    """The SDKs handle a notification a microtask after a response read
+    with it, and then no longer know its token: a run's answer is written
+    only once the client has read the call's last progress notification
+    out of the pipe (and at least 30 ms after it), never beside it."""
+    server = Server(start, read=False)
+    out = server.proc.stdout.fileno()
+    os.set_blocking(out, False)
+
+    def pipe_bytes():
+        n = array.array("i", [0])
+        fcntl.ioctl(out, termios.FIONREAD, n)
+        return n[0]
+
+    def read_line(timeout=10):
+        buf, deadline = b"", time.monotonic() + timeout
+        while not buf.endswith(b"\n"):
+            assert time.monotonic() < deadline, f"no whole line; got {buf!r}"
+            select.select([out], [], [], 0.05)
+            try:
+                buf += os.read(out, 1)
+            except BlockingIOError:
+                pass
+        return json.loads(buf)
+
+    try:
+        server.send({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                     "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                                "clientInfo": {"name": "pytest", "version": "1"}}})
+        assert read_line()["id"] == 0
+        server.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        for rid in range(1, 4):
+            server.send({"jsonrpc": "2.0", "id": rid, "method": "tools/call",
+                         "params": {"name": "run_python", "arguments": {"code": str(rid)},
+                                    "_meta": {"progressToken": f"t{rid}"}}})
+            time.sleep(0.4)   # the run is over; the client reads nothing
+            # all the pipe holds is the notification: the answer waits
+            data = os.read(out, pipe_bytes())
+            assert data.count(b"\n") == 1 and data.endswith(b"\n"), data
+            note = json.loads(data)
+            assert note["method"] == "notifications/progress"
+            assert note["params"]["progressToken"] == f"t{rid}"
+            assert note["params"]["message"] == "started"
+            res = read_line()
+            assert res["id"] == rid and res["result"]["structuredContent"]["return_value"] == rid
+    finally:
+        server.kill()
 
 
 def test_stdin_from_a_regular_file(tmp_path):
