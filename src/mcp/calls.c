@@ -172,11 +172,19 @@ static void count_run(struct mcp_stats *st, const struct run_result *r)
 	st->duration_ms_sum += r->duration_ms;
 }
 
+/* The CallToolResult of run r of call c: the result object as
+ * structuredContent, and its text. */
+static json_t *run_tool_result(const struct mcp_call *c, const struct run_result *r)
+{
+	json_t *res = result_to_json(r);
+	json_t *text = mcp_result_text(res, r, &c->env->policy, mcp_call_timeout_ms(c));
+	return mcp_tool_result(c->v, text, res, r->status != RUN_OK);
+}
+
 static void finish_run_python(struct mcp_call *c)
 {
 	struct mcp_server *s = c->srv;
 	const struct run_result *r = run_result(c->run);
-	json_t *res, *text;
 
 	s->n_running--;
 	count_run(&s->stats, r);
@@ -186,13 +194,10 @@ static void finish_run_python(struct mcp_call *c)
 		log_error("mcp: run %llu: sandbox setup failed: %s: %s", c->seq, r->setup_error.step,
 			  r->setup_error.msg);
 	if (c->task) {
-		json_t *res_json = result_to_json(r);
-		json_t *text_json = mcp_result_text(res_json, r, &c->env->policy, mcp_call_timeout_ms(c));
 		char summary[96];
 		snprintf(summary, sizeof(summary), "run %s in %llu ms", run_status_name(r->status),
 			 (unsigned long long)r->duration_ms);
-		mcp_task_finish(c->task, mcp_result_object(c->v, mcp_tool_result(c->v, text_json, res_json,
-										  r->status != RUN_OK)), summary);
+		mcp_task_finish(c->task, mcp_result_object(c->v, run_tool_result(c, r)), summary);
 		c->task = NULL;
 		return;
 	}
@@ -200,12 +205,10 @@ static void finish_run_python(struct mcp_call *c)
 		return;
 	mcp_call_log(c, r->status == RUN_SETUP_FAILED ? MLOG_ERROR : MLOG_INFO, "run %llu: %s in %llu ms",
 		     c->seq, run_status_name(r->status), (unsigned long long)r->duration_ms);
-	res = result_to_json(r);
-	text = mcp_result_text(res, r, &c->env->policy, mcp_call_timeout_ms(c));
 	/* No progress notification at the end: one written right before the
 	 * response reaches the SDKs after it (they handle notifications a tick
 	 * later) and they report an unknown token.  The response says it all. */
-	mcp_call_reply(c, mcp_result(c->v, c->id, mcp_tool_result(c->v, text, res, r->status != RUN_OK)));
+	mcp_call_reply(c, mcp_result(c->v, c->id, run_tool_result(c, r)));
 }
 
 static void finish_version(struct mcp_call *c)
@@ -303,11 +306,18 @@ void mcp_schedule(struct mcp_server *s)
 		mcp_list_remove(c);
 		mcp_list_push(&s->active, c);
 		if (call_start(c, &err) < 0) {
+			/* a run that never started (no fd for its timer): a
+			 * setup_failed result like any jail's that failed */
+			struct run_result r;
+			json_t *res;
 			log_error("mcp: run %llu: could not start: %s", c->seq, err.msg);
 			s->stats.start_failures++;
 			mcp_call_log(c, MLOG_ERROR, "run %llu: could not start: %s", c->seq, err.msg);
-			json_t *res = mcp_tool_error(c->v, "The sandbox could not be started (%s). This is a problem "
-						     "of the server, not of the code; try again later.", err.msg);
+			result_init(&r);
+			r.status = RUN_SETUP_FAILED;
+			r.setup_error = err;
+			res = run_tool_result(c, &r);
+			result_free(&r);
 			if (c->task) {
 				mcp_task_finish(c->task, mcp_result_object(c->v, res), "the sandbox could not be started");
 				c->task = NULL;
