@@ -13,6 +13,8 @@ struct run_pool {
 	unsigned size;
 	struct run **ready;       /* oldest first */
 	unsigned n;
+	struct run **making;      /* asked of the zygote, not come yet */
+	unsigned n_making;
 	uint64_t failed_ms;       /* when making one last failed */
 	bool up;                  /* the last one tried was made */
 };
@@ -39,6 +41,7 @@ struct run_pool *run_pool_new(struct loop *l, const struct run_env *env, unsigne
 	p->env = env;
 	p->size = size;
 	p->ready = xcalloc(size ? size : 1, sizeof(*p->ready));
+	p->making = xcalloc(size ? size : 1, sizeof(*p->making));
 	return p;
 }
 
@@ -48,6 +51,25 @@ static struct run *take(struct run_pool *p, unsigned i)
 	struct run *r = p->ready[i];
 	memmove(p->ready + i, p->ready + i + 1, (--p->n - i) * sizeof(*p->ready));
 	return r;
+}
+
+/* A jail asked for by run_pool_fill came, or could not be made. */
+static void on_parked(struct run *r, const struct pc_err *err, void *ctx)
+{
+	struct run_pool *p = ctx;
+	unsigned i = 0;
+	while (p->making[i] != r)
+		i++;
+	memmove(p->making + i, p->making + i + 1, (--p->n_making - i) * sizeof(*p->making));
+	if (err) {
+		log_warn("pool: could not make a ready jail: %s: %s", err->step, err->msg);
+		p->failed_ms = now_ms();
+		p->up = false;
+		run_free(r);
+		return;
+	}
+	p->ready[p->n++] = r;
+	p->up = true;
 }
 
 void run_pool_fill(struct run_pool *p)
@@ -60,20 +82,19 @@ void run_pool_fill(struct run_pool *p)
 		log_warn("pool: a ready jail died while waiting; making another");
 		run_free(take(p, i));
 	}
-	while (p->env->warm && p->n < p->size && now_ms() - p->failed_ms >= 1000) {
+	while (p->env->warm && p->n + p->n_making < p->size && now_ms() - p->failed_ms >= 1000) {
 		struct run_request req = { .stdin_fd = -1 };
 		struct pc_err err = { 0 };
 		struct run *r;
 		run_request_from_env(&req, p->env);
 		req.mode = RUN_MODE_CELL;
-		if (!(r = run_park(p->loop, &req, &err))) {
+		if (!(r = run_park(p->loop, &req, on_parked, p, &err))) {
 			log_warn("pool: could not make a ready jail: %s: %s", err.step, err.msg);
 			p->failed_ms = now_ms();
 			p->up = false;
 			return;
 		}
-		p->ready[p->n++] = r;
-		p->up = true;
+		p->making[p->n_making++] = r;
 	}
 }
 
@@ -101,6 +122,9 @@ void run_pool_free(struct run_pool *p)
 		return;
 	for (unsigned i = 0; i < p->n; i++)
 		run_free(p->ready[i]);
+	for (unsigned i = 0; i < p->n_making; i++)
+		run_free(p->making[i]);
 	free(p->ready);
+	free(p->making);
 	free(p);
 }

@@ -13,10 +13,11 @@ struct run_pool;
 /* Up to `size` jails of env's policy, made by env's warm spawner (none
  * without one).  The env must outlive the pool. */
 struct run_pool *run_pool_new(struct loop *l, const struct run_env *env, unsigned size);
-/* Replace the jails that died while waiting and make up to size; a
- * failure is retried a second later at the earliest.  Making one costs
- * the loop a zygote round trip and the id maps (about 1 ms): call it once
- * a run has been answered, not on a request's path. */
+/* Replace the jails that died while waiting and ask for up to size; they
+ * come from the loop (the zygote's round trip never holds it); a failure
+ * is retried a second later at the earliest.  Asking costs the loop the
+ * run's cgroup, pipes and a message, and its coming the id maps: call it
+ * once a run has been answered, not on a request's path. */
 void run_pool_fill(struct run_pool *p);
 /* Start req (RUN_MODE_CELL) on the oldest ready jail, the most likely to
  * be done getting ready; NULL when there is none, the program is too large

@@ -49,6 +49,10 @@ struct run {
 	struct run_result result;
 	struct jail jail;
 	struct spawner *spawner;  /* what made the jail (deliver: a ready jail's cell) */
+	/* a parked run's jail, asked of req.spawner and not come yet */
+	struct spawn_ahead *ahead;
+	run_parked_fn parked;
+	void *parked_ctx;
 	struct cgroup_run *cgroup;
 	uint64_t cpu_base_us;  /* the cgroup's CPU time before the run (ready jails) */
 	uint64_t t0;
@@ -608,6 +612,29 @@ static struct program program_of(const struct run_request *q)
 				 .variables_json = q->variables_json };
 }
 
+/* A parked run's jail came from its spawner (j), or could not be made:
+ * released here, and the run's owner told. */
+static void on_parked(void *ctx, struct jail *j, const struct pc_err *err)
+{
+	struct run *r = ctx;
+	struct spawner *sp = r->req.spawner;
+	struct jail_spec spec = { .policy = r->req.policy };
+	struct pc_err release_err = { 0 };
+
+	r->ahead = NULL;
+	if (!err) {
+		r->jail = *j;
+		if (sp->ops->release(sp, &spec, &r->jail, &release_err) == 0) {
+			r->spawner = sp;
+			r->spawned = true;
+			log_debug("run %d: ready", (int)r->jail.pid);
+		} else {
+			err = &release_err;
+		}
+	}
+	r->parked(r, err, r->parked_ctx);
+}
+
 static int run_spawn(struct run *r, bool park, struct pc_err *setup_err)
 {
 	struct spawner *sp;
@@ -660,15 +687,17 @@ static int run_spawn(struct run *r, bool park, struct pc_err *setup_err)
 	spec.cgroup.into = spec.cgroup.dir_fd >= 0;
 	spec.cgroup.n_tasks = cgroup_run_tasks_fds(r->cgroup, spec.cgroup.tasks);
 	if (park) {
-		/* jails made ahead come from a spawner that can deliver to them */
+		/* jails made ahead come from a spawner that can deliver to them,
+		 * and are answered from the loop (on_parked) */
 		sp = q->spawner;
-		if (!sp || !sp->ops->deliver || !sp->ops->serves(sp, p)) {
+		if (!sp || !sp->ops->deliver || !sp->ops->spawn_ahead || !sp->ops->serves(sp, p)) {
 			pc_fail(setup_err, EINVAL, "warm", "no spawner makes ready jails for this policy");
 			goto fail;
 		}
-		if (spawn_with(sp, &spec, &r->jail, false, setup_err) < 0)
+		r->ahead = sp->ops->spawn_ahead(sp, r->loop, &spec, on_parked, r, setup_err);
+		if (!r->ahead)
 			goto fail;
-		goto spawned;
+		goto asked;
 	}
 	sp = q->spawner;
 	if (sp && sp->ops->serves(sp, p)) {
@@ -688,6 +717,8 @@ static int run_spawn(struct run *r, bool park, struct pc_err *setup_err)
 spawned:
 	r->spawner = sp;
 	r->spawned = true;
+asked:
+	/* the jail's ends are its own now (or travel with the request) */
 	close(in[0]);
 	close(o[1]);
 	close(e[1]);
@@ -780,7 +811,8 @@ int run_start(struct loop *l, const struct run_request *q, struct run **out, str
 	return 0;
 }
 
-struct run *run_park(struct loop *l, const struct run_request *q, struct pc_err *err)
+struct run *run_park(struct loop *l, const struct run_request *q, run_parked_fn parked, void *ctx,
+		     struct pc_err *err)
 {
 	struct run *r;
 	if (q->mode != RUN_MODE_CELL) {
@@ -788,12 +820,14 @@ struct run *run_park(struct loop *l, const struct run_request *q, struct pc_err 
 		return NULL;
 	}
 	r = run_new(l, q, err);
-	if (r && run_spawn(r, true, err) < 0) {
+	if (!r)
+		return NULL;
+	r->parked = parked;
+	r->parked_ctx = ctx;
+	if (run_spawn(r, true, err) < 0) {
 		run_free(r);
 		return NULL;
 	}
-	if (r)
-		log_debug("run %d: ready", (int)r->jail.pid);
 	return r;
 }
 
@@ -932,6 +966,8 @@ void run_free(struct run *r)
 {
 	if (!r)
 		return;
+	if (r->ahead)
+		r->req.spawner->ops->cancel(r->req.spawner, r->ahead);
 	if (r->spawned && !r->reaped && !reap_later(r)) {
 		siginfo_t si;
 		kill_jail(r);

@@ -103,11 +103,16 @@ void run_request_from_env(struct run_request *req, const struct run_env *env);
  * delivered through on_done, like any other end. */
 int run_start(struct loop *l, const struct run_request *req, struct run **out, struct pc_err *err);
 /* Warm pools: a run whose jail is made ahead of its request, from the
- * zygote of req (which must serve req's policy), in RUN_MODE_CELL.  Its
- * jail goes through the whole sequence, and its python waits for a cell;
- * nothing of it is watched until run_start_parked.  NULL (err set) when
- * it could not be made.  Each parked run serves exactly one request. */
-struct run *run_park(struct loop *l, const struct run_request *req, struct pc_err *err);
+ * zygote of req (which must serve req's policy), in RUN_MODE_CELL.  The
+ * jail is asked for and the call returns; parked(r, err, ctx) is called
+ * once from the loop when it has come and been released (err NULL: its
+ * python then waits for a cell), or could not be made (free r).  Nothing
+ * else of it is watched until run_start_parked.  NULL (err set) when it
+ * could not be asked for.  Each parked run serves exactly one request;
+ * one freed before parked was called is cancelled. */
+typedef void (*run_parked_fn)(struct run *r, const struct pc_err *err, void *ctx);
+struct run *run_park(struct loop *l, const struct run_request *req, run_parked_fn parked, void *ctx,
+		     struct pc_err *err);
 /* Is the parked run's jail still there (its init alive)? */
 bool run_parked_alive(const struct run *r);
 /* Start req (same policy pointer as the park request's, RUN_MODE_CELL) on

@@ -1,7 +1,9 @@
 /* pycell: the warm spawner, the supervisor's side of warm starts: it
  * starts a zygote (zygote.c) for the policy and asks it, over a control
  * socket, to clone each jail; the run's pidfd and sync socket come back,
- * and the jail is released and driven exactly like a cold one. */
+ * and the jail is released and driven exactly like a cold one.  A run
+ * waits for its jail's reply (ctl); the pool's jails are asked ahead on a
+ * socket of their own (ahead), whose replies the loop reads, in order. */
 #include "config.h"
 
 #include <fcntl.h>
@@ -10,6 +12,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/pidfd.h>
 #include <sys/prctl.h>
@@ -20,6 +23,7 @@
 #include <jansson.h>
 
 #include "base/log.h"
+#include "base/loop.h"
 #include "jail/rootfs.h"
 #include "run/program.h"
 #include "run/spawner.h"
@@ -27,11 +31,23 @@
 
 #define ZYGOTE_REPLY_MS 10000
 
+/* A jail asked ahead, in the order asked: the zygote answers in order. */
+struct spawn_ahead {
+	struct spawn_ahead *next;
+	spawn_ahead_fn done;  /* NULL: cancelled */
+	void *ctx;
+};
+
 struct zygote {
 	struct spawner base;  /* first: a struct spawner * is a struct zygote * */
 	uint64_t started_ms;  /* to restart a dead zygote at most once a second */
 	pid_t pid;
 	int ctl;              /* supervisor end of the control socket */
+	int ahead;            /* and of the one for jails asked ahead */
+	struct loop *loop;    /* that reads ahead's replies, while w_ahead is registered */
+	struct loop_watch w_ahead;  /* registered while a jail asked ahead is wanted */
+	struct spawn_ahead *head, *tail;
+	unsigned n_live;      /* of those, not cancelled */
 	struct policy policy; /* the policy the zygote was started with */
 	char *runtime_dir;
 	bool dead;
@@ -118,16 +134,59 @@ static int warm_prepare(struct spawner *sp, const struct policy *p, const char *
 	return zygote_exec(z, err);
 }
 
+/* The zygote failed: it is killed now, so that the replies it owes on
+ * ahead end (EOF) and the loop fails the jails asked of it; its
+ * replacement is started on the next request (zygote_restart). */
+static void zygote_lost(struct zygote *z)
+{
+	z->dead = true;
+	if (z->pid > 0)
+		kill(z->pid, SIGKILL);
+}
+
+/* Stop reading ahead's replies once no one wants one: a loop is freed
+ * only after the jails asked from it were answered or cancelled. */
+static void ahead_unwatch_idle(struct zygote *z)
+{
+	if (!z->n_live && z->w_ahead.registered)
+		loop_del(z->loop, &z->w_ahead);
+}
+
+/* Forget the jails asked ahead; those still wanted get err (NULL: none
+ * may be). */
+static void ahead_end_all(struct zygote *z, const struct pc_err *err)
+{
+	struct spawn_ahead *a = z->head;
+	z->head = z->tail = NULL;
+	z->n_live = 0;
+	ahead_unwatch_idle(z);
+	while (a) {
+		struct spawn_ahead *next = a->next;
+		if (a->done && err)
+			a->done(a->ctx, NULL, err);
+		else if (a->done)
+			log_warn("warm starts: a jail asked ahead was never answered");
+		free(a);
+		a = next;
+	}
+}
+
 static int zygote_restart(struct zygote *z, struct pc_err *err)
 {
+	/* the loop fails them first, when it reads the old zygote's EOF */
+	if (z->n_live)
+		return pc_fail(err, EAGAIN, "warm", "the zygote is gone, and the jails asked of it are not all answered yet");
 	if (now_ms() - z->started_ms < 1000)
 		return pc_fail(err, EPIPE, "warm", "the zygote is gone (restarted less than a second ago)");
 	log_warn("warm starts: the zygote (pid %d) stopped; starting a new one", (int)z->pid);
+	ahead_end_all(z, NULL); /* cancelled ones: their jails went with it */
 	if (z->ctl >= 0)
 		close(z->ctl);
+	if (z->ahead >= 0)
+		close(z->ahead);
 	kill(z->pid, SIGKILL);
 	waitpid(z->pid, NULL, 0);
-	z->ctl = -1;
+	z->ctl = z->ahead = -1;
 	z->pid = 0;
 	return zygote_exec(z, err);
 }
@@ -144,7 +203,7 @@ static int zygote_exec(struct zygote *z, struct pc_err *err)
 	struct spawn_reply reply;
 	json_t *cfg;
 	char *text;
-	cleanup_pair int sv[2] = { -1, -1 };
+	cleanup_pair int sv[2] = { -1, -1 }, av[2] = { -1, -1 };
 	int n_env = 0;
 	pid_t pid, parent;
 
@@ -170,19 +229,25 @@ static int zygote_exec(struct zygote *z, struct pc_err *err)
 			envp[n_env++] = xasprintf("%s=%s", pass_env[i], v);
 	}
 	parent = getpid();
-	pid = socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0 ? -1 : fork();
+	pid = socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0 ||
+			      socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, av) < 0
+		      ? -1
+		      : fork();
 	if (pid < 0) {
-		pc_syserr(err, "warm", sv[0] < 0 ? "socketpair" : "fork the zygote");
+		pc_syserr(err, "warm", av[0] < 0 ? "socketpair" : "fork the zygote");
 		for (int i = 0; i < n_env; i++)
 			free(envp[i]);
 		return -1;
 	}
 	if (pid == 0) {
 		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+		/* above the fds they go to, so that neither lands on the other */
+		int ctl = fcntl(sv[1], F_DUPFD_CLOEXEC, ZYGOTE_AHEAD_FD + 1);
+		int ahead = fcntl(av[1], F_DUPFD_CLOEXEC, ZYGOTE_AHEAD_FD + 1);
 		/* dies with the supervisor, and takes its jails along (jail.c) */
-		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent || null < 0 || dup2(null, 0) < 0 ||
-		    dup2(null, 1) < 0 || dup2(sv[1], ZYGOTE_FD) < 0 ||
-		    syscall(SYS_close_range, ZYGOTE_FD + 1, ~0U, 0) < 0)
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent || null < 0 || ctl < 0 || ahead < 0 ||
+		    dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(ctl, ZYGOTE_FD) < 0 ||
+		    dup2(ahead, ZYGOTE_AHEAD_FD) < 0 || syscall(SYS_close_range, ZYGOTE_AHEAD_FD + 1, ~0U, 0) < 0)
 			_exit(127);
 		execve("/proc/self/exe", argv, envp);
 		_exit(127);
@@ -190,9 +255,11 @@ static int zygote_exec(struct zygote *z, struct pc_err *err)
 	for (int i = 0; i < n_env; i++)
 		free(envp[i]);
 	close(steal_fd(&sv[1]));
+	close(steal_fd(&av[1]));
 
 	z->pid = pid;
 	z->ctl = steal_fd(&sv[0]);
+	z->ahead = steal_fd(&av[0]);
 	cfg = json_pack("{s:o,s:s,s:s,s:I}", "policy", policy_to_json(p), "runtime_dir", runtime_dir,
 			"libpython", libname, "host_id_base", (json_int_t)jail_host_id_base);
 	text = json_dumps(cfg, JSON_COMPACT);
@@ -298,6 +365,77 @@ static int warm_deliver(struct spawner *sp, const struct jail_spec *s, const str
 	return jail_deliver(j, memfd, len, err);
 }
 
+/* Ask the zygote, on control socket fd, for a jail for spec s.  -1 with
+ * err set when it could not be asked (the zygote is lost when sending
+ * failed). */
+static int send_request(struct zygote *z, int fd, const struct jail_spec *s, struct pc_err *err)
+{
+	struct spawn_req req = { .type = Z_SPAWN, .park = s->park };
+	int out[REQ_MAX_FDS], n = REQ_FIXED_FDS;
+	cleanup_close int memfd = -1;
+
+	if (s->park) {
+		memfd = memfd_create("pycell-ready", MFD_CLOEXEC);
+		if (memfd < 0)
+			return pc_syserr(err, "warm", "memfd_create");
+	} else {
+		memfd = pack_files(s, true, &req.files_len, err);
+		if (memfd < 0)
+			return -1;
+	}
+	out[0] = s->stdio[0];
+	out[1] = s->stdio[1];
+	out[2] = s->stdio[2];
+	out[3] = s->tool_fd;
+	out[REQ_FD_MEMFD] = memfd;
+	if (s->cgroup.into)
+		out[n++] = s->cgroup.dir_fd;
+	for (int i = 0; i < s->cgroup.n_tasks; i++)
+		out[n++] = s->cgroup.tasks[i];
+	req.cgroup_into = s->cgroup.into;
+	req.n_cgroup_tasks = (uint32_t)s->cgroup.n_tasks;
+	if (send_fds(fd, &req, sizeof(req), out, n) < 0) {
+		pc_syserr(err, "warm", "the zygote stopped answering");
+		zygote_lost(z);
+		return -1;
+	}
+	return 0;
+}
+
+/* One reply from control socket fd: 1 with j set, 0 with reply->err, -1
+ * with errno when there is none (EAGAIN with MSG_DONTWAIT) or the zygote
+ * is gone. */
+static int recv_reply(int fd, int flags, struct spawn_reply *reply, struct jail *j)
+{
+	int fds[2];
+	char ctl[CMSG_SPACE(sizeof(fds))];
+	struct iovec iov = { reply, sizeof(*reply) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
+			     .msg_controllen = sizeof(ctl) };
+	struct cmsghdr *c;
+	ssize_t n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC | flags);
+
+	if (n < 0)
+		return -1;
+	if (n != (ssize_t)sizeof(*reply)) {
+		errno = n == 0 ? EPIPE : EPROTO;
+		return -1;
+	}
+	/* a failure reply carries no fds */
+	if (!reply->ok)
+		return 0;
+	c = CMSG_FIRSTHDR(&mh);
+	if (!c || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(fds))) {
+		errno = EPROTO;
+		return -1;
+	}
+	memcpy(fds, CMSG_DATA(c), sizeof(fds));
+	j->pid = reply->pid;
+	j->pidfd = fds[0];
+	j->sync_fd = fds[1];
+	return 1;
+}
+
 /* Clone a jail from the zygote; on success j holds the pidfd and sync fd
  * and the child waits for its release.  Without spec->park it runs a
  * script: spec's files, with argv/envp as sys.argv and os.environ.  With
@@ -305,63 +443,112 @@ static int warm_deliver(struct spawner *sp, const struct jail_spec *s, const str
 static int warm_spawn(struct spawner *sp, const struct jail_spec *s, struct jail *j, struct pc_err *err)
 {
 	struct zygote *z = zygote_of(sp);
-	struct spawn_req req = { .type = Z_SPAWN, .park = s->park };
 	struct spawn_reply reply;
-	int fds[2];
-	cleanup_close int memfd = -1;
 
 	if (z->dead && zygote_restart(z, err) < 0)
 		return -1;
-	if (s->park) {
-		memfd = memfd_create("pycell-ready", MFD_CLOEXEC);
-		if (memfd < 0)
-			return pc_syserr(err, "warm", "memfd_create");
-	} else {
-		memfd = pack_files(s, true, &req.files_len, err);
-	}
-	if (memfd < 0)
+	if (send_request(z, z->ctl, s, err) < 0)
 		return -1;
-	{
-		int out[REQ_MAX_FDS] = { s->stdio[0], s->stdio[1], s->stdio[2], s->tool_fd, memfd };
-		int n = REQ_FIXED_FDS;
-		if (s->cgroup.into)
-			out[n++] = s->cgroup.dir_fd;
-		for (int i = 0; i < s->cgroup.n_tasks; i++)
-			out[n++] = s->cgroup.tasks[i];
-		req.cgroup_into = s->cgroup.into;
-		req.n_cgroup_tasks = (uint32_t)s->cgroup.n_tasks;
-		if (send_fds(z->ctl, &req, sizeof(req), out, n) < 0)
-			goto dead;
-	}
-	if (wait_readable(z->ctl, ZYGOTE_REPLY_MS) < 0)
-		goto dead;
-	{
-		/* a failure reply carries no fds */
-		char ctl[CMSG_SPACE(sizeof(int) * 2)];
-		struct iovec iov = { &reply, sizeof(reply) };
-		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
-				     .msg_controllen = sizeof(ctl) };
-		struct cmsghdr *c;
-		ssize_t n = recvmsg(z->ctl, &mh, MSG_CMSG_CLOEXEC);
-		if (n != (ssize_t)sizeof(reply))
-			goto dead;
-		c = CMSG_FIRSTHDR(&mh);
-		if (!reply.ok) {
+	if (wait_readable(z->ctl, ZYGOTE_REPLY_MS) == 0) {
+		switch (recv_reply(z->ctl, 0, &reply, j)) {
+		case 1:
+			return 0;
+		case 0:
 			*err = reply.err;
 			return -1;
+		default:
+			break;
 		}
-		if (!c || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(fds)))
-			goto dead;
-		memcpy(fds, CMSG_DATA(c), sizeof(fds));
 	}
-	j->pid = reply.pid;
-	j->pidfd = fds[0];
-	j->sync_fd = fds[1];
-	return 0;
-dead:
 	pc_syserr(err, "warm", "the zygote stopped answering");
-	z->dead = true;
+	zygote_lost(z);
 	return -1;
+}
+
+/* The zygote's next reply on ahead, for the oldest jail asked ahead. */
+static void on_ahead(struct loop_watch *w, uint32_t events, void *data)
+{
+	struct zygote *z = data;
+	struct spawn_reply reply;
+	struct spawn_ahead *a = z->head;
+	struct jail j;
+	int rc = recv_reply(z->ahead, MSG_DONTWAIT, &reply, &j);
+
+	if (rc < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (rc < 0 || !a) {
+		struct pc_err err = { 0 };
+		pc_fail(&err, EPIPE, "warm", "the zygote stopped answering");
+		if (rc == 1)
+			jail_abort(&j);
+		zygote_lost(z);
+		ahead_end_all(z, &err);
+		return;
+	}
+	z->head = a->next;
+	if (!z->head)
+		z->tail = NULL;
+	if (a->done)
+		z->n_live--;
+	ahead_unwatch_idle(z);
+	if (!a->done) {
+		if (rc == 1)
+			jail_abort(&j);
+	} else if (rc == 1) {
+		a->done(a->ctx, &j, NULL);
+	} else {
+		a->done(a->ctx, NULL, &reply.err);
+	}
+	free(a);
+	(void)w;
+	(void)events;
+}
+
+static struct spawn_ahead *warm_spawn_ahead(struct spawner *sp, struct loop *l, const struct jail_spec *s,
+					    spawn_ahead_fn done, void *ctx, struct pc_err *err)
+{
+	struct zygote *z = zygote_of(sp);
+	struct spawn_ahead *a;
+
+	if (!s->park) {
+		pc_fail(err, EINVAL, "warm", "only ready jails are asked ahead");
+		return NULL;
+	}
+	if (z->dead && zygote_restart(z, err) < 0)
+		return NULL;
+	if (z->w_ahead.registered && z->loop != l) {
+		pc_fail(err, EINVAL, "warm", "jails asked ahead from two loops");
+		return NULL;
+	}
+	z->loop = l;
+	if (!z->w_ahead.registered && loop_add(l, &z->w_ahead, z->ahead, EPOLLIN, on_ahead, z) < 0) {
+		pc_syserr(err, "warm", "epoll_ctl");
+		return NULL;
+	}
+	if (send_request(z, z->ahead, s, err) < 0) {
+		ahead_unwatch_idle(z);
+		return NULL;
+	}
+	a = xcalloc(1, sizeof(*a));
+	a->done = done;
+	a->ctx = ctx;
+	if (z->tail)
+		z->tail->next = a;
+	else
+		z->head = a;
+	z->tail = a;
+	z->n_live++;
+	return a;
+}
+
+static void warm_cancel(struct spawner *sp, struct spawn_ahead *a)
+{
+	struct zygote *z = zygote_of(sp);
+	if (!a->done)
+		return;
+	a->done = NULL;
+	z->n_live--;
+	ahead_unwatch_idle(z);
 }
 
 static int warm_release(struct spawner *sp, const struct jail_spec *s, struct jail *j, struct pc_err *err)
@@ -385,8 +572,11 @@ static void zygote_stop(pid_t pid)
 static void warm_free(struct spawner *sp)
 {
 	struct zygote *z = zygote_of(sp);
+	ahead_end_all(z, NULL);
 	if (z->ctl >= 0)
 		close(z->ctl);
+	if (z->ahead >= 0)
+		close(z->ahead);
 	if (z->pid > 0)
 		zygote_stop(z->pid);
 	if (z->have_policy)
@@ -402,6 +592,8 @@ static const struct spawner_ops warm_ops = {
 	.spawn = warm_spawn,
 	.release = warm_release,
 	.deliver = warm_deliver,
+	.spawn_ahead = warm_spawn_ahead,
+	.cancel = warm_cancel,
 	.free = warm_free,
 };
 
@@ -409,6 +601,6 @@ struct spawner *spawner_warm_new(void)
 {
 	struct zygote *z = xcalloc(1, sizeof(*z));
 	z->base.ops = &warm_ops;
-	z->ctl = -1;
+	z->ctl = z->ahead = -1;
 	return &z->base;
 }

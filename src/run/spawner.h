@@ -13,6 +13,10 @@
  *	         the jail is gone
  *	deliver  hand a jail made ahead (spec->park) its program, after its
  *	         release; NULL when the spawner makes no jails ahead
+ *	spawn_ahead  spawn, for a jail made ahead (spec->park), without
+ *	         waiting: the answer comes from the loop (warm: the zygote's
+ *	         round trip never holds it); NULL with deliver
+ *	cancel   the caller of spawn_ahead no longer wants that jail
  *	free     stop it (warm: the zygote, with the jails it still parents)
  */
 #ifndef PYCELL_SPAWNER_H
@@ -25,6 +29,11 @@
 #include "jail/jail.h"
 
 struct spawner;
+struct loop;
+/* A jail asked for with spawn_ahead and not come yet (the spawner's). */
+struct spawn_ahead;
+/* Its answer: j (the jail waits for its release) or err, never both. */
+typedef void (*spawn_ahead_fn)(void *ctx, struct jail *j, const struct pc_err *err);
 
 struct spawner_ops {
 	const char *name;   /* "cold", "warm": in messages ("warm start failed") */
@@ -35,6 +44,14 @@ struct spawner_ops {
 	int (*release)(struct spawner *sp, const struct jail_spec *s, struct jail *j, struct pc_err *err);
 	int (*deliver)(struct spawner *sp, const struct jail_spec *s, const struct jail *j,
 		       struct pc_err *err);
+	/* The spec's fds are sent with the request: the caller may close its
+	 * copies on return.  done(ctx, ...) is called once, from loop l, unless
+	 * cancelled first; NULL (err set) when the request could not be made.
+	 * Whatever asked ahead is answered or cancelled before l is freed. */
+	struct spawn_ahead *(*spawn_ahead)(struct spawner *sp, struct loop *l, const struct jail_spec *s,
+					   spawn_ahead_fn done, void *ctx, struct pc_err *err);
+	/* done is not called; the jail, when it comes, is killed. */
+	void (*cancel)(struct spawner *sp, struct spawn_ahead *a);
 	void (*free)(struct spawner *sp);
 };
 

@@ -304,7 +304,9 @@ static int zygote_serve_one(int ctl, struct jail_spec *tmpl)
 	char *buf = MAP_FAILED;
 	ssize_t n = recv_fds(ctl, &req, sizeof(req), fds, REQ_MAX_FDS, &nfds);
 
-	if (n == 0)
+	if (n < 0 && errno == EINTR)
+		return 0;
+	if (n == 0 || (n < 0 && errno != EPROTO))
 		return -1; /* the supervisor is gone */
 	if (n != (ssize_t)sizeof(req) || req.type != Z_SPAWN || req.cgroup_into > 1 || req.park > 1 ||
 	    (req.park && req.files_len) ||
@@ -412,8 +414,18 @@ answer:
 	tmpl.argv = python_argv;
 	tmpl.runtime_dir = runtime_dir;
 	tmpl.run_inline = zygote_run_inline;
-	while (zygote_serve_one(ZYGOTE_FD, &tmpl) == 0)
-		;
+	for (;;) {
+		struct pollfd pf[2] = { { .fd = ZYGOTE_FD, .events = POLLIN },
+					{ .fd = ZYGOTE_AHEAD_FD, .events = POLLIN } };
+		if (poll(pf, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		/* a run waiting for its jail before the pool's next one */
+		if (zygote_serve_one(pf[0].revents ? ZYGOTE_FD : ZYGOTE_AHEAD_FD, &tmpl) < 0)
+			break;
+	}
 	jails_end();
 	return 0;
 }

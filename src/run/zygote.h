@@ -21,7 +21,12 @@
 #include "jail/cgroup.h"
 #include "run/spawner.h"
 
+/* Two control sockets, each strictly one request, one reply: ZYGOTE_FD
+ * for jails a run waits for (its configuration first), ZYGOTE_AHEAD_FD
+ * for those the pool asks ahead, whose replies the supervisor reads from
+ * its loop; the zygote serves ZYGOTE_FD first. */
 #define ZYGOTE_FD 3
+#define ZYGOTE_AHEAD_FD 4
 #define WARM_FILE ".warm.json"
 #define ZYGOTE_CONFIG_MAX (1 << 20)  /* its configuration, one packet */
 

@@ -9,6 +9,7 @@ not share the `random` module's state, which the zygote has loaded."""
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -265,6 +266,71 @@ def test_a_dead_ready_jail_is_replaced():
         assert not set(again) & set(jails)
     finally:
         s.close()
+
+
+def test_a_zygote_slow_to_answer_holds_no_call():
+    """The pool asks the zygote for its next jails without waiting for the
+    answer (src/run/spawn_warm.c, ahead): with the zygote stopped, the two
+    jails made ahead still serve two calls at once, and ping is answered
+    between them; a refill that waited would hold each for the zygote's
+    10 s deadline.  Once it goes on, the pool is full again."""
+    s = Mcp(["--warm"], pycell_env())
+    try:
+        ready_jails(s, 2)
+        z = zygote_of(s.proc.pid)
+        os.kill(z, signal.SIGSTOP)
+        try:
+            t0 = time.monotonic()
+            assert s.run("6 * 7")["return_value"] == 42
+            assert s.call("ping", {}) == {}
+            assert s.run("6 * 8")["return_value"] == 48
+            assert s.call("ping", {}) == {}
+            took = time.monotonic() - t0
+            assert took < 5, f"two ready jails and two pings took {took:.1f} s"
+        finally:
+            os.kill(z, signal.SIGCONT)
+        assert len(ready_jails(s, 2)) == 2
+        assert s.run("6 * 9")["return_value"] == 54
+    finally:
+        s.close()
+    assert s.proc.returncode == 0
+
+
+def test_a_zygote_that_dies_owing_jails_is_replaced():
+    """The zygote dies with two jails asked of it and not answered: the
+    pool hears of it (its socket ends), a call meanwhile falls back to a
+    cold start and says so, and a call a second later has a new zygote."""
+    s = Mcp(["--warm"], pycell_env())
+    try:
+        ready_jails(s, 2)
+        z = zygote_of(s.proc.pid)
+        os.kill(z, signal.SIGSTOP)
+        assert s.run("1")["return_value"] == 1
+        assert s.run("2")["return_value"] == 2   # two asked, none answered
+        os.kill(z, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while zygote_of_or_none(s.proc.pid) == z and time.monotonic() < deadline:
+            time.sleep(0.01)
+        res = s.call("tools/call", {"name": "run_python", "arguments": {"code": "3"}})
+        sc = res["structuredContent"]
+        assert (sc["status"], sc["return_value"]) == ("ok", 3), sc
+        assert [w for w in sc["warnings"] if w.startswith("warm start failed, started cold: warm: ")], sc
+        time.sleep(1.1)   # a dead zygote is started again at most once a second
+        assert s.run("4")["return_value"] == 4
+        assert zygote_of(s.proc.pid) != z
+        assert len(ready_jails(s, 2)) == 2
+        assert s.run("5")["return_value"] == 5
+    finally:
+        s.close()
+    assert s.proc.returncode == 0
+    assert b"pool: could not make a ready jail: warm: the zygote stopped answering" in s.proc.stderr.read()
+
+
+def zygote_of_or_none(pid):
+    try:
+        return zygote_of(pid)
+    except AssertionError:
+        return None
 
 
 def test_a_ready_jail_whose_python_died_is_replaced():
