@@ -153,12 +153,28 @@ def test_quick_run_fills_every_table(tmp_path):
             else:
                 assert re.fullmatch(NUM, r[2]) or r[2].startswith(("failed: ", "skipped: ")), r
 
-    rows = table_rows(report, "Targets")
-    # cold CLI; per MCP runner: p50, throughput at c=2, idle RSS; per HTTP
-    # runner: what HTTP adds to the p50 of its stdio twin
-    assert len(rows) == 1 + 3 * len(mcp) + 2, rows
+    rows = table_rows(report, "CPU per run")
+    # python3, the floor (when built), then the other runners in order
+    names = runners[:1] + (["the kernel's floor (a jail)"] if floor.exists() else []) + runners[1:]
+    assert [r[0] for r in rows] == names, rows
+    warm = ("pycell mcp", "pycell serve")
     for r in rows:
-        assert re.fullmatch(NUM + r"(x| MiB)", r[1]) or re.fullmatch(r"[+-]" + NUM + " ms", r[1]), \
+        assert len(r) == 5, r
+        assert_num(r[1], f"CPU per run {r[0]}")
+        if r[0] in names[:2] or not floor.exists():
+            assert r[2:4] == ["", ""], r
+        else:
+            assert r[2] == ("floor" if r[0] in warm else "floor + python3"), r
+            assert_num(r[3], f"CPU ratio {r[0]}", "x")
+    assert res["cpu_runs"] == 10 and set(res["cpu_per_run"]) == set(runners)
+
+    rows = table_rows(report, "Targets")
+    # cold CLI against python3 and bwrap; per warm MCP runner: p50 on the
+    # wire, 1 MiB of output, throughput at c=2; per MCP runner: idle RSS;
+    # per HTTP runner: what HTTP adds to the p50 of its stdio twin
+    assert len(rows) == 1 + (1 if have_bwrap else 0) + 3 * len(warm) + len(mcp) + 2, rows
+    for r in rows:
+        assert re.fullmatch(NUM + r"(x| MiB| ms)", r[1]) or re.fullmatch(r"[+-]" + NUM + " ms", r[1]), \
             f"target value {r}"
         assert r[3] in ("yes", "no"), r
 
