@@ -707,6 +707,61 @@ def latency_phase(runners, workloads, warmup, iterations, log):
     return samples, outside
 
 
+class SdkClient:
+    """`pycell mcp` under the official v1 SDK client: tests/bench/sdk_client.mjs
+    on node, which times each call from callTool to its result (the
+    SDK's parsing and outputSchema check included) and says so a line at a
+    time.  Not a runner of the other tables: one call at a time."""
+
+    name = "pycell mcp, v1 SDK client"
+
+    def __init__(self, sdk, pycell, args, env, cwd, reaper, timeout):
+        self.timeout = timeout
+        self.reaper = reaper
+        self.proc = reaper.popen(["node", str(REPO / "tests" / "bench" / "sdk_client.mjs"), sdk, pycell, *args],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                 env=env, cwd=cwd)
+        line = self._line()
+        if line != b"ready\n":
+            raise BenchError(f"{self.name}: did not start: {line[:500]!r}")
+
+    def _line(self):
+        ready = select.select([self.proc.stdout], [], [], self.timeout)[0]
+        if not ready:
+            raise BenchError(f"{self.name}: no answer within {self.timeout} s")
+        return self.proc.stdout.readline()
+
+    def run(self, workload):
+        self.proc.stdin.write(json.dumps(workload.code).encode() + b"\n")
+        self.proc.stdin.flush()
+        line = self._line()
+        try:
+            ans = json.loads(line)
+        except ValueError:
+            raise BenchError(f"{self.name}: {line[:500]!r}") from None
+        if "error" in ans:
+            raise BenchError(f"{self.name}: {ans['error']}")
+        workload.check(self.name, ans["stdout"].encode())
+        return ans["ms"] / 1000
+
+    def close(self):
+        self.proc.stdin.close()
+        reap(self.reaper, self.proc)
+
+
+def sdk_phase(sdk, base, workload, warmup, iterations, log):
+    """samples[name] = [seconds] of bare python3 and of the SDK client's
+    calls, one of each per iteration, which goes first alternating."""
+    samples = {base.name: [], sdk.name: []}
+    log(f"through the SDK client: {warmup} warm-up + {iterations} iterations")
+    for it in range(warmup + iterations):
+        for r in rotated([base, sdk], it):
+            t = r.run(workload)
+            if it >= warmup:
+                samples[r.name].append(t)
+    return samples
+
+
 def http_added(samples, outside):
     """What HTTP adds to a call, paired: {workload: {serve runner: summary}}
     of (serve - stdio) per iteration, `pycell serve X` beside `pycell mcp X`.
@@ -1064,6 +1119,23 @@ def render(res):
                 f"| {fmt_ms(s['p99'])} | {s['median'] / b:.2f}x |")
     add("")
 
+    add("## Through the official SDK client (ms)")
+    add("")
+    if res["sdk"]:
+        add("`pycell mcp` (warm starts, as it starts by default) under the v1 SDK's Client and "
+            "StdioClientTransport (tests/bench/sdk_client.mjs, node): each call timed from "
+            "callTool to its result, the SDK's parsing and outputSchema check included, one "
+            'call of print("hello") after one bare python3 run, which goes first alternating.')
+        add("")
+        add("| runner | n | median | p90 | p99 | median / python3 |")
+        add("|---|---:|---:|---:|---:|---:|")
+        for name, st in res["sdk"].items():
+            add(f"| {name} | {st['n']} | {fmt_ms(st['median'])} | {fmt_ms(st['p90'])} "
+                f"| {fmt_ms(st['p99'])} | {st['median'] / res['sdk'][base]['median']:.2f}x |")
+    else:
+        add(f"The SDK client's table was {res['sdk_note']}.")
+    add("")
+
     if res["http_added"]:
         add("## What HTTP adds to a call (ms)")
         add("")
@@ -1211,6 +1283,10 @@ def targets(res):
             if row["runner"] == name and row["what"] == "supervisor idle after initialize":
                 add(f"{name} supervisor RSS idle", f"{fmt_mib(row['rss'])} MiB", "< 10 MiB",
                     row["rss"] < 10 * MIB)
+    if res["sdk"]:
+        names = list(res["sdk"])
+        r = res["sdk"][names[1]]["median"] / res["sdk"][names[0]]["median"]
+        add(f'{names[1]} tools/call p50 print("hello") / python3', f"{r:.2f}x", "<= 0.20x", r <= 0.20)
     # what HTTP adds to a call: `pycell serve X` beside `pycell mcp X`,
     # the median of the paired differences
     for name, s in res["http_added"].get("hello", {}).items():
@@ -1255,6 +1331,9 @@ def parse_args(argv):
                     help="a pycell serve runner (Streamable HTTP, protocol 2026-07-28, keep-alive): "
                     "LABEL and extra arguments for `pycell serve`; repeatable; default: "
                     "'pycell serve=' and 'pycell serve cold=--cold'")
+    ap.add_argument("--sdk", default=str(REPO / "tests" / "mcp" / "node_modules" / "@modelcontextprotocol" / "sdk"),
+                    help="the v1 MCP SDK package dir for the SDK-client table (default: tests/mcp's, "
+                    "which its npm ci installs; '' leaves the table out)")
     ap.add_argument("--floor", metavar="PATH",
                     help="the tests/bench/floor binary: add the kernel's floor table (make bench does)")
     ap.add_argument("--levels", default="1,2,8",
@@ -1359,15 +1438,19 @@ def bwrap_prefix(bwrap):
     return argv + [PYTHON, "-c"]
 
 
+def pycell_env(a, env):
+    return dict(env, PYCELL_DATADIR=a.datadir)
+
+
 def build_runners(a, reaper, cwd):
     env = dict(RUN_ENV, HOME=cwd)
-    pycell_env = dict(env, PYCELL_DATADIR=a.datadir)
+    penv = pycell_env(a, env)
     runners = [CliRunner("python3", [PYTHON, "-c"], env, cwd, reaper, a.timeout)]
     if "bwrap" in a.runners:
         runners.append(CliRunner("bwrap", bwrap_prefix(a.bwrap), env, cwd, reaper, a.timeout))
     if "pycell-run" in a.runners:
         for label, extra in a.run_variants:
-            runners.append(CliRunner(label, [a.pycell, "run", *extra, "-c"], pycell_env, cwd,
+            runners.append(CliRunner(label, [a.pycell, "run", *extra, "-c"], penv, cwd,
                                      reaper, a.timeout))
             runners[-1].warm = "--warm" in extra
     if "pycell-mcp" in a.runners:
@@ -1375,14 +1458,14 @@ def build_runners(a, reaper, cwd):
             argv = [a.pycell, "mcp", *extra]
             if "--max-runs" not in extra:
                 argv += ["--max-runs", str(max(a.levels))]
-            runners.append(McpRunner(label, argv, pycell_env, cwd, reaper, a.timeout))
+            runners.append(McpRunner(label, argv, penv, cwd, reaper, a.timeout))
             runners[-1].warm = "--cold" not in extra
     if "pycell-serve" in a.runners:
         for label, extra in a.serve_variants:
             argv = [a.pycell, "serve", *extra]
             if "--max-runs" not in extra:
                 argv += ["--max-runs", str(max(a.levels))]
-            runners.append(HttpRunner(label, argv, pycell_env, cwd, reaper, a.timeout))
+            runners.append(HttpRunner(label, argv, penv, cwd, reaper, a.timeout))
             runners[-1].warm = "--cold" not in extra
     names = [r.name for r in runners]
     if len(set(names)) != len(names):
@@ -1434,6 +1517,21 @@ def run(a):
 
         samples, outside = latency_phase(runners, workloads, a.warmup, a.iterations, log)
         reaper.sweep()
+        sdk_samples, sdk_note = None, None
+        if "pycell-mcp" not in a.runners or not a.sdk:
+            sdk_note = "left out (--runners without pycell-mcp, or --sdk '')"
+        elif not shutil.which("node") or not (Path(a.sdk) / "package.json").exists():
+            sdk_note = (f"left out: needs node and the SDK in {a.sdk} "
+                        "(tests/mcp/run.sh installs it: npm ci in tests/mcp)")
+        else:
+            sdk = SdkClient(a.sdk, a.pycell, ["--max-runs", str(max(a.levels))], pycell_env(a, env),
+                            cwd, reaper, a.timeout)
+            try:
+                sdk_samples = sdk_phase(sdk, runners[0], workloads[0], a.warmup, a.iterations, log)
+            finally:
+                sdk.close()
+        if sdk_note:
+            log(f"through the SDK client: {sdk_note}")
         rates = throughput_phase(runners, workloads[0], a.levels, a.rounds,
                                  lambda c: 2 * c if a.quick and a.throughput_runs is None
                                  else max(a.throughput_runs or 40, 4 * c), log)
@@ -1485,6 +1583,8 @@ def run(a):
         "workloads": [{"key": w.key, "title": w.title} for w in workloads],
         "latency": {w: {r: summary(v) for r, v in per.items()} for w, per in samples.items()},
         "http_added": http_added(samples, outside),
+        "sdk": {r: summary(v) for r, v in sdk_samples.items()} if sdk_samples else None,
+        "sdk_note": sdk_note,
         "throughput": {r: {str(c): statistics.median(v) for c, v in per.items()}
                        for r, per in rates.items()},
         "memory": memory,

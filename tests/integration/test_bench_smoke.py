@@ -68,6 +68,15 @@ def test_quick_run_fills_every_table(tmp_path):
         args += ["--floor", str(floor)]
     else:
         print(f"{floor} not built (make check builds it): benchmarking without the floor table")
+    # the SDK client's table needs node and tests/mcp's packages, which
+    # tests/mcp/run.sh installs after this suite: installed here the same way
+    sdk = REPO / "tests" / "mcp" / "node_modules" / "@modelcontextprotocol" / "sdk"
+    have_node = bool(shutil.which("node") and shutil.which("npm"))
+    if not have_node:
+        print("node/npm not installed: benchmarking without the SDK client (apt-get install nodejs npm)")
+    elif not sdk.exists():
+        subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=REPO / "tests" / "mcp",
+                       check=True, capture_output=True, timeout=600)
     if not have_bwrap:
         # The harness is still checked; the bwrap runner needs the Debian package.
         print("bwrap not installed: benchmarking without it (apt-get install bubblewrap)")
@@ -153,6 +162,17 @@ def test_quick_run_fills_every_table(tmp_path):
             else:
                 assert re.fullmatch(NUM, r[2]) or r[2].startswith(("failed: ", "skipped: ")), r
 
+    if have_node:
+        rows = table_rows(report, "Through the official SDK client")
+        assert [r[0] for r in rows] == ["python3", "pycell mcp, v1 SDK client"], rows
+        for r in rows:
+            assert r[1] == "2", f"iterations in {r}"
+            for cell in r[2:5]:
+                assert_num(cell, f"SDK latency {r[0]}")
+            assert_num(r[5], f"SDK ratio {r[0]}", "x")
+    else:
+        assert "The SDK client's table was left out: needs node" in report
+
     rows = table_rows(report, "CPU per run")
     # python3, the floor (when built), then the other runners in order
     names = runners[:1] + (["the kernel's floor (a jail)"] if floor.exists() else []) + runners[1:]
@@ -171,8 +191,9 @@ def test_quick_run_fills_every_table(tmp_path):
     rows = table_rows(report, "Targets")
     # cold CLI against python3 and bwrap; per warm MCP runner: p50 on the
     # wire, 1 MiB of output, throughput at c=2; per MCP runner: idle RSS;
-    # per HTTP runner: what HTTP adds to the p50 of its stdio twin
-    assert len(rows) == 1 + (1 if have_bwrap else 0) + 3 * len(warm) + len(mcp) + 2, rows
+    # the SDK client's p50; per HTTP runner: what HTTP adds to the p50 of
+    # its stdio twin
+    assert len(rows) == 1 + (1 if have_bwrap else 0) + 3 * len(warm) + len(mcp) + have_node + 2, rows
     for r in rows:
         assert re.fullmatch(NUM + r"(x| MiB| ms)", r[1]) or re.fullmatch(r"[+-]" + NUM + " ms", r[1]), \
             f"target value {r}"
