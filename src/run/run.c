@@ -473,6 +473,12 @@ static bool python_ended(struct run *r, json_t *params)
 	return r->done;
 }
 
+static bool peer_gone(int fd)
+{
+	struct pollfd p = { .fd = fd };
+	return poll(&p, 1, 0) == 1 && (p.revents & POLLHUP);
+}
+
 static void on_tool(struct loop_watch *w, uint32_t events, void *data)
 {
 	struct run *r = data;
@@ -482,8 +488,9 @@ static void on_tool(struct loop_watch *w, uint32_t events, void *data)
 		json_t *msg, *method, *id;
 		if (n < 0 && (errno == EAGAIN || errno == EINTR))
 			break;
-		/* SEQPACKET: 0 is an empty packet, or the end once the peer hung up */
-		if (n == 0 && !(events & EPOLLHUP))
+		/* SEQPACKET: 0 is an empty packet, or the end once the peer
+		 * hung up, which a caller's EPOLLIN alone does not say: ask */
+		if (n == 0 && !(events & EPOLLHUP) && !peer_gone(r->tool_fd))
 			continue;
 		if (n <= 0) {
 			unwatch_close(r, &r->w_tool, &r->tool_fd);
