@@ -24,6 +24,7 @@ from conftest import HOST_IS_ROOT, PYCELL, pycell_run, run_json
 from test_limits import run_dir_parents, run_dirs_of
 from test_mcp_raw import Server
 from test_tools import Tools
+from test_warm import children, comm, zygote_of
 
 BUILD_CONFIG = Path(PYCELL).resolve().parent / "config.h"
 FAULTS = BUILD_CONFIG.exists() and "#define PYCELL_FAULT_INJECTION 1" in BUILD_CONFIG.read_text()
@@ -60,6 +61,25 @@ def settles(what, want, timeout=3.0):
 
 def no_run_dirs(srv):
     settles(lambda: run_dirs_of({srv.proc.pid}), [])
+
+
+def ready_jail_dir(d):
+    """A run dir that holds a jail made ahead: processes, each one a
+    pycell-ready (a warm server keeps such jails, each in its own dirs)."""
+    try:
+        with open(os.path.join(d, "cgroup.procs")) as f:
+            pids = f.read().split()
+        names = set()
+        for p in pids:
+            with open(f"/proc/{p}/comm") as f:
+                names.add(f.read().strip())
+    except OSError:
+        return False
+    return bool(pids) and names == {"pycell-ready"}
+
+
+def no_run_dirs_but_ready_jails(srv):
+    settles(lambda: [d for d in run_dirs_of({srv.proc.pid}) if not ready_jail_dir(d)], [])
 
 
 def cgroup_sites():
@@ -142,13 +162,27 @@ def test_a_warm_server_recovers_when_the_fault_passes():
     srv = Server("--warm", env={"PYCELL_FAULT": "idmap:1"})
     try:
         srv.initialize()
+        # the pool asks for its two jails as the server starts, and the
+        # loop releases them as they come: once one alone is left, with
+        # its python, the first (the first id maps written) has failed
+        z = zygote_of(srv.proc.pid)
+        deadline = time.monotonic() + 10
+        while True:
+            kids = children(z)
+            if len(kids) == 1 and [comm(k) for k in children(kids[0])] == ["pycell-ready"]:
+                break
+            assert time.monotonic() < deadline, f"the zygote has children {kids}"
+            time.sleep(0.01)
         for rid in (1, 2, 3, 4):
             res = call(srv, rid, f"print({rid})")
             assert res["structuredContent"]["status"] == "ok", res
             assert res["structuredContent"]["stdout"] == f"{rid}\n"
-        no_run_dirs(srv)
+        # the runs' dirs are gone; the pool's next jails, if the second
+        # after the failure has passed and they were asked for, have theirs
+        no_run_dirs_but_ready_jails(srv)
     finally:
         srv_close(srv)
+    assert b"pool: could not make a ready jail: idmap: " in srv.stderr
     assert b"injected fault" in srv.stderr
 
 
