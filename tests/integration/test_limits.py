@@ -389,9 +389,17 @@ def test_v2_delegated_cgroup_gets_a_supervisor_leaf():
         res = json.loads(out)
         assert limit(res, "memory_bytes")["enforced_by"] == "cgroup2", (res, err)
         assert res["status"] == "memory_limit"
-        children = [p.name for p in deleg.iterdir() if p.is_dir()]
+        # pycell run has exited; its teardown child (pycell-teardown, in
+        # the supervisor leaf) removes the run's cgroup, then exits too
+        deadline = time.monotonic() + 5
+        while True:
+            children = [p.name for p in deleg.iterdir() if p.is_dir()]
+            procs = (deleg / "pycell-supervisor" / "cgroup.procs").read_text()
+            if (children, procs) == (["pycell-supervisor"], "") or time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
         assert children == ["pycell-supervisor"], children
-        assert (deleg / "pycell-supervisor" / "cgroup.procs").read_text() == ""
+        assert procs == ""
         assert {"memory", "pids", "cpu"} <= set((deleg / "cgroup.subtree_control").read_text().split())
     finally:
         for sub in sorted(deleg.glob("*/"), reverse=True):
