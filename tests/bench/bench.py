@@ -833,11 +833,12 @@ CPU_SETTLE_S = 0.3   # after a batch: the teardown the kernel's workers finish l
 
 
 def machine_busy_s():
-    """Busy time of every CPU (user, nice, system, irq, softirq, steal),
-    in seconds, from /proc/stat, as tests/bench/floor.c reads it."""
+    """Busy time of every CPU (user, nice, system, irq, softirq; not steal,
+    which in a VM is the host running something else), in seconds, from
+    /proc/stat, as tests/bench/floor.c reads it."""
     with open("/proc/stat") as f:
         v = [int(x) for x in f.readline().split()[1:9]]
-    return (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / os.sysconf("SC_CLK_TCK")
+    return (v[0] + v[1] + v[2] + v[5] + v[6]) / os.sysconf("SC_CLK_TCK")
 
 
 def own_cpu_s():

@@ -70,8 +70,9 @@ static uint64_t now_ns(void)
 	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
-/* Busy time of every CPU (user, nice, system, irq, softirq, steal) in ns,
- * from /proc/stat; 0 when it cannot be read. */
+/* Busy time of every CPU (user, nice, system, irq, softirq) in ns, from
+ * /proc/stat; 0 when it cannot be read.  Not steal: in a VM that is the
+ * host running something else. */
 static uint64_t machine_busy_ns(void)
 {
 	unsigned long long v[8];
@@ -84,7 +85,7 @@ static uint64_t machine_busy_ns(void)
 		fclose(f);
 	if (n != 8 || hz <= 0)
 		return 0;
-	return (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) * (1000000000u / (uint64_t)hz);
+	return (v[0] + v[1] + v[2] + v[5] + v[6]) * (1000000000u / (uint64_t)hz);
 }
 
 static uint64_t cpu_ns(void)
