@@ -473,10 +473,13 @@ static bool python_ended(struct run *r, json_t *params)
 	return r->done;
 }
 
+/* No more packets can come: the peer closed its end, or shut down its
+ * writing (code in the jail can: read to its end, the socket stayed
+ * readable and the loop spun on it until the run ended). */
 static bool peer_gone(int fd)
 {
-	struct pollfd p = { .fd = fd };
-	return poll(&p, 1, 0) == 1 && (p.revents & POLLHUP);
+	struct pollfd p = { .fd = fd, .events = POLLRDHUP };
+	return poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLRDHUP));
 }
 
 static void on_tool(struct loop_watch *w, uint32_t events, void *data)
@@ -489,7 +492,7 @@ static void on_tool(struct loop_watch *w, uint32_t events, void *data)
 		if (n < 0 && (errno == EAGAIN || errno == EINTR))
 			break;
 		/* SEQPACKET: 0 is an empty packet, or the end once the peer
-		 * hung up, which a caller's EPOLLIN alone does not say: ask */
+		 * hung up or shut down, which EPOLLIN alone does not say: ask */
 		if (n == 0 && !(events & EPOLLHUP) && !peer_gone(r->tool_fd))
 			continue;
 		if (n <= 0) {

@@ -545,6 +545,36 @@ def test_an_answer_waits_until_its_progress_notification_was_read(start):
         server.kill()
 
 
+@pytest.mark.parametrize("start", ["--cold", "--warm"])
+def test_a_jail_that_shuts_its_tool_socket_does_not_make_the_server_spin(start):
+    """Code in the jail shuts down the writing half of fd 3: the socket is
+    at its end for the supervisor, which stops reading it (it was readable
+    for good, and the loop spun on it at a full core until the run ended)."""
+    server = Server(start)
+    try:
+        server.initialize()
+
+        def cpu_s():
+            f = open(f"/proc/{server.proc.pid}/stat").read().rsplit(")", 1)[1].split()
+            return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+        # the socket object is kept: were it collected, fd 3 would close
+        code = ("import socket, time\n"
+                "s = socket.socket(fileno=3)\n"
+                "s.shutdown(socket.SHUT_WR)\n"
+                "time.sleep(1.5)\n"
+                "print('slept')")
+        before = cpu_s()
+        res = server.request(1, "tools/call", {"name": "run_python", "arguments": {"code": code}})
+        used = cpu_s() - before
+        sc = res["result"]["structuredContent"]
+        assert (sc["status"], sc["stdout"]) == ("ok", "slept\n"), sc
+        assert used < 0.3, f"the server used {used:.2f} s of CPU during a 1.5 s sleep"
+        server.assert_serving()
+    finally:
+        server.kill()
+
+
 def test_stdin_from_a_regular_file(tmp_path):
     """epoll cannot watch a file: pycell reads it anyway, answers, exits 0."""
     path = tmp_path / "in.jsonl"
