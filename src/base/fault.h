@@ -11,6 +11,7 @@
  *   idmap   jail.c, writing a jail's id maps (EPERM), after it was cloned
  *   cgroup  cgroup.c, making one of a run's cgroup directories (ENOSPC; the
  *           first run's are made by the probe, cgroup_probe.c)
+ *   zygote  spawn_warm.c, starting a zygote, before its fork (EMFILE)
  * Each test in tests/integration/test_faults.py names the site it drives. */
 #ifndef PYCELL_FAULT_H
 #define PYCELL_FAULT_H

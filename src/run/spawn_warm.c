@@ -22,6 +22,7 @@
 
 #include <jansson.h>
 
+#include "base/fault.h"
 #include "base/log.h"
 #include "base/loop.h"
 #include "jail/rootfs.h"
@@ -184,8 +185,12 @@ static int zygote_restart(struct zygote *z, struct pc_err *err)
 		close(z->ctl);
 	if (z->ahead >= 0)
 		close(z->ahead);
-	kill(z->pid, SIGKILL);
-	waitpid(z->pid, NULL, 0);
+	/* none after a start that failed before its fork: kill(0) would be
+	 * our own process group (the agent that started us, say) */
+	if (z->pid > 0) {
+		kill(z->pid, SIGKILL);
+		waitpid(z->pid, NULL, 0);
+	}
 	z->ctl = z->ahead = -1;
 	z->pid = 0;
 	return zygote_exec(z, err);
@@ -229,6 +234,13 @@ static int zygote_exec(struct zygote *z, struct pc_err *err)
 			envp[n_env++] = xasprintf("%s=%s", pass_env[i], v);
 	}
 	parent = getpid();
+	if (fault_at("zygote")) {
+		errno = EMFILE;
+		pc_syserr(err, "warm", "socketpair (injected fault)");
+		for (int i = 0; i < n_env; i++)
+			free(envp[i]);
+		return -1;
+	}
 	pid = socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0 ||
 			      socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, av) < 0
 		      ? -1

@@ -13,6 +13,7 @@ test_lifetime.py, test_warm.py and test_tools.py."""
 import json
 import os
 import re
+import signal
 import subprocess
 import textwrap
 import time
@@ -184,6 +185,38 @@ def test_a_warm_server_recovers_when_the_fault_passes():
         srv_close(srv)
     assert b"pool: could not make a ready jail: idmap: " in srv.stderr
     assert b"injected fault" in srv.stderr
+
+
+@needs_faults
+def test_a_zygote_that_cannot_be_started_again_kills_nothing_else(tmp_path):
+    """The zygote dies, and the first try to start another fails before
+    its fork (an fd limit, say): calls fall back to cold starts, and the
+    next try, a second later, starts one.  A failed start leaves no pid:
+    the next try killed "pid 0", the server's own process group (with the
+    agent that started it, and here the whole test run)."""
+    conf = tmp_path / "pycell.conf"
+    conf.write_text(json.dumps({"warm": {"enabled": True, "ready": 0}}))
+    # a session of its own: the old code kills only itself, not pytest
+    srv = Server("--config", str(conf), env={"PYCELL_FAULT": "zygote:2"}, preexec=os.setsid)
+    try:
+        srv.initialize()
+        assert call(srv, 1, "6 * 7")["structuredContent"]["return_value"] == 42
+        z = zygote_of(srv.proc.pid)
+        os.kill(z, signal.SIGKILL)
+        warnings = []
+        for rid in (2, 3):   # the death is seen; then the start that fails
+            time.sleep(1.1)  # a zygote is started at most once a second
+            sc = call(srv, rid, "6 * 7")["structuredContent"]
+            assert (sc["status"], sc["return_value"]) == ("ok", 42), sc
+            warnings += [w for w in sc["warnings"] if w.startswith("warm start failed, started cold: warm: ")]
+        assert any("injected fault" in w for w in warnings), warnings
+        time.sleep(1.1)
+        sc = call(srv, 4, "6 * 7")["structuredContent"]
+        assert (sc["status"], sc["return_value"], sc["warnings"]) == ("ok", 42, []), sc
+        assert srv.proc.poll() is None
+        assert zygote_of(srv.proc.pid) != z
+    finally:
+        srv_close(srv)
 
 
 def srv_close(srv):
