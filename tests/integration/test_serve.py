@@ -731,9 +731,11 @@ def test_metrics_and_healthz(serve, tmp_path):
                       {"name": "broken", "sha256": sha("t-broken"), "policy": str(broken)}], tmp_path=tmp_path)
     auth = {"Authorization": "Bearer t-ops"}
 
-    # not ready while the upstream starts (no token needed to ask)
-    status, text = healthz(s)
-    assert (status, text) == (503, "not ready: upstream fake has not listed its tools\n")
+    # not ready while the upstream starts (no token needed to ask): the
+    # pool's first ready jails come from the loop within moments, the
+    # upstream's tools after its 2 s
+    wait_for(lambda: healthz(s) == (503, "not ready: upstream fake has not listed its tools\n"),
+             what="/healthz waiting for the upstream alone")
     wait_for(lambda: healthz(s) == (200, "ok\n"), what="/healthz ready")
 
     # /metrics is behind the tokens; POST is not taken
