@@ -53,6 +53,14 @@ static struct run *take(struct run_pool *p, unsigned i)
 	return r;
 }
 
+/* Making a ready jail failed: say why; the next try is a second away. */
+static void pool_failed(struct run_pool *p, const struct pc_err *err)
+{
+	log_warn("pool: could not make a ready jail: %s: %s", err->step, err->msg);
+	p->failed_ms = now_ms();
+	p->up = false;
+}
+
 /* A jail asked for by run_pool_fill came, or could not be made. */
 static void on_parked(struct run *r, const struct pc_err *err, void *ctx)
 {
@@ -62,9 +70,7 @@ static void on_parked(struct run *r, const struct pc_err *err, void *ctx)
 		i++;
 	memmove(p->making + i, p->making + i + 1, (--p->n_making - i) * sizeof(*p->making));
 	if (err) {
-		log_warn("pool: could not make a ready jail: %s: %s", err->step, err->msg);
-		p->failed_ms = now_ms();
-		p->up = false;
+		pool_failed(p, err);
 		run_free(r);
 		return;
 	}
@@ -89,9 +95,7 @@ void run_pool_fill(struct run_pool *p)
 		run_request_from_env(&req, p->env);
 		req.mode = RUN_MODE_CELL;
 		if (!(r = run_park(p->loop, &req, on_parked, p, &err))) {
-			log_warn("pool: could not make a ready jail: %s: %s", err.step, err.msg);
-			p->failed_ms = now_ms();
-			p->up = false;
+			pool_failed(p, &err);
 			return;
 		}
 		p->making[p->n_making++] = r;
