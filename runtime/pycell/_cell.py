@@ -18,6 +18,7 @@ import sys
 RUN_DIR = "/run/pycell"
 CODE_FILE = RUN_DIR + "/main.py"
 VARIABLES_FILE = RUN_DIR + "/variables.json"
+FILES_FILE = RUN_DIR + "/files.json"
 FILENAME = "<cell>"
 TOOL_FD = 3
 # The value is sent as one packet; larger ones come back as a shortened
@@ -237,18 +238,15 @@ def _print_exception(exc):
     traceback.print_exception(type(exc), exc, first)
 
 
-def main(code=None, variables=None):
-    """Run the cell: code and variables (bytes) as given, else from
-    /run/pycell/main.py and variables.json."""
+def run_cell(namespace, code, variables=b"", files=None):
+    """Run one cell (code, variables: bytes) in namespace, after writing
+    files (a list of {path, text or base64}) into the working directory:
+    0, or 1 after printing an uncaught exception.  SystemExit is raised."""
     global _source
-    namespace = sys.modules["__main__"].__dict__
-    # the bootstrap "import pycell._cell as c" bound c: not the user's
-    namespace.pop("c", None)
-    sys.argv[:] = [FILENAME]
     runner = _Runner(namespace)
     try:
-        if code is None:
-            code, variables = _read(CODE_FILE), _read(VARIABLES_FILE)
+        if files:
+            write_files(files)
         _source = code.decode("utf-8", "surrogateescape")
         _load_variables(namespace, variables)
         body, last = _compile(_source)
@@ -261,9 +259,55 @@ def main(code=None, variables=None):
         raise
     except BaseException as e:
         _print_exception(e)
-        sys.exit(1)
+        return 1
     finally:
         runner.close()
+    return 0
+
+
+def write_files(files):
+    """Write the call's files (checked by the supervisor: relative paths
+    without "..", text or base64) below the working directory, making the
+    directories they need."""
+    import os
+    for f in files:
+        path = f["path"]
+        if "text" in f:
+            data = f["text"].encode("utf-8", "surrogatepass")
+        else:
+            import binascii
+            data = binascii.a2b_base64(f["base64"])
+        d = os.path.dirname(path)
+        if d:
+            os.makedirs(d, exist_ok=True)
+        with open(path, "wb") as out:
+            out.write(data)
+
+
+def _load_files(raw):
+    raw = raw.strip()
+    if not raw:
+        return None
+    import json
+    return json.loads(raw)
+
+
+def main(code=None, variables=None, files=None):
+    """Run the cell: code, variables and files (bytes) as given, else from
+    /run/pycell/main.py, variables.json and files.json."""
+    namespace = sys.modules["__main__"].__dict__
+    # the bootstrap "import pycell._cell as c" bound c: not the user's
+    namespace.pop("c", None)
+    sys.argv[:] = [FILENAME]
+    if code is None:
+        code, variables, files = _read(CODE_FILE), _read(VARIABLES_FILE), _read(FILES_FILE)
+    try:
+        listed = _load_files(files or b"")
+    except BaseException as e:
+        _print_exception(e)
+        sys.exit(1)
+    if run_cell(namespace, code, variables or b"", listed):
+        sys.exit(1)
 
 
 def _unpack(data):
@@ -316,7 +360,7 @@ def warm_main(fd, length):
         os.close(fd)
     files = _unpack(b"".join(parts))
     try:
-        main(files.get("main.py", b""), files.get("variables.json", b""))
+        main(files.get("main.py", b""), files.get("variables.json", b""), files.get("files.json", b""))
     except SystemExit as e:
         code = e.code
         if code is None:

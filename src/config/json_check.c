@@ -170,7 +170,7 @@ int jc_size(const struct jc *c, const char *key, const json_t *v, uint64_t min, 
 	return 0;
 }
 
-static void format_ms(char *buf, size_t len, uint64_t ms)
+void jc_format_duration(char *buf, size_t len, uint64_t ms)
 {
 	if (ms % 3600000 == 0 && ms)
 		snprintf(buf, len, "%" PRIu64 "h", ms / 3600000);
@@ -194,8 +194,8 @@ int jc_duration(const struct jc *c, const char *key, const json_t *v, uint64_t m
 		return jc_expected(c, key, "a duration such as 30s, 500ms or 2m", v);
 	if (!in_range(ms, min_ms, max_ms, zero_ok)) {
 		char lo[32], hi[32], what[120];
-		format_ms(lo, sizeof(lo), min_ms);
-		format_ms(hi, sizeof(hi), max_ms);
+		jc_format_duration(lo, sizeof(lo), min_ms);
+		jc_format_duration(hi, sizeof(hi), max_ms);
 		snprintf(what, sizeof(what), "a duration from %s to %s%s", lo, hi,
 			 zero_ok ? " (or 0 for no limit)" : "");
 		return jc_expected(c, key, what, v);
@@ -327,6 +327,6 @@ json_t *jc_duration_json(uint64_t ms)
 	char buf[32];
 	if (ms == 0)
 		return json_integer(0);
-	format_ms(buf, sizeof(buf), ms);
+	jc_format_duration(buf, sizeof(buf), ms);
 	return json_string(buf);
 }

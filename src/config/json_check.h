@@ -70,5 +70,7 @@ json_t *jc_size_json(uint64_t bytes);
 json_t *jc_duration_json(uint64_t ms);
 /* "16M", "1G", "1536": for messages */
 void jc_format_size(char *buf, size_t len, uint64_t bytes);
+/* "30s", "10m", "1h", "250ms": for messages */
+void jc_format_duration(char *buf, size_t len, uint64_t ms);
 
 #endif

@@ -73,6 +73,8 @@ void policy_init_default(struct policy *p)
 	p->tools_arg_bytes = 64 * KiB;
 	p->tools_result_bytes = 1 * MiB;
 	p->backend = xstrdup("native");
+	p->sessions = (struct session_limits){ .max = 8, .max_per_client = 4, .idle_ms = 10 * 60 * 1000,
+					       .lifetime_ms = 60 * 60 * 1000 };
 	p->jail_uid = 1000;
 	p->jail_gid = 1000;
 	p->hostname = xstrdup("pycell");

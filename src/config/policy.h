@@ -77,6 +77,14 @@ struct policy {
 
 	char *backend;              /* "native" | "wasm" */
 
+	/* sessions: a jail with a live interpreter kept across cells */
+	struct session_limits {
+		uint32_t max;           /* open at once per server; 0: no sessions */
+		uint32_t max_per_client; /* open at once per client (token or connection) */
+		uint64_t idle_ms;       /* closed after this long without a cell */
+		uint64_t lifetime_ms;   /* closed this long after it was opened */
+	} sessions;
+
 	/* identity inside the jail */
 	uid_t jail_uid;             /* default 1000 */
 	gid_t jail_gid;

@@ -19,7 +19,14 @@ void mcp_call_free(struct mcp_call *c)
 	mcp_list_remove(c);
 	if (c->srv->version_call == c)
 		c->srv->version_call = NULL;
+	mcp_session_release(c);
 	run_free(c->run);
+	if (c->cell_res) {
+		result_free(c->cell_res);
+		free(c->cell_res);
+	}
+	free(c->files_json);
+	free(c->session_id);
 	json_decref(c->id);
 	json_decref(c->progress_token);
 	free(c->code);
@@ -177,14 +184,17 @@ static void count_run(struct mcp_stats *st, const struct run_result *r)
 static json_t *run_tool_result(const struct mcp_call *c, const struct run_result *r)
 {
 	json_t *res = result_to_json(r);
-	json_t *text = mcp_result_text(res, r, &c->env->policy, mcp_call_timeout_ms(c));
+	json_t *text, *sess = mcp_session_result((struct mcp_call *)c);
+	if (sess)
+		json_object_set_new(res, "session", sess);
+	text = mcp_result_text(res, r, &c->env->policy, mcp_call_timeout_ms(c));
 	return mcp_tool_result(c->v, text, res, r->status != RUN_OK);
 }
 
 static void finish_run_python(struct mcp_call *c)
 {
 	struct mcp_server *s = c->srv;
-	const struct run_result *r = run_result(c->run);
+	const struct run_result *r = c->run ? run_result(c->run) : c->cell_res;
 
 	s->n_running--;
 	count_run(&s->stats, r);
@@ -267,6 +277,12 @@ static int call_start(struct mcp_call *c, struct pc_err *err)
 	struct mcp_server *s = c->srv;
 	struct run_request req = { .stdin_fd = -1 };
 
+	if (c->sess) {
+		/* a cell of a session: its jail is there */
+		c->state = CALL_RUNNING;
+		c->t_started = now_ms();
+		return mcp_session_start_cell(c, err);
+	}
 	c->env = s->env;
 	run_request_from_env(&req, s->env);
 	req.mode = c->kind == CALL_PY_VERSION ? RUN_MODE_SCRIPT : RUN_MODE_CELL;
@@ -274,6 +290,7 @@ static int call_start(struct mcp_call *c, struct pc_err *err)
 	req.code_len = c->code_len;
 	req.prog_name = "main.py";
 	req.variables_json = c->variables_json;
+	req.files_json = c->files_json;
 	req.stdin_data = c->stdin_data;
 	req.stdin_len = c->stdin_len;
 	req.timeout_ms = c->timeout_ms;
@@ -421,6 +438,7 @@ void mcp_on_defer(struct loop_watch *w, uint32_t events, void *data)
 		mcp_call_free(c);
 	}
 	mcp_answer_waiting_info(s);
+	mcp_sessions_settle(s);
 	if (s->on_answered)
 		s->on_answered(s->answered_ctx);
 	for (size_t i = 0; i < n_spent; i++)

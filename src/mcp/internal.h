@@ -83,10 +83,15 @@ struct mcp_task {
 /* A queued run holds its code; a client that floods tools/call gets an
  * error instead of unbounded memory. */
 #define MAX_QUEUED 256
+/* run_python's files: how many, their bytes as sent (one message to a
+ * session's jail carries them, under 4 MiB), a path's length */
+#define FILES_MAX 64
+#define FILES_MAX_BYTES (3 << 20)
+#define FILE_PATH_MAX 1024
 #define DEFAULT_MAX_RUNS 4
 #define PROGRESS_INTERVAL_MS 1000
 
-enum call_kind { CALL_RUN_PYTHON, CALL_SANDBOX_INFO, CALL_PY_VERSION };
+enum call_kind { CALL_RUN_PYTHON, CALL_SANDBOX_INFO, CALL_PY_VERSION, CALL_SESSION_OPEN };
 enum call_state { CALL_QUEUED, CALL_RUNNING, CALL_WAITING };
 
 struct call_list {
@@ -132,8 +137,12 @@ struct mcp_call {
 	char *variables_json;
 	char *stdin_data;
 	size_t stdin_len;
+	char *files_json;             /* run_python's files, checked */
+	char *session_id;             /* run_python's session_id, as given */
 	uint64_t timeout_ms;
 	struct run *run;
+	struct pysess *sess;          /* the session it runs a cell of, or opens */
+	struct run_result *cell_res;  /* a cell's result, once it ended */
 	const struct run_env *env;    /* the policy it runs under, from its start (a reload changes s->env) */
 };
 
@@ -168,6 +177,9 @@ struct mcp_server {
 	int task_fd;                  /* timer: the next call that may become a task */
 	struct loop_watch w_task;
 	struct mcp_stats stats;       /* the counters of it (mcp_server_stats fills the rest) */
+	struct pysess *sessions;      /* sessions.c */
+	int sess_fd;                  /* timer: idle and lifetime limits, every second */
+	struct loop_watch w_sess;
 };
 
 struct mcp_session {
@@ -253,6 +265,27 @@ void mcp_task_lost(struct mcp_task *t);
 void mcp_tasks_free(struct mcp_server *s);
 void mcp_handle_task_request(const struct mcp_req *r, const char *method, json_t *params);
 
+/* ---- sessions.c: run_python's sessions (a jail kept across cells,
+ * run/session.h) and the tools that open, close and list them */
+struct pysess;
+int mcp_sessions_init(struct mcp_server *s, struct pc_err *err);
+void mcp_sessions_free(struct mcp_server *s);
+/* From mcp_on_defer: answer the opens that are done, free what ended. */
+void mcp_sessions_settle(struct mcp_server *s);
+bool mcp_sessions_use_env(const struct mcp_server *s, const struct run_env *env);
+void mcp_handle_session_tool(const struct mcp_req *r, const char *name, const json_t *args);
+/* run_python with a session_id: c takes the session (0), or the client is
+ * answered why not (-1; c is not queued). */
+int mcp_session_take(struct mcp_call *c, const struct mcp_req *r);
+/* Start c's cell (call_start); -1: err says why. */
+int mcp_session_start_cell(struct mcp_call *c, struct pc_err *err);
+/* The "session" member of c's result, and c lets go of its session. */
+json_t *mcp_session_result(struct mcp_call *c);
+/* c no longer runs or waits (freed). */
+void mcp_session_release(struct mcp_call *c);
+/* Kill what c is running: its run, or its session's cell. */
+void mcp_call_cancel_run(struct mcp_call *c);
+
 /* ---- tools.c */
 /* [run_python, sandbox_info] for policy p: a new reference, or NULL. */
 json_t *mcp_tools_new(const struct policy *p);
@@ -263,6 +296,9 @@ int mcp_run_python_args(struct mcp_server *s, const json_t *args, struct mcp_cal
 /* The tool schemas, JSON text from src/mcp/schemas/ (schemas.c, made by make). */
 extern const char mcp_schema_run_python_input[], mcp_schema_run_python_output[];
 extern const char mcp_schema_sandbox_info_input[], mcp_schema_sandbox_info_output[];
+extern const char mcp_schema_session_open_input[], mcp_schema_session_open_output[];
+extern const char mcp_schema_session_close_input[], mcp_schema_session_close_output[];
+extern const char mcp_schema_session_list_input[], mcp_schema_session_list_output[];
 
 /* ---- render.c */
 /* The readable text block of a run_python result: a new JSON string. */

@@ -201,6 +201,10 @@ static void tools_call_run_python(const struct mcp_req *r, const json_t *args, c
 		mcp_call_free(c);
 		return;
 	}
+	if (c->session_id && mcp_session_take(c, r) < 0) {
+		mcp_call_free(c);
+		return;
+	}
 	mcp_call_join_batch(c, r->b);
 	if (token)
 		c->progress_token = json_incref((json_t *)token);
@@ -257,9 +261,12 @@ static void handle_tools_call(const struct mcp_req *r, json_t *params)
 		tools_call_run_python(r, args, token);
 	else if (json_str_eq(name, "sandbox_info"))
 		tools_call_sandbox_info(r, args);
+	else if (json_str_eq(name, "session_open") || json_str_eq(name, "session_close") ||
+		 json_str_eq(name, "session_list"))
+		mcp_handle_session_tool(r, json_string_value(name), args);
 	else
-		mcp_fail(r, JSONRPC_INVALID_PARAMS, "Unknown tool: this server has run_python and sandbox_info",
-			 json_pack("{s:O}", "name", name));
+		mcp_fail(r, JSONRPC_INVALID_PARAMS, "Unknown tool: this server has run_python, sandbox_info, "
+			 "session_open, session_close and session_list", json_pack("{s:O}", "name", name));
 }
 
 /* Our cursors are "tools:N", N the index of the page's first tool. */
@@ -539,7 +546,7 @@ static void cancel_call(struct mcp_call *c, const char *reason)
 	mcp_call_log(c, MLOG_INFO, "run %llu cancelled%s%s", c->seq, reason ? ": " : "", reason ? reason : "");
 	c->cancelled = true;
 	if (c->state == CALL_RUNNING && c->kind == CALL_RUN_PYTHON) {
-		run_cancel(c->run);   /* on_done follows; no response, as the spec says */
+		mcp_call_cancel_run(c);   /* on_done follows; no response, as the spec says */
 		return;
 	}
 	mcp_call_free(c);
@@ -737,7 +744,7 @@ void mcp_session_free(struct mcp_session *ss)
 			c->session = NULL;
 			c->cancelled = true;
 			if (c->state == CALL_RUNNING)
-				run_cancel(c->run);
+				mcp_call_cancel_run(c);
 			else
 				mcp_call_free(c);
 		}
@@ -764,7 +771,7 @@ struct mcp_server *mcp_server_new(struct loop *l, const struct run_env *env,
 	s->cfg = *cfg;
 	if (!s->cfg.max_runs)
 		s->cfg.max_runs = DEFAULT_MAX_RUNS;
-	s->tick_fd = s->hold_fd = s->task_fd = -1;
+	s->tick_fd = s->hold_fd = s->task_fd = s->sess_fd = -1;
 	s->defer_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (s->defer_fd < 0 || loop_add(l, &s->w_defer, s->defer_fd, EPOLLIN, mcp_on_defer, s) < 0) {
 		pc_syserr(err, "mcp", "eventfd");
@@ -785,6 +792,8 @@ struct mcp_server *mcp_server_new(struct loop *l, const struct run_env *env,
 		pc_syserr(err, "mcp", "timerfd");
 		goto fail;
 	}
+	if (mcp_sessions_init(s, err) < 0)
+		goto fail;
 	s->tools = mcp_tools_new(&env->policy);
 	if (!s->tools) {
 		pc_fail(err, 0, "mcp", "could not build the tool definitions");
@@ -825,7 +834,7 @@ bool mcp_server_uses_env(const struct mcp_server *s, const struct run_env *env)
 	for (const struct mcp_call *c = s->active.head; c; c = c->next)
 		if (c->env == env)
 			return true;
-	return false;
+	return mcp_sessions_use_env(s, env);
 }
 
 void mcp_server_stats(const struct mcp_server *s, struct mcp_stats *st)
@@ -853,6 +862,7 @@ void mcp_server_free(struct mcp_server *s)
 		mcp_call_free(s->active.head);
 	}
 	mcp_tasks_free(s);
+	mcp_sessions_free(s);
 	run_pool_free(s->pool);
 	run_reap_pending();   /* the jails of runs answered before they had gone */
 	loop_del(s->loop, &s->w_defer);

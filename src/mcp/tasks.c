@@ -259,7 +259,7 @@ void mcp_handle_task_request(const struct mcp_req *r, const char *method, json_t
 		if (c) {
 			c->cancelled = true;
 			if (c->state == CALL_RUNNING)
-				run_cancel(c->run);   /* on_done follows; the task stays cancelled */
+				mcp_call_cancel_run(c);   /* on_done follows; the task stays cancelled */
 			else
 				mcp_call_free(c);
 		}

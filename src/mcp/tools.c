@@ -30,7 +30,8 @@ static json_t *run_python_tool(const struct policy *p)
 	desc = xasprintf(
 		"Run Python code in a fresh, isolated sandbox (CPython in a Linux jail) and get its output.\n\n"
 		"Each call starts a new interpreter: nothing (variables, imports, files) persists between calls, "
-		"so pass data in with `variables` and return what you need. The code runs like a notebook cell: "
+		"so pass data in with `variables` and `files` and return what you need%s. The code runs like a "
+		"notebook cell: "
 		"statements run in order and the value of a final expression is returned as `return_value` (JSON "
 		"when it can be serialised, else its repr); print() output is in stdout. An uncaught exception "
 		"fails the call with the traceback in stderr.\n\n"
@@ -38,6 +39,8 @@ static json_t *run_python_tool(const struct policy *p)
 		"/tmp and the working directory /workspace, both empty at the start and discarded after. Only the "
 		"Python standard library and packages installed on the server are available; pip install does not "
 		"work.%s",
+		p->sessions.max ? "; or open a session (session_open) and pass its session_id: its cells share "
+				  "globals, imports and /workspace" : "",
 		timeout, p->limits.memory_bytes ? mem : "no limit", "", out,
 		p->network == NET_NONE ? "no network access" : "network limited to the sandbox's own loopback",
 		p->n_tools_allow ? "\n\nThe code may call the MCP tools this server allows: import pycell; "
@@ -87,15 +90,73 @@ static json_t *sandbox_info_tool(void)
 			"idempotentHint", 1, "openWorldHint", 0);
 }
 
+static json_t *session_tool(const char *name, const char *title, const char *desc, const char *in,
+			    const char *out, bool read_only, bool destructive)
+{
+	json_t *input = json_loads(in, 0, NULL), *output = json_loads(out, 0, NULL);
+	if (!input || !output) {
+		json_decref(input);
+		json_decref(output);
+		return NULL;
+	}
+	return json_pack("{s:s,s:s,s:s,s:o,s:o,s:{s:s,s:b,s:b,s:b,s:b}}",
+		"name", name, "title", title, "description", desc, "inputSchema", input, "outputSchema", output,
+		"annotations", "title", title, "readOnlyHint", read_only, "destructiveHint", destructive,
+			"idempotentHint", read_only, "openWorldHint", 0);
+}
+
+/* session_open, session_close, session_list, appended to tools */
+static int add_session_tools(json_t *tools, const struct policy *p)
+{
+	char idle[32], life[32];
+	cleanup_free char *open_desc = NULL;
+	json_t *t[3];
+
+	jc_format_duration(idle, sizeof(idle), p->sessions.idle_ms);
+	jc_format_duration(life, sizeof(life), p->sessions.lifetime_ms);
+	open_desc = xasprintf(
+		"Open a session: one sandboxed Python interpreter kept alive across run_python calls that "
+		"pass its session_id, like the cells of a notebook (globals, imports and the files in "
+		"/workspace persist; each cell has its own output, result and timeout). A cell that runs out "
+		"of time is interrupted (KeyboardInterrupt) and the session keeps its state; one that does "
+		"not stop is killed with its session. A session is closed after %s without a cell, %s after "
+		"it was opened, or by session_close; at most %u are open per client. Only this client can "
+		"use its session_id.", idle, life, p->sessions.max_per_client);
+	t[0] = session_tool("session_open", "Open a Python session", open_desc, mcp_schema_session_open_input,
+			    mcp_schema_session_open_output, false, false);
+	t[1] = session_tool("session_close", "Close a Python session",
+			    "Close a session: its interpreter, processes and files are gone.",
+			    mcp_schema_session_close_input, mcp_schema_session_close_output, false, true);
+	t[2] = session_tool("session_list", "List Python sessions",
+			    "List this client's open sessions: id, cells run, whether one is running, age, idle "
+			    "time and when it closes.",
+			    mcp_schema_session_list_input, mcp_schema_session_list_output, true, false);
+	for (int i = 0; i < 3; i++) {
+		if (!t[i]) {
+			for (int j = 0; j < 3; j++)
+				json_decref(t[j]);
+			return -1;
+		}
+	}
+	for (int i = 0; i < 3; i++)
+		json_array_append_new(tools, t[i]);
+	return 0;
+}
+
 json_t *mcp_tools_new(const struct policy *p)
 {
-	json_t *run = run_python_tool(p), *info = sandbox_info_tool();
+	json_t *run = run_python_tool(p), *info = sandbox_info_tool(), *tools;
 	if (!run || !info) {
 		json_decref(run);
 		json_decref(info);
 		return NULL;
 	}
-	return json_pack("[o,o]", run, info);
+	tools = json_pack("[o,o]", run, info);
+	if (p->sessions.max && add_session_tools(tools, p) < 0) {
+		json_decref(tools);
+		return NULL;
+	}
+	return tools;
 }
 
 /* The tool as a client of this protocol version knows it. */
@@ -144,6 +205,96 @@ static const char *json_type_name(const json_t *v)
 
 #define BAD_ARGS(...) pc_fail(err, EINVAL, "arguments", __VA_ARGS__)
 
+/* A file's path as the jail takes it: relative, below /workspace, no
+ * empty, "." or ".." component, no NUL, not too long. */
+static const char *bad_path(const char *p, size_t len)
+{
+	const char *seg = p;
+	if (!len)
+		return "is empty";
+	if (len > FILE_PATH_MAX)
+		return "is too long";
+	if (strlen(p) != len)
+		return "holds a NUL byte";
+	if (*p == '/')
+		return "is absolute: give it relative to /workspace";
+	for (const char *q = p;; q++) {
+		if (*q == '/' || !*q) {
+			size_t n = (size_t)(q - seg);
+			if (n == 0 || (n == 1 && seg[0] == '.') || (n == 2 && seg[0] == '.' && seg[1] == '.'))
+				return "has an empty, \".\" or \"..\" component";
+			if (!*q)
+				return NULL;
+			seg = q + 1;
+		}
+	}
+}
+
+static bool is_base64(const char *s, size_t len)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < len; i++) {
+		unsigned char ch = (unsigned char)s[i];
+		if (ch == '\n' || ch == '\r' || ch == ' ')
+			continue;
+		if (!((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
+		      ch == '+' || ch == '/' || ch == '='))
+			return false;
+		if (ch == '=' && i + 3 < len && strspn(s + i, "=\r\n ") != len - i)
+			return false;   /* padding only at the end */
+		n++;
+	}
+	return n % 4 == 0;
+}
+
+/* run_python's "files": their JSON text for the jail into *out. */
+static int check_files(const json_t *files, char **out, struct pc_err *err)
+{
+	size_t i, total = 0;
+	json_t *f;
+	if (!json_is_array(files))
+		return BAD_ARGS("\"files\" must be an array of {\"path\": ..., \"text\" or \"base64\": ...}, "
+			 "got %s", json_type_name(files));
+	if (json_array_size(files) > FILES_MAX)
+		return BAD_ARGS("\"files\" holds %zu files; at most %d may be given", json_array_size(files),
+			 FILES_MAX);
+	json_array_foreach(files, i, f) {
+		json_t *path = json_object_get(f, "path"), *text = json_object_get(f, "text"),
+		       *b64 = json_object_get(f, "base64");
+		const char *why, *key;
+		json_t *v;
+		if (!json_is_object(f))
+			return BAD_ARGS("files[%zu] must be an object, got %s", i, json_type_name(f));
+		json_object_foreach(f, key, v)
+			if (strcmp(key, "path") != 0 && strcmp(key, "text") != 0 && strcmp(key, "base64") != 0)
+				return BAD_ARGS("files[%zu]: unknown key \"%.*s\"; a file has path and text or "
+					 "base64", i, utf8_prefix(key, 64), key);
+		if (!json_is_string(path))
+			return BAD_ARGS("files[%zu]: \"path\" must be a string, got %s", i,
+				 path ? json_type_name(path) : "nothing");
+		if ((why = bad_path(json_string_value(path), json_string_length(path))))
+			return BAD_ARGS("files[%zu]: the path \"%.*s\" %s", i, utf8_prefix(json_string_value(path), 64),
+				 json_string_value(path), why);
+		if (!text == !b64)
+			return BAD_ARGS("files[%zu] (%.*s): give exactly one of \"text\" and \"base64\"", i,
+				 utf8_prefix(json_string_value(path), 64), json_string_value(path));
+		v = text ? text : b64;
+		if (!json_is_string(v))
+			return BAD_ARGS("files[%zu] (%.*s): \"%s\" must be a string, got %s", i,
+				 utf8_prefix(json_string_value(path), 64), json_string_value(path),
+				 text ? "text" : "base64", json_type_name(v));
+		if (b64 && !is_base64(json_string_value(b64), json_string_length(b64)))
+			return BAD_ARGS("files[%zu] (%.*s): \"base64\" is not valid base64", i,
+				 utf8_prefix(json_string_value(path), 64), json_string_value(path));
+		total += json_string_length(v);
+		if (total > FILES_MAX_BYTES)
+			return BAD_ARGS("\"files\" hold more than %d MiB as sent (text, or base64); pass less, or "
+				 "in several calls of a session", FILES_MAX_BYTES >> 20);
+	}
+	*out = json_dumps(files, JSON_COMPACT);
+	return 0;
+}
+
 /* Check run_python's arguments into c; 0, or -1 with why they are wrong. */
 int mcp_run_python_args(struct mcp_server *s, const json_t *args, struct mcp_call *c, struct pc_err *err)
 {
@@ -156,9 +307,10 @@ int mcp_run_python_args(struct mcp_server *s, const json_t *args, struct mcp_cal
 			 args ? json_type_name(args) : "nothing");
 	json_object_foreach((json_t *)args, key, v) {
 		if (strcmp(key, "code") != 0 && strcmp(key, "variables") != 0 && strcmp(key, "stdin") != 0 &&
-		    strcmp(key, "timeout_s") != 0 && strcmp(key, RAW_VARIABLES_KEY) != 0) {
+		    strcmp(key, "timeout_s") != 0 && strcmp(key, "files") != 0 &&
+		    strcmp(key, "session_id") != 0 && strcmp(key, RAW_VARIABLES_KEY) != 0) {
 			return BAD_ARGS("unknown argument \"%.*s\"; run_python takes code, variables, "
-				 "stdin and timeout_s", utf8_prefix(key, 64), key);
+				 "stdin, timeout_s, files and session_id", utf8_prefix(key, 64), key);
 		}
 	}
 	v = json_object_get(args, "code");
@@ -191,6 +343,19 @@ int mcp_run_python_args(struct mcp_server *s, const json_t *args, struct mcp_cal
 		c->stdin_len = json_string_length(v);
 		c->stdin_data = xmalloc(c->stdin_len + 1);
 		memcpy(c->stdin_data, json_string_value(v), c->stdin_len + 1);
+	}
+	v = json_object_get(args, "files");
+	if (v && !json_is_null(v) && check_files(v, &c->files_json, err) < 0)
+		return -1;
+	v = json_object_get(args, "session_id");
+	if (v && !json_is_null(v)) {
+		if (!json_is_string(v))
+			return BAD_ARGS("\"session_id\" must be a string, the handle session_open returned, got %s",
+				 json_type_name(v));
+		if (c->stdin_data)
+			return BAD_ARGS("\"stdin\" cannot be given to a session's cell: pass the data as a "
+				 "variable or a file");
+		c->session_id = xstrdup(json_string_value(v));
 	}
 	v = json_object_get(args, "timeout_s");
 	if (v && !json_is_null(v)) {

@@ -73,5 +73,8 @@ void program_files(struct jail_spec *spec, const struct program *prog, char **va
 	if (prog->mode == RUN_MODE_CELL) {
 		*vars = xstrdup(prog->variables_json ? prog->variables_json : "{}");
 		spec->files[spec->n_files++] = (struct jail_file){ "variables.json", *vars, strlen(*vars) };
+		if (prog->files_json)
+			spec->files[spec->n_files++] = (struct jail_file){ "files.json", prog->files_json,
+									   strlen(prog->files_json) };
 	}
 }

@@ -24,6 +24,8 @@ struct program {
 	const char *prog_name;        /* file name shown in tracebacks; NULL: "main.py" */
 	char *const *args;            /* sys.argv[1:], NULL-terminated or NULL */
 	const char *variables_json;   /* RUN_MODE_CELL: JSON object of globals; NULL: {} */
+	const char *files_json;       /* RUN_MODE_CELL: [{path, text|base64}] written to
+	                                 /workspace before the code runs; NULL: none */
 };
 
 /* python [flags] /run/pycell/PROG ARGS... (a script) or python [flags] -c
@@ -34,7 +36,8 @@ char **program_argv(const struct policy *p, const struct program *prog);
  * policy's, in the same form. */
 char **program_envp(const struct policy *p);
 /* The program's files in spec: main.py (or the script's name), and a
- * cell's variables.json; *vars owns the variables' copy. */
+ * cell's variables.json and files.json (when it has files); *vars owns
+ * the variables' copy. */
 void program_files(struct jail_spec *spec, const struct program *prog, char **vars);
 void program_strv_free(char **v);
 

@@ -231,7 +231,7 @@ static void on_output(struct loop_watch *w, uint32_t events, void *data)
 	char scratch[READ_CHUNK];
 
 	for (int rounds = 0; rounds < 16; rounds++) {
-		uint64_t room = s->cap > s->buf->len ? s->cap - s->buf->len : 0;
+		uint64_t room = s->cap > s->buf->len && !r->req.session ? s->cap - s->buf->len : 0;
 		char *dst = scratch;
 		size_t want = sizeof(scratch);
 		ssize_t n;
@@ -256,6 +256,8 @@ static void on_output(struct loop_watch *w, uint32_t events, void *data)
 					r->req.on_output(r->req.ctx, s->id, dst, (size_t)n);
 				s->buf->len += (size_t)n;
 				s->buf->data[s->buf->len] = '\0';
+			} else if (r->req.session) {
+				r->req.on_output(r->req.ctx, s->id, dst, (size_t)n);
 			} else {
 				s->buf->dropped += (uint64_t)n;
 				s->buf->truncated = true;
@@ -273,6 +275,23 @@ static void on_output(struct loop_watch *w, uint32_t events, void *data)
 }
 
 static void on_tool(struct loop_watch *w, uint32_t events, void *data);
+
+void run_drain_output(struct run *r)
+{
+	/* on_output reads 16 chunks a turn: enough for a pipe's 64 KiB;
+	 * EOF finishes the stream there, as from the loop */
+	if (r->out.fd >= 0)
+		on_output(&r->out.w, EPOLLIN, r);
+	if (r->err.fd >= 0)
+		on_output(&r->err.w, EPOLLIN, r);
+}
+
+int run_signal(struct run *r, int sig)
+{
+	if (!r->spawned || r->reaped || r->done || r->jail.pidfd < 0)
+		return -1;
+	return pidfd_send_signal(r->jail.pidfd, sig, NULL, 0);
+}
 
 static void on_sync(struct loop_watch *w, uint32_t events, void *data)
 {
@@ -619,7 +638,7 @@ static struct program program_of(const struct run_request *q)
 {
 	return (struct program){ .mode = q->mode, .code = q->code, .code_len = q->code_len,
 				 .prog_name = q->prog_name, .args = q->args,
-				 .variables_json = q->variables_json };
+				 .variables_json = q->variables_json, .files_json = q->files_json };
 }
 
 /* A parked run's jail came from its spawner (j), or could not be made:
@@ -753,7 +772,7 @@ static void add_limits(struct run *r)
 {
 	const struct run_request *q = &r->req;
 	const struct limits *lim = &q->policy->limits;
-	r->timeout_ms = lim->timeout_ms;
+	r->timeout_ms = q->session ? 0 : lim->timeout_ms;
 	if (q->timeout_ms && (!r->timeout_ms || q->timeout_ms < r->timeout_ms))
 		r->timeout_ms = q->timeout_ms;
 	if (r->timeout_ms)

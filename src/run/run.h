@@ -32,6 +32,7 @@ struct run_request {
 	const char *prog_name;                /* file name shown in tracebacks; "main.py" */
 	char *const *args;                    /* sys.argv[1:], NULL-terminated or NULL */
 	const char *variables_json;           /* RUN_MODE_CELL: JSON object of globals */
+	const char *files_json;               /* RUN_MODE_CELL: JSON array of files for /workspace */
 
 	/* stdin of the program: a buffer, or an fd read until EOF (not closed) */
 	const char *stdin_data;
@@ -71,6 +72,10 @@ struct run_request {
 	 * answer before the teardown: the servers, and pycell run, which
 	 * hands the teardown to a child. */
 	bool finish_on_report;
+	/* A session's jail (session.h): no wall-clock limit of its own (the
+	 * session times its cells), and its output is not kept in the result:
+	 * every byte goes to on_output. */
+	bool session;
 };
 
 /* What every run of one policy shares, set up once: the policy, its
@@ -125,6 +130,11 @@ bool run_done(const struct run *r);
 const struct run_result *run_result(const struct run *r);
 /* Send one JSON-RPC message to the jail over fd 3 (one packet). */
 int run_tool_send(struct run *r, json_t *msg);
+/* Read what the output pipes hold now (a session's cell ended). */
+void run_drain_output(struct run *r);
+/* Send sig to the jail's init, which forwards SIGINT, SIGTERM and a few
+ * more to python.  -1 when the jail is gone. */
+int run_signal(struct run *r, int sig);
 /* The result being built, for the tool bridge to add tool_calls. */
 struct run_result *run_result_mut(struct run *r);
 /* Wait up to timeout_ms for a finished run's jail to exit on its own

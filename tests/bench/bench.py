@@ -762,6 +762,40 @@ def sdk_phase(sdk, base, workload, warmup, iterations, log):
     return samples
 
 
+def session_phase(runner, base, workload, warmup, iterations, log):
+    """samples[...] = [seconds] of: bare python3; a cell of the workload in one
+    live session over MCP (tools/call run_python with its session_id, to its
+    answer); and session_open (to its answer; each opened session is closed
+    before the next iteration).  One of each per iteration."""
+    client = runner.client
+    log(f"sessions: {warmup} warm-up + {iterations} iterations")
+
+    def call(name, args):
+        t, res = client.request("tools/call", {"name": name, "arguments": args})
+        if res.get("isError"):
+            raise BenchError(f"{runner.name}: {name} failed: {json.dumps(res)[:1000]}")
+        return t, res["structuredContent"]
+    _, opened = call("session_open", {})
+    sid = opened["session_id"]
+    names = (base.name, f"{runner.name}: a cell in a live session", f"{runner.name}: session_open")
+    samples = {n: [] for n in names}
+    try:
+        for it in range(warmup + iterations):
+            t_base = base.run(workload)
+            t_cell, sc = call("run_python", {"session_id": sid, "code": workload.code})
+            if sc.get("status") != "ok":
+                raise BenchError(f"{runner.name}: a session's cell: status {sc.get('status')!r}")
+            workload.check(names[1], sc["stdout"].encode())
+            t_open, o = call("session_open", {})
+            call("session_close", {"session_id": o["session_id"]})
+            if it >= warmup:
+                for n, t in zip(names, (t_base, t_cell, t_open)):
+                    samples[n].append(t)
+    finally:
+        call("session_close", {"session_id": sid})
+    return samples
+
+
 def http_added(samples, outside):
     """What HTTP adds to a call, paired: {workload: {serve runner: summary}}
     of (serve - stdio) per iteration, `pycell serve X` beside `pycell mcp X`.
@@ -1137,6 +1171,22 @@ def render(res):
         add(f"The SDK client's table was {res['sdk_note']}.")
     add("")
 
+    if res.get("sessions"):
+        add("## Sessions (ms)")
+        add("")
+        add('A print("hello") cell in one live session of `pycell mcp` (tools/call run_python '
+            "with its session_id, to its answer), and session_open (to its answer: a jail with an "
+            "interpreter waiting for cells; each is closed before the next), one of each per "
+            "iteration after one bare python3 run.")
+        add("")
+        add("| what | n | median | p90 | p99 | median / python3 |")
+        add("|---|---:|---:|---:|---:|---:|")
+        sb = next(iter(res["sessions"].values()))["median"]
+        for name, st in res["sessions"].items():
+            add(f"| {name} | {st['n']} | {fmt_ms(st['median'])} | {fmt_ms(st['p90'])} "
+                f"| {fmt_ms(st['p99'])} | {st['median'] / sb:.2f}x |")
+        add("")
+
     if res["http_added"]:
         add("## What HTTP adds to a call (ms)")
         add("")
@@ -1288,6 +1338,10 @@ def targets(res):
         names = list(res["sdk"])
         r = res["sdk"][names[1]]["median"] / res["sdk"][names[0]]["median"]
         add(f'{names[1]} tools/call p50 print("hello") / python3', f"{r:.2f}x", "<= 0.20x", r <= 0.20)
+    if res.get("sessions"):
+        names = list(res["sessions"])
+        r = res["sessions"][names[1]]["median"] / res["sessions"][names[0]]["median"]
+        add(f'{names[1]} p50 print("hello") / python3', f"{r:.2f}x", "< 0.1x", r < 0.1)
     # what HTTP adds to a call: `pycell serve X` beside `pycell mcp X`,
     # the median of the paired differences
     for name, s in res["http_added"].get("hello", {}).items():
@@ -1533,6 +1587,9 @@ def run(a):
                 sdk.close()
         if sdk_note:
             log(f"through the SDK client: {sdk_note}")
+        mcp = [r for r in runners if r.kind == "mcp" and type(r) is McpRunner]
+        session_samples = session_phase(mcp[0], runners[0], workloads[0], a.warmup, a.iterations,
+                                        log) if mcp else None
         rates = throughput_phase(runners, workloads[0], a.levels, a.rounds,
                                  lambda c: 2 * c if a.quick and a.throughput_runs is None
                                  else max(a.throughput_runs or 40, 4 * c), log)
@@ -1586,6 +1643,7 @@ def run(a):
         "http_added": http_added(samples, outside),
         "sdk": {r: summary(v) for r, v in sdk_samples.items()} if sdk_samples else None,
         "sdk_note": sdk_note,
+        "sessions": {r: summary(v) for r, v in session_samples.items()} if session_samples else None,
         "throughput": {r: {str(c): statistics.median(v) for c, v in per.items()}
                        for r, per in rates.items()},
         "memory": memory,

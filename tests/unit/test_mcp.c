@@ -87,9 +87,12 @@ START_TEST(test_tools_of_the_default_policy)
 	policy_init_default(&p);
 	tools = mcp_tools_new(&p);
 	ck_assert_ptr_nonnull(tools);
-	ck_assert_uint_eq(json_array_size(tools), 2);
+	ck_assert_uint_eq(json_array_size(tools), 5);
 	ck_assert_str_eq(json_string_value(json_object_get(json_array_get(tools, 0), "name")), "run_python");
 	ck_assert_str_eq(json_string_value(json_object_get(json_array_get(tools, 1), "name")), "sandbox_info");
+	ck_assert_str_eq(json_string_value(json_object_get(json_array_get(tools, 2), "name")), "session_open");
+	ck_assert_str_eq(json_string_value(json_object_get(json_array_get(tools, 3), "name")), "session_close");
+	ck_assert_str_eq(json_string_value(json_object_get(json_array_get(tools, 4), "name")), "session_list");
 	json_array_foreach(tools, i, t) {
 		ck_assert(json_is_string(json_object_get(t, "description")));
 		ck_assert(json_is_object(json_object_get(t, "inputSchema")));
@@ -100,6 +103,21 @@ START_TEST(test_tools_of_the_default_policy)
 	t = json_object_get(json_object_get(json_object_get(json_array_get(tools, 0), "inputSchema"), "properties"),
 			    "timeout_s");
 	ck_assert(json_real_value(json_object_get(t, "maximum")) == 30.0);
+	json_decref(tools);
+	policy_free(&p);
+}
+END_TEST
+
+/* sessions.max 0: no session tools */
+START_TEST(test_no_session_tools_without_sessions)
+{
+	struct policy p;
+	json_t *tools;
+	policy_init_default(&p);
+	p.sessions.max = 0;
+	tools = mcp_tools_new(&p);
+	ck_assert_uint_eq(json_array_size(tools), 2);
+	ck_assert_str_eq(json_string_value(json_object_get(json_array_get(tools, 1), "name")), "sandbox_info");
 	json_decref(tools);
 	policy_free(&p);
 }
@@ -167,6 +185,7 @@ Suite *mcp_suite(void)
 	TCase *t = tcase_create("tools");
 	tcase_add_loop_test(t, test_schema_is_valid_and_embedded, 0, (int)ARRAY_SIZE(schemas));
 	tcase_add_test(t, test_tools_of_the_default_policy);
+	tcase_add_test(t, test_no_session_tools_without_sessions);
 	tcase_add_loop_test(t, test_jsonrpc_nul, 0, (int)ARRAY_SIZE(messages));
 	tcase_add_test(t, test_json_str_eq_compares_every_byte);
 	tcase_add_test(t, test_jsonrpc_raw_nul_is_a_parse_error);

@@ -37,8 +37,8 @@ static const struct { const char *json; const char *msg; } bad[] = {
 	  "policy t.json:1:30: invalid JSON: NUL byte in object key not supported near '\"A\\u0000B\"'" },
 	{ "[]", "policy t.json: expected a JSON object at the top level, got []" },
 	/* unknown keys */
-	{ "{'frobnicate': 1}", "policy t.json: frobnicate: unknown key (expected one of extends, description, limits, filesystem, network, seccomp, python, tools, backend, identity)" },
-	{ "{'Limits': {}}", "policy t.json: Limits: unknown key (expected one of extends, description, limits, filesystem, network, seccomp, python, tools, backend, identity)" },
+	{ "{'frobnicate': 1}", "policy t.json: frobnicate: unknown key (expected one of extends, description, limits, filesystem, network, seccomp, python, tools, backend, sessions, identity)" },
+	{ "{'Limits': {}}", "policy t.json: Limits: unknown key (expected one of extends, description, limits, filesystem, network, seccomp, python, tools, backend, sessions, identity)" },
 	{ "{'limits': {'mem': '1G'}}", "policy t.json: limits.mem: unknown key (expected one of timeout, memory, cpu, pids, output, tmp, workspace, file_size, open_files)" },
 	{ "{'filesystem': {'tmp': true}}", "policy t.json: filesystem.tmp: unknown key (expected one of binds, ca_certificates, dev_shm)" },
 	{ "{'filesystem': {'binds': [{'src': '/opt', 'mode': 'ro'}]}}", "policy t.json: filesystem.binds[0].mode: unknown key (expected one of src, dst, optional, writable)" },

@@ -20,7 +20,7 @@ for (const mode of [{ pin: V }, "auto"]) {
         assert.equal(s.client.getProtocolEra(), "modern");
         assert.equal(s.client.getServerVersion().name, "pycell");
         const list = await s.client.listTools();
-        assert.deepEqual(list.tools.map((t) => t.name), ["run_python", "sandbox_info"]);
+        assert.deepEqual(list.tools.map((t) => t.name), ["run_python", "sandbox_info", "session_open", "session_close", "session_list"]);
         assert.equal(list.ttlMs, 300000);
         assert.equal(list.cacheScope, "public");
         const r = await s.client.callTool({ name: "run_python", arguments: { code: "print('hi')\n6*7" } });
@@ -133,7 +133,7 @@ describe("2026-07-28 on raw pipes", () => {
       r.send([{ jsonrpc: "2.0", id: 8, method: "tools/list", params: { _meta: META } }]);
       const batch = await r.next((m) => m.error && !("id" in m));
       assert.equal(batch.error.code, -32600);
-      assert.equal((await r.request(9, "tools/list", { _meta: META })).result.tools.length, 2);
+      assert.equal((await r.request(9, "tools/list", { _meta: META })).result.tools.length, 5);
     } finally {
       r.kill();
     }

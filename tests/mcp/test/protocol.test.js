@@ -104,7 +104,7 @@ describe("protocol version negotiation", () => {
       });
       assert.equal(again.error.code, -32600);
       const ok = await r.request(4, "tools/list");
-      assert.equal(ok.result.tools.length, 2);
+      assert.equal(ok.result.tools.length, 5);
     } finally {
       r.kill();
     }
@@ -158,7 +158,7 @@ describe("tools/list", () => {
     assert.match(t.description, /notebook cell/);
     assert.equal(t.inputSchema.type, "object");
     assert.deepEqual(t.inputSchema.required, ["code"]);
-    assert.deepEqual(Object.keys(t.inputSchema.properties).sort(), ["code", "stdin", "timeout_s", "variables"]);
+    assert.deepEqual(Object.keys(t.inputSchema.properties).sort(), ["code", "files", "session_id", "stdin", "timeout_s", "variables"]);
     assert.equal(t.inputSchema.properties.code.type, "string");
     assert.equal(t.inputSchema.properties.variables.type, "object");
     assert.equal(t.inputSchema.properties.timeout_s.type, "number");
@@ -193,13 +193,16 @@ test("tools/list pages follow nextCursor", async () => {
   const r = startRaw(["--tools-page-size", "1"]);
   try {
     await r.initialize();
-    const p1 = await r.request(1, "tools/list");
-    assert.equal(p1.result.tools.length, 1);
-    assert.equal(typeof p1.result.nextCursor, "string");
-    const p2 = await r.request(2, "tools/list", { cursor: p1.result.nextCursor });
-    assert.equal(p2.result.tools.length, 1);
-    assert.equal(p2.result.nextCursor, undefined);
-    assert.deepEqual([p1.result.tools[0].name, p2.result.tools[0].name].sort(), ["run_python", "sandbox_info"]);
+    const names = [];
+    let cursor;
+    for (let i = 1; i <= 5; i++) {
+      const p = await r.request(i, "tools/list", cursor ? { cursor } : undefined);
+      assert.equal(p.result.tools.length, 1);
+      names.push(p.result.tools[0].name);
+      cursor = p.result.nextCursor;
+      assert.equal(typeof cursor, i < 5 ? "string" : "undefined");
+    }
+    assert.deepEqual(names, ["run_python", "sandbox_info", "session_open", "session_close", "session_list"]);
   } finally {
     r.kill();
   }

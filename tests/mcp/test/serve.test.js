@@ -53,7 +53,7 @@ for (const [name, connect] of Object.entries(CLIENTS)) {
       const c = await connect(srv.url);
       try {
         const list = await c.client.listTools();
-        assert.deepEqual(list.tools.map((t) => t.name), ["run_python", "sandbox_info"]);
+        assert.deepEqual(list.tools.map((t) => t.name), ["run_python", "sandbox_info", "session_open", "session_close", "session_list"]);
         const r = await c.call({ name: "run_python", arguments: { code: "print('hi')\n6*7" } });
         assert.equal(r.isError, false);
         assert.equal(r.structuredContent.stdout, "hi\n");

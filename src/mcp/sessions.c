@@ -1,0 +1,481 @@
+/* pycell: MCP: sessions, as MCP 2026-07-28 keeps state: an unguessable
+ * handle that session_open mints and run_python takes as an ordinary
+ * argument, the same on stdio and HTTP and in every revision.  Each is a
+ * jail with a live interpreter (run/session.h), its client's only: a
+ * handle of another client is "not found", as is a guessed one.
+ *
+ * A pysess is on the server's list from its open until it is closed
+ * (session_close, its idle time or lifetime ran out, its jail ended); it is
+ * freed once no call holds it (an open waiting for the jail, a cell queued
+ * or running).  Answers are sent from mcp_on_defer, never from inside the
+ * run's callbacks. */
+#include "config.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include "base/jsonrpc.h"
+#include "base/log.h"
+#include "config/json_check.h"
+#include "mcp/internal.h"
+#include "run/session.h"
+
+#define SESS_TICK_MS 1000
+
+struct pysess {
+	struct pysess *next;
+	struct mcp_server *srv;
+	char id[RANDOM_ID_SIZE];
+	char *owner;                  /* its client's principal (NULL: the anonymous one) */
+	const struct run_env *env;    /* its policy, from its open (a reload changes the server's) */
+	struct session *sess;
+	struct mcp_call *opening;     /* session_open, until the jail is ready */
+	struct mcp_call *call;        /* the run_python call of its cell, queued or running */
+	uint64_t t_opened, t_last, idle_ms, lifetime_ms, open_ms;
+	unsigned cells;
+	bool ready;                   /* the jail said so */
+	bool closed;                  /* off the list for good; freed once not held */
+	struct pc_err open_err;       /* the open failed (open_err.msg[0]) */
+};
+
+static bool same_owner(const struct pysess *p, const char *principal)
+{
+	return (!p->owner && !principal) || (p->owner && principal && strcmp(p->owner, principal) == 0);
+}
+
+static void sess_arm(struct mcp_server *s)
+{
+	struct itimerspec t = { 0 };
+	if (s->sessions) {
+		t.it_interval.tv_sec = SESS_TICK_MS / 1000;
+		t.it_value = t.it_interval;
+	}
+	timerfd_settime(s->sess_fd, 0, &t, NULL);
+}
+
+static void pysess_free(struct pysess *p)
+{
+	session_free(p->sess);
+	free(p->owner);
+	free(p);
+}
+
+/* Close p: killed now if its cell runs (the cell ends as killed), freed
+ * by mcp_sessions_settle once nothing holds it. */
+static void pysess_close(struct pysess *p, const char *why)
+{
+	if (p->closed)
+		return;
+	p->closed = true;
+	log_debug("mcp: session %s closed: %s (%u cells)", p->id, why, p->cells);
+	if (p->sess)
+		session_kill(p->sess);
+	mcp_kick(p->srv);
+}
+
+static struct pysess *find(struct mcp_server *s, const json_t *id, const char *principal)
+{
+	for (struct pysess *p = s->sessions; p; p = p->next)
+		if (!p->closed && json_str_eq(id, p->id) && same_owner(p, principal))
+			return p;
+	return NULL;
+}
+
+/* ------------------------------------------------------------ the jail's callbacks */
+
+static void on_ready(struct session *ss, const struct pc_err *err, void *ctx)
+{
+	struct pysess *p = ctx;
+	p->open_ms = now_ms() - p->t_opened;
+	if (err) {
+		p->open_err = *err;
+		if (!p->open_err.msg[0])
+			pc_fail(&p->open_err, ECHILD, "session", "the session's interpreter did not start");
+		p->closed = true;
+	} else {
+		p->ready = true;
+		log_debug("mcp: session %s ready in %llu ms", p->id, (unsigned long long)p->open_ms);
+	}
+	mcp_kick(p->srv);
+	(void)ss;
+}
+
+static void on_gone(struct session *ss, void *ctx)
+{
+	struct pysess *p = ctx;
+	pysess_close(p, "its interpreter ended");
+	(void)ss;
+}
+
+static void on_cell(struct session *ss, struct run_result *res, void *ctx)
+{
+	struct mcp_call *c = ctx;
+	c->cell_res = res;
+	c->ended = true;
+	c->ended_next = c->srv->ended;
+	c->srv->ended = c;
+	mcp_kick(c->srv);
+	(void)ss;
+}
+
+/* ------------------------------------------------------------ the timer */
+
+static void on_sess_timer(struct loop_watch *w, uint32_t events, void *data)
+{
+	struct mcp_server *s = data;
+	uint64_t n, now = now_ms();
+	(void)!read(s->sess_fd, &n, sizeof(n));
+	for (struct pysess *p = s->sessions; p; p = p->next) {
+		if (p->closed || !p->ready)
+			continue;
+		if (now - p->t_opened >= p->lifetime_ms)
+			pysess_close(p, "its lifetime ran out");
+		else if (!p->call && now - p->t_last >= p->idle_ms)
+			pysess_close(p, "idle");
+	}
+	(void)w;
+	(void)events;
+}
+
+int mcp_sessions_init(struct mcp_server *s, struct pc_err *err)
+{
+	s->sess_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	if (s->sess_fd < 0 || loop_add(s->loop, &s->w_sess, s->sess_fd, EPOLLIN, on_sess_timer, s) < 0)
+		return pc_syserr(err, "mcp", "timerfd");
+	return 0;
+}
+
+void mcp_sessions_free(struct mcp_server *s)
+{
+	while (s->sessions) {
+		struct pysess *p = s->sessions;
+		s->sessions = p->next;
+		pysess_free(p);
+	}
+	if (s->sess_fd >= 0) {
+		loop_del(s->loop, &s->w_sess);
+		close(s->sess_fd);
+	}
+}
+
+bool mcp_sessions_use_env(const struct mcp_server *s, const struct run_env *env)
+{
+	for (const struct pysess *p = s->sessions; p; p = p->next)
+		if (p->env == env)
+			return true;
+	return false;
+}
+
+/* ------------------------------------------------------------ answers */
+
+static json_t *open_answer(const struct pysess *p)
+{
+	return json_pack("{s:s,s:f,s:f,s:I}", "session_id", p->id, "idle_timeout_s", (double)p->idle_ms / 1000,
+			 "max_lifetime_s", (double)p->lifetime_ms / 1000, "open_ms", (json_int_t)p->open_ms);
+}
+
+static void answer_open(struct pysess *p)
+{
+	struct mcp_call *c = steal_ptr(&p->opening);
+	json_t *res;
+	if (p->open_err.msg[0]) {
+		log_error("mcp: session %s could not be opened: %s: %s", p->id, p->open_err.step, p->open_err.msg);
+		res = mcp_tool_error(c->v, "The session could not be opened: %s: %s", p->open_err.step,
+				     p->open_err.msg);
+	} else {
+		json_t *st = open_answer(p);
+		cleanup_free char *text = json_dumps(st, JSON_INDENT(2));
+		res = mcp_tool_result(c->v, json_string(text ? text : "{}"), st, false);
+	}
+	c->sess = NULL;
+	mcp_call_reply(c, mcp_result(c->v, c->id, res));
+	mcp_call_free(c);
+}
+
+void mcp_sessions_settle(struct mcp_server *s)
+{
+	struct pysess **pp = &s->sessions;
+	while (*pp) {
+		struct pysess *p = *pp;
+		if (p->opening && (p->ready || p->open_err.msg[0]))
+			answer_open(p);
+		if (p->closed && !p->opening && !p->call) {
+			*pp = p->next;
+			pysess_free(p);
+			continue;
+		}
+		pp = &p->next;
+	}
+	sess_arm(s);
+}
+
+/* ------------------------------------------------------------ the tools */
+
+static void tool_error(const struct mcp_req *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void tool_error(const struct mcp_req *r, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	mcp_answer(r, mcp_tool_error(r->v, "%s", msg));
+}
+
+static const char not_found[] =
+	"no such session: it was closed, ran out of time or ended, or it is another client's; "
+	"session_list shows yours, session_open makes a new one";
+
+/* The arguments of tool name: an object with only the keys in allowed
+ * (",a,b,"), which says says. */
+static bool check_keys(const struct mcp_req *r, const char *name, const json_t *args, const char *allowed,
+		       const char *says)
+{
+	const char *key;
+	json_t *v;
+	if (args && !json_is_null(args) && !json_is_object(args)) {
+		tool_error(r, "Invalid arguments for %s: they must be an object", name);
+		return false;
+	}
+	json_object_foreach((json_t *)args, key, v) {
+		char quoted[80];
+		snprintf(quoted, sizeof(quoted), ",%s,", key);
+		if (!strstr(allowed, quoted) || strlen(key) > 64) {
+			tool_error(r, "Invalid arguments for %s: unknown argument \"%.*s\"; it takes %s", name,
+				   utf8_prefix(key, 64), key, says);
+			return false;
+		}
+	}
+	return true;
+}
+
+static unsigned count_open(const struct mcp_server *s, const char *principal, bool mine)
+{
+	unsigned n = 0;
+	for (const struct pysess *p = s->sessions; p; p = p->next)
+		if (!p->closed && (!mine || same_owner(p, principal)))
+			n++;
+	return n;
+}
+
+static void session_open_tool(const struct mcp_req *r, const json_t *args)
+{
+	struct mcp_server *s = r->ss->srv;
+	const struct policy *pol = &s->env->policy;
+	const char *principal = r->ss->principal;
+	struct run_request req = { .stdin_fd = -1 };
+	struct pc_err err = { 0 };
+	json_t *v = json_object_get(args, "idle_timeout_s");
+	uint64_t idle = pol->sessions.idle_ms;
+	struct pysess *p;
+	struct mcp_call *c;
+
+	if (!check_keys(r, "session_open", args, ",idle_timeout_s,", "only idle_timeout_s"))
+		return;
+	if (v && !json_is_null(v)) {
+		double t = json_number_value(v);
+		if (!json_is_number(v) || !(t > 0) || !isfinite(t)) {
+			tool_error(r, "Invalid arguments for session_open: \"idle_timeout_s\" must be a number of "
+				   "seconds greater than 0");
+			return;
+		}
+		if (t * 1000 > (double)pol->sessions.idle_ms) {
+			tool_error(r, "Invalid arguments for session_open: \"idle_timeout_s\" %g is above this "
+				   "server's limit of %g s", t, (double)pol->sessions.idle_ms / 1000);
+			return;
+		}
+		idle = (uint64_t)ceil(t * 1000);
+	}
+	if (count_open(s, principal, true) >= pol->sessions.max_per_client) {
+		tool_error(r, "Too many sessions: this client has %u open, the most it may; close one "
+			   "(session_close) or let it expire", pol->sessions.max_per_client);
+		return;
+	}
+	if (count_open(s, NULL, false) >= pol->sessions.max) {
+		tool_error(r, "Too many sessions: the server has %u open, the most it keeps; try again "
+			   "later", pol->sessions.max);
+		return;
+	}
+	p = xcalloc(1, sizeof(*p));
+	if (random_id(p->id, s->cfg.replica) < 0) {
+		free(p);
+		tool_error(r, "The session could not be opened: no random bytes for its id");
+		return;
+	}
+	p->srv = s;
+	p->owner = principal ? xstrdup(principal) : NULL;
+	p->env = s->env;
+	p->t_opened = p->t_last = now_ms();
+	p->idle_ms = idle;
+	p->lifetime_ms = pol->sessions.lifetime_ms;
+
+	run_request_from_env(&req, s->env);
+	req.client = principal;
+#ifndef PYCELL_COVERAGE
+	req.finish_on_report = true;   /* as call_start's runs */
+#endif
+	if (s->cfg.attach_tools)
+		s->cfg.attach_tools(s->cfg.tool_ctx, &req);
+	p->sess = session_open(s->loop, &req, s->pool, on_ready, on_gone, p, &err);
+	if (!p->sess) {
+		tool_error(r, "The session could not be opened: %s: %s", err.step, err.msg);
+		pysess_free(p);
+		return;
+	}
+	c = mcp_call_new(s, r, CALL_SESSION_OPEN);
+	mcp_call_join_batch(c, r->b);
+	c->state = CALL_WAITING;
+	c->sess = p;
+	mcp_list_push(&s->active, c);
+	p->opening = c;
+	p->next = s->sessions;
+	s->sessions = p;
+	sess_arm(s);
+	log_debug("mcp: session %s opening", p->id);
+}
+
+static void session_close_tool(const struct mcp_req *r, const json_t *args)
+{
+	struct mcp_server *s = r->ss->srv;
+	json_t *id = json_object_get(args, "session_id"), *st;
+	struct pysess *p;
+	cleanup_free char *text = NULL;
+
+	if (!check_keys(r, "session_close", args, ",session_id,", "only session_id"))
+		return;
+	if (!json_is_string(id)) {
+		tool_error(r, "Invalid arguments for session_close: \"session_id\", the handle session_open "
+			   "returned, is required");
+		return;
+	}
+	p = find(s, id, r->ss->principal);
+	if (!p) {
+		tool_error(r, "session_close: %s", not_found);
+		return;
+	}
+	pysess_close(p, "session_close");
+	st = json_pack("{s:s,s:i}", "session_id", p->id, "cells", (int)p->cells);
+	text = json_dumps(st, JSON_INDENT(2));
+	mcp_answer(r, mcp_tool_result(r->v, json_string(text ? text : "{}"), st, false));
+}
+
+static void session_list_tool(const struct mcp_req *r, const json_t *args)
+{
+	struct mcp_server *s = r->ss->srv;
+	json_t *list = json_array(), *st;
+	uint64_t now = now_ms();
+	cleanup_free char *text = NULL;
+
+	if (!check_keys(r, "session_list", args, ",", "no arguments; call it with {}"))
+		return;
+	for (struct pysess *p = s->sessions; p; p = p->next) {
+		uint64_t by_idle = p->t_last + p->idle_ms, by_age = p->t_opened + p->lifetime_ms;
+		uint64_t closes = by_idle < by_age ? by_idle : by_age;
+		if (p->closed || !same_owner(p, r->ss->principal))
+			continue;
+		json_array_append_new(list, json_pack("{s:s,s:i,s:b,s:f,s:f,s:f}", "session_id", p->id,
+			"cells", (int)p->cells, "busy", p->call != NULL || !p->ready,
+			"age_s", (double)(now - p->t_opened) / 1000, "idle_s", (double)(now - p->t_last) / 1000,
+			"closes_in_s", closes > now ? (double)(closes - now) / 1000 : 0.0));
+	}
+	st = json_pack("{s:o}", "sessions", list);
+	text = json_dumps(st, JSON_INDENT(2));
+	mcp_answer(r, mcp_tool_result(r->v, json_string(text ? text : "{}"), st, false));
+}
+
+void mcp_handle_session_tool(const struct mcp_req *r, const char *name, const json_t *args)
+{
+	if (!r->ss->srv->env->policy.sessions.max) {
+		mcp_fail(r, JSONRPC_INVALID_PARAMS, "Unknown tool: sessions are off in this server's policy "
+			 "(sessions.max is 0)", json_pack("{s:s}", "name", name));
+		return;
+	}
+	if (strcmp(name, "session_open") == 0)
+		session_open_tool(r, args);
+	else if (strcmp(name, "session_close") == 0)
+		session_close_tool(r, args);
+	else
+		session_list_tool(r, args);
+}
+
+/* ------------------------------------------------------------ cells */
+
+int mcp_session_take(struct mcp_call *c, const struct mcp_req *r)
+{
+	struct mcp_server *s = c->srv;
+	json_t *id = json_string(c->session_id);
+	struct pysess *p = find(s, id, r->ss->principal);
+	json_decref(id);
+	if (!p) {
+		tool_error(r, "run_python: %s", not_found);
+		return -1;
+	}
+	if (p->call || !p->ready) {
+		tool_error(r, "run_python: the session is busy %s; wait for it to finish, then call again",
+			   p->ready ? "running a cell" : "starting");
+		return -1;
+	}
+	if (c->timeout_ms == 0 || c->timeout_ms > p->env->policy.limits.timeout_ms) {
+		if (p->env->policy.limits.timeout_ms)
+			c->timeout_ms = p->env->policy.limits.timeout_ms;
+	}
+	p->call = c;
+	c->sess = p;
+	c->env = p->env;
+	return 0;
+}
+
+int mcp_session_start_cell(struct mcp_call *c, struct pc_err *err)
+{
+	struct pysess *p = c->sess;
+	struct session_cell cell = {
+		.code = c->code, .code_len = c->code_len, .variables_json = c->variables_json,
+		.files_json = c->files_json, .timeout_ms = c->timeout_ms, .done = on_cell, .ctx = c,
+	};
+	if (p->closed || !p->sess)
+		return pc_fail(err, ESRCH, "session", "the session was closed before its cell could start");
+	if (session_run_cell(p->sess, &cell, err) < 0)
+		return -1;
+	p->cells++;
+	p->t_last = now_ms();
+	return 0;
+}
+
+json_t *mcp_session_result(struct mcp_call *c)
+{
+	struct pysess *p = c->sess;
+	bool alive;
+	if (!p)
+		return NULL;
+	alive = !p->closed && p->sess && !session_ended(p->sess);
+	p->t_last = now_ms();
+	return json_pack("{s:s,s:i,s:b}", "id", p->id, "cell", (int)p->cells, "alive", alive);
+}
+
+void mcp_session_release(struct mcp_call *c)
+{
+	struct pysess *p = c->sess;
+	if (!p)
+		return;
+	if (p->call == c) {
+		p->call = NULL;
+		p->t_last = now_ms();
+	}
+	if (p->opening == c)
+		p->opening = NULL;   /* the client left: the session stays, listed */
+	c->sess = NULL;
+	mcp_kick(c->srv);
+}
+
+void mcp_call_cancel_run(struct mcp_call *c)
+{
+	if (c->run)
+		run_cancel(c->run);
+	else if (c->sess && c->sess->sess && c->sess->call == c)
+		session_cancel_cell(c->sess->sess);
+}

@@ -1,0 +1,326 @@
+/* pycell: a session: a jail whose python runs cells one at a time
+ * (session.h).  The session owns its run and one timer, which times the
+ * running cell (its timeout, then the grace after the interrupt). */
+#include "config.h"
+
+#include <signal.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "run/session.h"
+
+/* the cell the jail runs: the session loop, binding no name in __main__ */
+static const char session_boot[] = "__import__('pycell._session', fromlist=['_']).serve()\n";
+
+enum cell_state { CELL_NONE, CELL_RUNNING, CELL_INTERRUPTED };
+
+struct session {
+	struct loop *loop;
+	struct run *run;
+	const struct policy *policy;
+	bool ready, ended, gone_told;
+	session_ready_fn ready_fn;
+	session_gone_fn gone_fn;
+	void *ctx;
+	/* the tool bridge's hooks, for the jail's messages that are not ours */
+	void (*tool_message)(struct run *r, json_t *msg, void *tool_ctx);
+	void (*tool_done)(struct run *r, void *tool_ctx);
+	void *tool_ctx;
+
+	/* output since the last cell ended: the next cell's */
+	struct output_buf out, err;
+	uint64_t cap;
+	/* the running cell */
+	enum cell_state state;
+	struct session_cell cell;
+	bool cancelled, timed_out;
+	uint64_t t0;
+	int timer_fd;
+	struct loop_watch w_timer;
+};
+
+static void arm(struct session *s, uint64_t ms)
+{
+	struct itimerspec t = { .it_value = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000 } };
+	timerfd_settime(s->timer_fd, 0, &t, NULL);
+}
+
+static void buf_append(struct output_buf *b, uint64_t cap, const char *p, size_t n)
+{
+	size_t keep = b->len < cap ? (size_t)(cap - b->len) : 0;
+	if (keep > n)
+		keep = n;
+	if (keep) {
+		b->data = xrealloc(b->data, b->len + keep + 1);
+		memcpy(b->data + b->len, p, keep);
+		b->len += keep;
+		b->data[b->len] = '\0';
+	}
+	if (n > keep) {
+		b->dropped += n - keep;
+		b->truncated = true;
+	}
+}
+
+static void on_output(void *ctx, enum run_stream st, const char *buf, size_t len)
+{
+	struct session *s = ctx;
+	buf_append(st == RUN_STDOUT ? &s->out : &s->err, s->cap, buf, len);
+}
+
+/* The running cell's result: what python said of it (end: pycell/cell_end's
+ * params), or NULL when the jail ended under it. */
+static void cell_finish(struct session *s, json_t *end)
+{
+	struct run_result *res = xcalloc(1, sizeof(*res));
+	struct run_result *jail = run_result_mut(s->run);
+	struct session_cell cell = s->cell;
+	json_t *code = json_object_get(end, "exit_code");
+
+	result_init(res);
+	res->out = s->out;
+	res->err = s->err;
+	memset(&s->out, 0, sizeof(s->out));
+	memset(&s->err, 0, sizeof(s->err));
+	res->return_value = steal_ptr(&jail->return_value);
+	res->duration_ms = now_ms() - s->t0;
+	res->cpu_ms = (uint64_t)json_integer_value(json_object_get(end, "cpu_ms"));
+	res->memory_peak_bytes = (uint64_t)json_integer_value(json_object_get(end, "maxrss_kb")) * 1024;
+	for (int i = 0; i < jail->n_limits; i++)
+		if (strcmp(jail->limits[i].name, "timeout_ms") != 0)
+			result_add_limit(res, jail->limits[i].name, jail->limits[i].value, jail->limits[i].by);
+	if (cell.timeout_ms)
+		result_add_limit(res, "timeout_ms", cell.timeout_ms, ENF_SUPERVISOR);
+	for (int i = 0; i < jail->n_warnings; i++)
+		result_add_warning(res, "%s", jail->warnings[i]);
+	if (end) {
+		res->exit_code = json_is_integer(code) ? (int)json_integer_value(code) : 1;
+		res->status = s->timed_out ? RUN_TIMEOUT : s->cancelled ? RUN_KILLED
+			    : res->exit_code == 0 ? RUN_OK : RUN_ERROR;
+	} else {
+		/* the jail ended: how, as a run's result says it (memory_limit
+		 * when the OOM killer took python), unless our timer killed it */
+		res->status = s->timed_out ? RUN_TIMEOUT : s->cancelled ? RUN_KILLED : jail->status;
+		if (res->status == RUN_OK)
+			res->status = RUN_ERROR;   /* the session loop never exits 0 mid-cell */
+		res->exit_code = jail->exit_code;
+		res->signal = jail->signal;
+		res->setup_error = jail->setup_error;
+		result_add_warning(res, "the session ended: its interpreter is gone");
+	}
+	s->state = CELL_NONE;
+	s->cancelled = s->timed_out = false;
+	memset(&s->cell, 0, sizeof(s->cell));
+	arm(s, 0);
+	cell.done(s, res, cell.ctx);
+}
+
+static void on_tool_message(struct run *r, json_t *msg, void *ctx)
+{
+	struct session *s = ctx;
+	const char *method = json_string_value(json_object_get(msg, "method"));
+	bool note = !json_object_get(msg, "id");
+
+	if (note && method && strcmp(method, "pycell/session_ready") == 0) {
+		if (!s->ready) {
+			s->ready = true;
+			log_debug("session: ready");
+			s->ready_fn(s, NULL, s->ctx);
+		}
+		return;
+	}
+	if (note && method && strcmp(method, "pycell/cell_end") == 0) {
+		if (s->state == CELL_NONE)
+			return;
+		/* python flushed its streams before it said so: what they
+		 * hold now is the cell's */
+		run_drain_output(s->run);
+		if (s->state != CELL_NONE)
+			cell_finish(s, json_object_get(msg, "params"));
+		return;
+	}
+	if (s->tool_message)
+		s->tool_message(r, msg, s->tool_ctx);
+	else if (!note) {
+		json_t *reply = json_pack("{s:s,s:O,s:{s:i,s:s}}", "jsonrpc", "2.0", "id",
+					  json_object_get(msg, "id"), "error", "code", -32601, "message",
+					  "no tools are available in this run");
+		if (reply)
+			run_tool_send(r, reply);
+		json_decref(reply);
+	}
+}
+
+static void on_tool_done(struct run *r, void *ctx)
+{
+	struct session *s = ctx;
+	if (s->tool_done)
+		s->tool_done(r, s->tool_ctx);
+}
+
+/* The jail's run ended: no more cells. */
+static void on_done(struct run *r, void *ctx)
+{
+	struct session *s = ctx;
+	s->ended = true;
+	log_debug("session: its jail ended: %s", run_status_name(run_result(r)->status));
+	if (!s->ready) {
+		struct pc_err err = { 0 };
+		const struct run_result *res = run_result(r);
+		if (res->status == RUN_SETUP_FAILED)
+			err = res->setup_error;
+		else
+			pc_fail(&err, ECHILD, "session", "the session's interpreter ended before it was ready (%s)",
+				run_status_name(res->status));
+		s->ready = true;   /* told */
+		s->gone_told = true;
+		s->ready_fn(s, &err, s->ctx);
+		return;
+	}
+	if (s->state != CELL_NONE)
+		cell_finish(s, NULL);
+	if (!s->gone_told) {
+		s->gone_told = true;
+		s->gone_fn(s, s->ctx);
+	}
+}
+
+static void on_timer(struct loop_watch *w, uint32_t events, void *data)
+{
+	struct session *s = data;
+	uint64_t ticks;
+	(void)!read(s->timer_fd, &ticks, sizeof(ticks));
+	if (s->state == CELL_RUNNING) {
+		/* KeyboardInterrupt in the cell; the session goes on if the
+		 * cell lets it */
+		s->timed_out = !s->cancelled;
+		s->state = CELL_INTERRUPTED;
+		log_debug("session: cell %s: interrupting it", s->cancelled ? "cancelled" : "timed out");
+		if (run_signal(s->run, SIGINT) == 0) {
+			arm(s, SESSION_GRACE_MS);
+			return;
+		}
+	}
+	if (s->state == CELL_INTERRUPTED) {
+		log_debug("session: the cell ignored its interrupt: killing the session");
+		run_cancel(s->run);
+	}
+	(void)w;
+	(void)events;
+}
+
+struct session *session_open(struct loop *l, const struct run_request *q, struct run_pool *pool,
+			     session_ready_fn ready, session_gone_fn gone, void *ctx, struct pc_err *err)
+{
+	struct session *s = xcalloc(1, sizeof(*s));
+	struct run_request req = *q;
+
+	s->loop = l;
+	s->policy = q->policy;
+	s->cap = q->policy->limits.output_bytes;
+	s->ready_fn = ready;
+	s->gone_fn = gone;
+	s->ctx = ctx;
+	s->tool_message = q->on_tool_message;
+	s->tool_done = q->on_tool_done;
+	s->tool_ctx = q->tool_ctx;
+	s->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	if (s->timer_fd < 0 || loop_add(l, &s->w_timer, s->timer_fd, EPOLLIN, on_timer, s) < 0) {
+		pc_syserr(err, "session", "timerfd");
+		session_free(s);
+		return NULL;
+	}
+	req.mode = RUN_MODE_CELL;
+	req.code = session_boot;
+	req.code_len = strlen(session_boot);
+	req.prog_name = "main.py";
+	req.variables_json = NULL;
+	req.args = NULL;
+	req.stdin_data = NULL;
+	req.stdin_len = 0;
+	req.stdin_fd = -1;
+	req.timeout_ms = 0;
+	req.session = true;
+	req.on_output = on_output;
+	req.on_done = on_done;
+	req.ctx = s;
+	req.on_tool_message = on_tool_message;
+	req.on_tool_done = on_tool_done;
+	req.tool_ctx = s;
+	if (pool && (s->run = run_pool_start(pool, &req)))
+		return s;
+	if (run_start(l, &req, &s->run, err) < 0) {
+		session_free(s);
+		return NULL;
+	}
+	return s;
+}
+
+static json_t *json_or_null(const char *text)
+{
+	json_t *v = text ? json_loads(text, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL) : NULL;
+	return v ? v : json_null();
+}
+
+int session_run_cell(struct session *s, const struct session_cell *cell, struct pc_err *err)
+{
+	json_t *msg;
+	int rc;
+	if (s->ended || !s->ready)
+		return pc_fail(err, ESRCH, "session", "the session has ended");
+	if (s->state != CELL_NONE)
+		return pc_fail(err, EBUSY, "session", "the session is running a cell");
+	msg = json_pack("{s:s,s:s,s:{s:s%,s:o,s:o}}", "jsonrpc", "2.0", "method", "pycell/cell", "params",
+			"code", cell->code, cell->code_len, "variables", json_or_null(cell->variables_json),
+			"files", json_or_null(cell->files_json));
+	if (!msg)
+		return pc_fail(err, EINVAL, "session", "the cell could not be encoded");
+	rc = run_tool_send(s->run, msg);
+	json_decref(msg);
+	if (rc < 0)
+		return pc_syserr(err, "session", "sending the cell");
+	s->cell = *cell;
+	s->state = CELL_RUNNING;
+	s->t0 = now_ms();
+	s->cancelled = s->timed_out = false;
+	/* what came between cells (a thread's late output) is this cell's */
+	if (cell->timeout_ms)
+		arm(s, cell->timeout_ms);
+	return 0;
+}
+
+bool session_busy(const struct session *s) { return s->state != CELL_NONE; }
+bool session_ended(const struct session *s) { return s->ended; }
+struct run *session_run(struct session *s) { return s->run; }
+
+void session_cancel_cell(struct session *s)
+{
+	if (s->state != CELL_RUNNING)
+		return;
+	s->cancelled = true;
+	arm(s, 0);
+	on_timer(&s->w_timer, EPOLLIN, s);
+}
+
+void session_kill(struct session *s)
+{
+	if (s->run && !s->ended)
+		run_cancel(s->run);
+}
+
+void session_free(struct session *s)
+{
+	if (!s)
+		return;
+	if (s->timer_fd >= 0) {
+		loop_del(s->loop, &s->w_timer);
+		close(s->timer_fd);
+	}
+	run_free(s->run);
+	free(s->out.data);
+	free(s->err.data);
+	free(s);
+}

@@ -1,0 +1,68 @@
+/* pycell: a session: one jail whose python stays alive and runs cells
+ * one at a time, each with its own result and time limit.  Globals,
+ * imports and /workspace persist from one cell to the next; the jail's
+ * limits (memory, pids, CPU) hold for the whole session.
+ *
+ * The jail is a run (run.h) whose cell is the session loop of the runtime
+ * (runtime/pycell/_session.py), started cold or from the warm pool like
+ * any run.  Cells travel to it over the tool socket (pycell/cell) and each
+ * ends with pycell/cell_end after python has flushed its output, which is
+ * then drained from the pipes: what a cell printed is its own.  A cell's
+ * timeout sends SIGINT (KeyboardInterrupt in the cell); a cell that is
+ * still running SESSION_GRACE_MS later has the session killed. */
+#ifndef PYCELL_SESSION_H
+#define PYCELL_SESSION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "run/pool.h"
+#include "run/run.h"
+
+#define SESSION_GRACE_MS 2000
+
+struct session;
+
+/* The callbacks come from the loop, inside the run's: none may free the
+ * session (free it later, from the loop).
+ * ready: the jail came and its python waits for cells (err NULL), or it
+ * could not be made (err: why). */
+typedef void (*session_ready_fn)(struct session *s, const struct pc_err *err, void *ctx);
+/* The jail ended (python exited, was killed, hit a limit) with no cell of
+ * its own running; the session can run no more cells. */
+typedef void (*session_gone_fn)(struct session *s, void *ctx);
+/* A cell ended: its result, which the callee owns (result_free). */
+typedef void (*session_cell_fn)(struct session *s, struct run_result *res, void *ctx);
+
+struct session_cell {
+	const char *code;
+	size_t code_len;
+	const char *variables_json;   /* JSON object; NULL: none */
+	const char *files_json;       /* JSON array of {path, text|base64}; NULL: none */
+	uint64_t timeout_ms;          /* 0: none */
+	session_cell_fn done;
+	void *ctx;
+};
+
+/* Start a session's jail as req (its policy, filter, cgroups, tool bridge;
+ * its code, mode, output and timeout are the session's), from pool when
+ * it has a ready jail.  NULL (err set) when nothing could be started. */
+struct session *session_open(struct loop *l, const struct run_request *req, struct run_pool *pool,
+			     session_ready_fn ready, session_gone_fn gone, void *ctx, struct pc_err *err);
+/* Run one cell; -1 (err) when the session is not ready, busy or gone. */
+int session_run_cell(struct session *s, const struct session_cell *cell, struct pc_err *err);
+bool session_busy(const struct session *s);
+/* The jail is gone, or going: no more cells. */
+bool session_ended(const struct session *s);
+/* Interrupt the running cell as its timeout would (status killed), and
+ * kill the session if it does not stop within SESSION_GRACE_MS. */
+void session_cancel_cell(struct session *s);
+/* Kill the jail.  A running cell still ends through its callback (killed),
+ * and gone is called, both from the loop. */
+void session_kill(struct session *s);
+/* The jail's run (its result holds the limits that enforce the session). */
+struct run *session_run(struct session *s);
+/* Kill and free; no callback is called any more. */
+void session_free(struct session *s);
+
+#endif

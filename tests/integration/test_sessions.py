@@ -1,0 +1,292 @@
+"""Sessions and files (issue 14): session_open mints a handle, run_python
+with it runs the next cell of one live interpreter in one jail, and
+session_close ends it; run_python's files land in /workspace.  Driven on
+raw pipes (`pycell mcp`) and, for the owner of a handle, over HTTP with two
+tokens."""
+
+import base64
+import json
+import os
+import re
+import time
+
+import pytest
+
+from conftest import run_jails
+from test_mcp_raw import Server
+from test_serve import serve, sha  # noqa: F401 (serve is a fixture)
+
+NOT_FOUND = ("no such session: it was closed, ran out of time or ended, or it is another client's; "
+             "session_list shows yours, session_open makes a new one")
+
+
+class Client(Server):
+    """A `pycell mcp` that calls tools by name."""
+
+    rid = 0
+
+    def call(self, name, args, timeout=30):
+        self.rid += 1
+        res = self.request(self.rid, "tools/call", {"name": name, "arguments": args}, timeout=timeout)
+        assert "result" in res, res
+        return res["result"]
+
+    def ok(self, name, args, **kw):
+        res = self.call(name, args, **kw)
+        assert not res.get("isError"), res
+        return res["structuredContent"]
+
+    def error_text(self, name, args):
+        res = self.call(name, args)
+        assert res.get("isError") is True and "structuredContent" not in res, res
+        return res["content"][0]["text"]
+
+    def open(self, **args):
+        return self.ok("session_open", args)["session_id"]
+
+    def cell(self, sid, code, **args):
+        return self.call("run_python", {"session_id": sid, "code": code, **args})["structuredContent"]
+
+
+@pytest.fixture
+def client():
+    c = Client()
+    c.initialize()
+    yield c
+    c.kill()
+
+
+def policy_args(policy_file, **sessions):
+    return ["--policy", policy_file({"sessions": sessions}, name="sessions")]
+
+
+# ------------------------------------------------------------ the tools
+
+def test_the_session_tools_are_listed_with_their_schemas(client):
+    tools = {t["name"]: t for t in client.request(1, "tools/list")["result"]["tools"]}
+    assert list(tools) == ["run_python", "sandbox_info", "session_open", "session_close", "session_list"]
+    assert tools["session_close"]["inputSchema"]["required"] == ["session_id"]
+    assert tools["session_list"]["annotations"]["readOnlyHint"] is True
+    assert tools["session_close"]["annotations"]["destructiveHint"] is True
+    props = tools["run_python"]["inputSchema"]["properties"]
+    assert props["session_id"]["type"] == "string" and props["files"]["type"] == "array"
+    assert "10m without a cell, 1h after it was opened" in tools["session_open"]["description"]
+
+
+def test_a_policy_without_sessions_lists_no_session_tool_and_refuses_one(policy_file):
+    c = Client(*policy_args(policy_file, max=0))
+    try:
+        c.initialize()
+        names = [t["name"] for t in c.request(1, "tools/list")["result"]["tools"]]
+        assert names == ["run_python", "sandbox_info"]
+        res = c.request(2, "tools/call", {"name": "session_open", "arguments": {}})
+        assert res["error"]["code"] == -32602
+        assert res["error"]["message"] == ("Unknown tool: sessions are off in this server's policy "
+                                           "(sessions.max is 0)")
+    finally:
+        c.kill()
+
+
+# ------------------------------------------------------------ cells
+
+def test_cells_share_globals_imports_and_workspace(client):
+    opened = client.ok("session_open", {})
+    sid = opened["session_id"]
+    assert re.fullmatch(r"[0-9a-f]{32}", sid)
+    assert opened["idle_timeout_s"] == 600 and opened["max_lifetime_s"] == 3600
+    assert isinstance(opened["open_ms"], int)
+    r1 = client.cell(sid, "import statistics\nrows = open('data/in.csv').read().split()\n"
+                          "with open('out.txt', 'w') as f: f.write('kept')\nprint('cell 1')\nlen(rows)",
+                     files=[{"path": "data/in.csv", "text": "a,b\n1,2\n3,4\n"}])
+    assert r1["status"] == "ok" and r1["stdout"] == "cell 1\n" and r1["stderr"] == ""
+    assert r1["return_value"] == 3
+    assert r1["session"] == {"id": sid, "cell": 1, "alive": True}
+    r2 = client.cell(sid, "print(open('out.txt').read())\nstatistics.mean([1, 2, 3]), rows[0]")
+    assert r2["status"] == "ok" and r2["stdout"] == "kept\n" and r2["return_value"] == [2, "a,b"]
+    assert r2["session"] == {"id": sid, "cell": 2, "alive": True}
+    # an exception fails its cell only; SystemExit ends the cell with its code
+    r3 = client.cell(sid, "del rows\n1/0")
+    assert r3["status"] == "error" and r3["exit_code"] == 1
+    assert r3["stderr"].endswith("ZeroDivisionError: division by zero\n")
+    r4 = client.cell(sid, "import sys\nsys.exit(3)")
+    assert (r4["status"], r4["exit_code"]) == ("error", 3)
+    r5 = client.cell(sid, "'rows' in globals(), statistics.__name__")
+    assert r5["status"] == "ok" and r5["return_value"] == [False, "statistics"]
+    listed = client.ok("session_list", {})["sessions"]
+    assert [(s["session_id"], s["cells"], s["busy"]) for s in listed] == [(sid, 5, False)]
+    assert client.ok("session_close", {"session_id": sid}) == {"session_id": sid, "cells": 5}
+    assert client.error_text("run_python", {"session_id": sid, "code": "1"}) == "run_python: " + NOT_FOUND
+    assert client.ok("session_list", {}) == {"sessions": []}
+    client.close()
+
+
+def test_a_cell_past_its_timeout_is_interrupted_and_the_session_keeps_its_state(client):
+    sid = client.open()
+    client.cell(sid, "x = 41")
+    t0 = time.monotonic()
+    r = client.cell(sid, "x += 1\nwhile True: pass", timeout_s=1)
+    assert 1.0 <= time.monotonic() - t0 < 2.5
+    assert r["status"] == "timeout" and r["exit_code"] == 1
+    assert r["stderr"].endswith("KeyboardInterrupt\n") and 'File "<cell>", line 2' in r["stderr"]
+    assert r["session"]["alive"] is True
+    assert {"name": "timeout_ms", "value": 1000, "enforced_by": "supervisor"} in r["limits"]
+    assert client.cell(sid, "x")["return_value"] == 42
+
+
+def test_a_cell_that_ignores_the_interrupt_has_its_session_killed(client):
+    sid = client.open()
+    t0 = time.monotonic()
+    r = client.cell(sid, "import time\nwhile True:\n    try:\n        time.sleep(10)\n"
+                         "    except KeyboardInterrupt:\n        print('ignored', flush=True)", timeout_s=1)
+    # the interrupt at 1 s, the kill 2 s later
+    assert 2.9 <= time.monotonic() - t0 < 5
+    assert r["status"] == "timeout" and r["stdout"] == "ignored\n"
+    assert r["session"] == {"id": sid, "cell": 1, "alive": False}
+    assert "the session ended: its interpreter is gone" in r.get("warnings", [])
+    assert client.error_text("run_python", {"session_id": sid, "code": "1"}) == "run_python: " + NOT_FOUND
+    # its jail is gone with it
+    deadline = time.monotonic() + 5
+    while run_jails(client.proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert run_jails(client.proc.pid) == []
+    client.close()
+
+
+def test_a_cell_can_be_cancelled_and_the_session_goes_on(client):
+    sid = client.open()
+    client.send({"jsonrpc": "2.0", "id": "c", "method": "tools/call",
+                 "params": {"name": "run_python", "arguments": {"session_id": sid, "code":
+                            "import time\nprint('started', flush=True)\ntime.sleep(30)"}}})
+    time.sleep(0.5)
+    # one cell at a time
+    assert client.error_text("run_python", {"session_id": sid, "code": "1"}) == (
+        "run_python: the session is busy running a cell; wait for it to finish, then call again")
+    client.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "c"}})
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        listed = client.ok("session_list", {})["sessions"]
+        if not listed[0]["busy"]:
+            break
+        time.sleep(0.05)
+    assert listed[0]["busy"] is False
+    assert client.cell(sid, "'still here'")["return_value"] == "still here"
+
+
+def test_two_sessions_see_nothing_of_each_other(client):
+    a, b = client.open(), client.open()
+    client.cell(a, "secret = 'a'\nopen('/tmp/t', 'w').write('a')\nopen('w', 'w').write('a')\n"
+                   "import subprocess\np = subprocess.Popen(['sleep', '60'])")
+    r = client.cell(b, "import os\n('secret' in globals(), os.path.exists('/tmp/t'), os.listdir('.'), "
+                       "sorted(int(d) for d in os.listdir('/proc') if d.isdigit()))")
+    assert r["return_value"] == [False, False, [], [1, 2]]
+
+
+def test_a_closed_session_leaves_no_process(client):
+    sid = client.open()
+    r = client.cell(sid, "import subprocess\nsubprocess.Popen(['sleep', '600'], start_new_session=True,"
+                         " stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).pid")
+    assert r["status"] == "ok" and isinstance(r["return_value"], int)
+    assert run_jails(client.proc.pid) != []
+    client.ok("session_close", {"session_id": sid})
+    deadline = time.monotonic() + 5
+    while run_jails(client.proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert run_jails(client.proc.pid) == []
+    client.close()
+
+
+# ------------------------------------------------------------ limits
+
+def test_sessions_per_client_are_capped(policy_file):
+    c = Client(*policy_args(policy_file, max=3, max_per_client=2))
+    try:
+        c.initialize()
+        a, b = c.open(), c.open()
+        assert c.error_text("session_open", {}) == ("Too many sessions: this client has 2 open, the most "
+                                                    "it may; close one (session_close) or let it expire")
+        c.ok("session_close", {"session_id": a})
+        assert c.open() != b
+    finally:
+        c.kill()
+
+
+def test_an_idle_session_is_closed(policy_file):
+    c = Client(*policy_args(policy_file, idle_timeout="5s"))
+    try:
+        c.initialize()
+        sid = c.open(idle_timeout_s=1)
+        assert c.error_text("session_open", {"idle_timeout_s": 6}) == (
+            "Invalid arguments for session_open: \"idle_timeout_s\" 6 is above this server's limit of 5 s")
+        assert c.cell(sid, "1")["status"] == "ok"
+        time.sleep(2.5)
+        assert c.error_text("run_python", {"session_id": sid, "code": "1"}) == "run_python: " + NOT_FOUND
+        assert [s["session_id"] for s in c.ok("session_list", {})["sessions"]] != [sid]
+    finally:
+        c.kill()
+
+
+def test_a_memory_bomb_ends_its_session_as_memory_limit(policy_file):
+    c = Client("--policy", policy_file({"limits": {"memory": "64M"}}, name="small"))
+    try:
+        c.initialize()
+        sid = c.open()
+        c.cell(sid, "x = 1")
+        r = c.cell(sid, "b = bytearray(256 << 20)")
+        assert r["status"] == "memory_limit", r
+        assert r["session"]["alive"] is False
+        assert c.error_text("run_python", {"session_id": sid, "code": "x"}) == "run_python: " + NOT_FOUND
+        # the server serves on: a new session works
+        assert c.cell(c.open(), "2 + 2")["return_value"] == 4
+    finally:
+        c.kill()
+
+
+# ------------------------------------------------------------ files
+
+def test_files_land_in_the_workspace_of_a_fresh_run(client):
+    blob = bytes(range(256)) * 3
+    res = client.ok("run_python", {"code": "import os\n(open('notes/a.txt').read(), "
+                                           "open('b.bin', 'rb').read() == bytes(range(256)) * 3, "
+                                           "sorted(os.listdir('.')))",
+                                   "files": [{"path": "notes/a.txt", "text": "héllo\n"},
+                                             {"path": "b.bin", "base64": base64.b64encode(blob).decode()}]})
+    assert res["status"] == "ok" and res["return_value"] == ["héllo\n", True, ["b.bin", "notes"]]
+
+
+@pytest.mark.parametrize("files, why", [
+    ("x", 'Invalid arguments for run_python: "files" must be an array of {"path": ..., "text" or "base64": ...}, got a string'),
+    ([{"path": "/etc/x", "text": ""}], 'Invalid arguments for run_python: files[0]: the path "/etc/x" is absolute: give it relative to /workspace'),
+    ([{"path": "a/../../x", "text": ""}], 'Invalid arguments for run_python: files[0]: the path "a/../../x" has an empty, "." or ".." component'),
+    ([{"path": "a", "text": "", "base64": ""}], 'Invalid arguments for run_python: files[0] (a): give exactly one of "text" and "base64"'),
+    ([{"path": "a", "base64": "***"}], 'Invalid arguments for run_python: files[0] (a): "base64" is not valid base64'),
+    ([{"path": "a", "text": "", "mode": 7}], 'Invalid arguments for run_python: files[0]: unknown key "mode"; a file has path and text or base64'),
+    ([{"path": str(i), "text": ""} for i in range(65)], 'Invalid arguments for run_python: "files" holds 65 files; at most 64 may be given'),
+    ([{"path": "big", "text": "x" * (3 << 20)}, {"path": "b", "text": "x"}], 'Invalid arguments for run_python: "files" hold more than 3 MiB as sent (text, or base64); pass less, or in several calls of a session'),
+])
+def test_bad_files_are_refused_with_their_reason(client, files, why):
+    assert client.error_text("run_python", {"code": "1", "files": files}) == why
+
+
+# ------------------------------------------------------------ owners, over HTTP
+
+def test_a_handle_works_only_for_the_token_that_opened_it(serve, tmp_path):  # noqa: F811
+    s = serve("--listen", "127.0.0.1:0", tokens=[
+        {"name": "a", "sha256": sha("ta")}, {"name": "b", "sha256": sha("tb")}], tmp_path=tmp_path)
+    A, B = {"Authorization": "Bearer ta"}, {"Authorization": "Bearer tb"}
+
+    def call(i, name, args, h):
+        r, data = s.modern(i, "tools/call", {"name": name, "arguments": args}, headers=h)
+        assert r.status == 200, data
+        return json.loads(data)["result"]
+    sid = call(1, "session_open", {}, A)["structuredContent"]["session_id"]
+    assert call(2, "run_python", {"session_id": sid, "code": "x = 5"}, A)["structuredContent"]["status"] == "ok"
+    # every request is its own HTTP exchange: the handle is the state
+    assert call(3, "run_python", {"session_id": sid, "code": "x"}, A)["structuredContent"]["return_value"] == 5
+    for i, (name, args) in enumerate([("run_python", {"session_id": sid, "code": "x"}),
+                                      ("session_close", {"session_id": sid}),
+                                      ("run_python", {"session_id": "0" * 32, "code": "1"})]):
+        res = call(10 + i, name, args, B)
+        assert res["isError"] is True and res["content"][0]["text"] == f"{name}: {NOT_FOUND}"
+    assert call(20, "session_list", {}, B)["structuredContent"] == {"sessions": []}
+    assert [x["session_id"] for x in call(21, "session_list", {}, A)["structuredContent"]["sessions"]] == [sid]
+    assert call(22, "session_close", {"session_id": sid}, A)["structuredContent"] == {"session_id": sid, "cells": 2}

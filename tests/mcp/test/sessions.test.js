@@ -1,0 +1,59 @@
+// Sessions (issue 14) as an agent uses them, through the official clients:
+// the v1 SDK (2025 revisions, initialize) and the v2 client pinned to
+// 2026-07-28 (no protocol session at all: the handle is the state).  Each
+// checks every structuredContent against the tool's outputSchema.
+import assert from "node:assert/strict";
+import { describe, test } from "node:test";
+
+import { connect, connectV2, descendants } from "./helpers.js";
+
+const CSV = "city,temp\nOslo,3\nRome,14\nCairo,24\n";
+
+for (const [era, open] of [["v1 SDK, 2025-11-25", () => connect()], ["v2 client, 2026-07-28", () => connectV2()]]) {
+  describe(era, () => {
+    test("open a session, load a CSV, compute from cell 1's frame in cell 2, write and read a file, close", async () => {
+      const s = await open();
+      const call = async (name, args) => {
+        const r = await s.client.callTool({ name, arguments: args });
+        assert.equal(r.isError, false, JSON.stringify(r));
+        return r.structuredContent;
+      };
+      try {
+        const opened = await call("session_open", {});
+        const id = opened.session_id;
+        assert.match(id, /^[0-9a-f]{32}$/);
+        const c1 = await call("run_python", {
+          session_id: id,
+          code: "import pandas as pd\ndf = pd.read_csv('cities.csv')\nlen(df)",
+          files: [{ path: "cities.csv", text: CSV }],
+        });
+        assert.equal(c1.status, "ok");
+        assert.equal(c1.return_value, 3);
+        assert.deepEqual(c1.session, { id, cell: 1, alive: true });
+        const c2 = await call("run_python", {
+          session_id: id,
+          code: "mean = df['temp'].mean()\ndf[df.temp > mean].to_csv('warm.csv', index=False)\nprint(mean)\nfloat(mean)",
+        });
+        assert.equal(c2.stdout, "13.666666666666666\n");
+        assert.equal(c2.return_value, 13.666666666666666);
+        const c3 = await call("run_python", { session_id: id, code: "open('warm.csv').read()" });
+        assert.equal(c3.return_value, "city,temp\nRome,14\nCairo,24\n");
+        assert.deepEqual(c3.session, { id, cell: 3, alive: true });
+        const listed = await call("session_list", {});
+        assert.deepEqual(listed.sessions.map((x) => [x.session_id, x.cells, x.busy]), [[id, 3, false]]);
+        assert.deepEqual(await call("session_close", { session_id: id }), { session_id: id, cells: 3 });
+        const gone = await s.client.callTool({ name: "run_python", arguments: { session_id: id, code: "df" } });
+        assert.equal(gone.isError, true);
+        assert.match(gone.content[0].text, /^run_python: no such session/);
+        // the session's jail is gone with it (the warm pool's jails aside)
+        const deadline = Date.now() + 5000;
+        let left;
+        while ((left = descendants(s.pid)).length && Date.now() < deadline)
+          await new Promise((r) => setTimeout(r, 50));
+        assert.deepEqual(left, []);
+      } finally {
+        await s.close();
+      }
+    });
+  });
+}
