@@ -26,6 +26,9 @@
 #include "run/session.h"
 
 #define SESS_TICK_MS 1000
+/* a jail whose python has not said it is ready this long after the open
+ * is killed, and the open answered with why */
+#define SESS_OPEN_MAX_MS 30000
 
 struct pysess {
 	struct pysess *next;
@@ -131,8 +134,13 @@ static void on_sess_timer(struct loop_watch *w, uint32_t events, void *data)
 	uint64_t n, now = now_ms();
 	(void)!read(s->sess_fd, &n, sizeof(n));
 	for (struct pysess *p = s->sessions; p; p = p->next) {
-		if (p->closed || !p->ready)
+		if (p->closed)
 			continue;
+		if (!p->ready) {
+			if (now - p->t_opened >= SESS_OPEN_MAX_MS)
+				pysess_close(p, "its interpreter did not get ready");
+			continue;
+		}
 		if (now - p->t_opened >= p->lifetime_ms)
 			pysess_close(p, "its lifetime ran out");
 		else if (!p->call && now - p->t_last >= p->idle_ms)

@@ -268,6 +268,7 @@ static json_t *json_or_null(const char *text)
 int session_run_cell(struct session *s, const struct session_cell *cell, struct pc_err *err)
 {
 	json_t *msg;
+	size_t size;
 	int rc;
 	if (s->ended || !s->ready)
 		return pc_fail(err, ESRCH, "session", "the session has ended");
@@ -278,6 +279,12 @@ int session_run_cell(struct session *s, const struct session_cell *cell, struct 
 			"files", json_or_null(cell->files_json));
 	if (!msg)
 		return pc_fail(err, EINVAL, "session", "the cell could not be encoded");
+	size = json_dumpb(msg, NULL, 0, JSON_COMPACT);
+	if (size > SESSION_CELL_MAX) {
+		json_decref(msg);
+		return pc_fail(err, EMSGSIZE, "session", "the cell with its files is %zu bytes as JSON, more "
+			       "than the %d MiB one cell may carry: pass fewer files", size, SESSION_CELL_MAX >> 20);
+	}
 	rc = run_tool_send(s->run, msg);
 	json_decref(msg);
 	if (rc < 0)

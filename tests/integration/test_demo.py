@@ -12,6 +12,6 @@ def test_mcp_roundtrip_script():
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0] == "initialize: pycell 0.1.0, protocol 2025-11-25"
-    assert lines[1] == "tools/list: run_python, sandbox_info"
+    assert lines[1] == "tools/list: run_python, sandbox_info, session_open, session_close, session_list"
     assert lines[2].startswith("tools/call run_python: status ok, "
                                "stdout 'hello over MCP from pid 2\\n', return_value 45, ")

@@ -298,11 +298,11 @@ def test_tool_argument_errors_are_tool_results(server):
     # an unknown argument: 63 x b, then é (bytes 64-65)
     ({"code": "1", "b" * 63 + "é": 1},
      'Invalid arguments for run_python: unknown argument "' + "b" * 63 + '"; run_python takes code, '
-     'variables, stdin and timeout_s'),
+     'variables, stdin, timeout_s, files and session_id'),
     # the whole name fits: it is kept whole
     ({"code": "1", "b" * 62 + "é": 1},
      'Invalid arguments for run_python: unknown argument "' + "b" * 62 + 'é"; run_python takes code, '
-     'variables, stdin and timeout_s'),
+     'variables, stdin, timeout_s, files and session_id'),
 ])
 def test_a_name_cut_in_a_message_keeps_whole_characters(start, args, text):
     """A message cut at a byte count split a UTF-8 character: jansson
@@ -591,7 +591,7 @@ def test_stdin_from_a_regular_file(tmp_path):
         try:
             out = [s.recv() for _ in range(4)]
             assert [m["id"] for m in out] == [0, 1, 2, 3]
-            assert len(out[2]["result"]["tools"]) == 2
+            assert len(out[2]["result"]["tools"]) == 5
             assert s.proc.wait(timeout=10) == 0
         finally:
             s.kill()
