@@ -188,12 +188,20 @@ def test_quick_run_fills_every_table(tmp_path):
             assert_num(r[3], f"CPU ratio {r[0]}", "x")
     assert res["cpu_runs"] == 10 and set(res["cpu_per_run"]) == set(runners)
 
+    # a cell of a live session and session_open, beside bare python3
+    rows = table_rows(report, "Sessions")
+    assert [r[0] for r in rows] == ["python3", f"{mcp[0]}: a cell in a live session", f"{mcp[0]}: session_open"]
+    for r in rows:
+        assert r[1] == "2", f"iterations in {r}"
+        assert_num(r[2], f"sessions {r[0]}")
+        assert_num(r[5], f"sessions ratio {r[0]}", "x")
+
     rows = table_rows(report, "Targets")
     # cold CLI against python3 and bwrap; per warm MCP runner: p50 on the
     # wire, 1 MiB of output, throughput at c=2; per MCP runner: idle RSS;
     # the SDK client's p50; per HTTP runner: what HTTP adds to the p50 of
-    # its stdio twin
-    assert len(rows) == 1 + (1 if have_bwrap else 0) + 3 * len(warm) + len(mcp) + have_node + 2, rows
+    # its stdio twin; a session's cell against python3
+    assert len(rows) == 1 + (1 if have_bwrap else 0) + 3 * len(warm) + len(mcp) + have_node + 2 + 1, rows
     for r in rows:
         assert re.fullmatch(NUM + r"(x| MiB| ms)", r[1]) or re.fullmatch(r"[+-]" + NUM + " ms", r[1]), \
             f"target value {r}"
