@@ -362,14 +362,20 @@ def warm_main(fd, length):
     try:
         main(files.get("main.py", b""), files.get("variables.json", b""), files.get("files.json", b""))
     except SystemExit as e:
-        code = e.code
-        if code is None:
-            return 0
-        if isinstance(code, int):
-            return code
-        try:
-            sys.stderr.write("%s\n" % (code,))
-        except Exception:
-            pass
-        return 1
+        return exit_status(e)
     return 0
+
+
+def exit_status(e):
+    """The exit status python computes from SystemExit e (a non-integer
+    code is printed to stderr and is status 1)."""
+    code = e.code
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    try:
+        sys.stderr.write("%s\n" % (code,))
+    except Exception:
+        pass
+    return 1

@@ -37,19 +37,6 @@ def _flush():
             pass
 
 
-def _exit_code(e):
-    code = e.code
-    if code is None:
-        return 0
-    if isinstance(code, int):
-        return code
-    try:
-        sys.stderr.write("%s\n" % (code,))
-    except Exception:
-        pass
-    return 1
-
-
 def _one(namespace, params):
     """Run one cell: its exit code (0 ok, 1 an exception, SystemExit's)."""
     import json
@@ -59,7 +46,7 @@ def _one(namespace, params):
     try:
         return _cell.run_cell(namespace, code, variables, params.get("files"))
     except SystemExit as e:
-        return _exit_code(e)
+        return _cell.exit_status(e)
 
 
 def _next_cell():
