@@ -184,7 +184,7 @@ static void count_run(struct mcp_stats *st, const struct run_result *r)
 static json_t *run_tool_result(const struct mcp_call *c, const struct run_result *r)
 {
 	json_t *res = result_to_json(r);
-	json_t *text, *sess = mcp_session_result((struct mcp_call *)c);
+	json_t *text, *sess = mcp_session_result(c);
 	if (sess)
 		json_object_set_new(res, "session", sess);
 	text = mcp_result_text(res, r, &c->env->policy, mcp_call_timeout_ms(c));

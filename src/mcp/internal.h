@@ -279,8 +279,8 @@ void mcp_handle_session_tool(const struct mcp_req *r, const char *name, const js
 int mcp_session_take(struct mcp_call *c, const struct mcp_req *r);
 /* Start c's cell (call_start); -1: err says why. */
 int mcp_session_start_cell(struct mcp_call *c, struct pc_err *err);
-/* The "session" member of c's result, and c lets go of its session. */
-json_t *mcp_session_result(struct mcp_call *c);
+/* The "session" member of c's result; NULL when c is not a cell. */
+json_t *mcp_session_result(const struct mcp_call *c);
 /* c no longer runs or waits (freed). */
 void mcp_session_release(struct mcp_call *c);
 /* Kill what c is running: its run, or its session's cell. */

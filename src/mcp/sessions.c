@@ -454,14 +454,13 @@ int mcp_session_start_cell(struct mcp_call *c, struct pc_err *err)
 	return 0;
 }
 
-json_t *mcp_session_result(struct mcp_call *c)
+json_t *mcp_session_result(const struct mcp_call *c)
 {
-	struct pysess *p = c->sess;
+	const struct pysess *p = c->sess;
 	bool alive;
 	if (!p)
 		return NULL;
 	alive = !p->closed && p->sess && !session_ended(p->sess);
-	p->t_last = now_ms();
 	return json_pack("{s:s,s:i,s:b}", "id", p->id, "cell", (int)p->cells, "alive", alive);
 }
 
