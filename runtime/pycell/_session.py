@@ -39,12 +39,12 @@ def _flush():
 
 def _one(namespace, params):
     """Run one cell: its exit code (0 ok, 1 an exception, SystemExit's)."""
-    import json
     code = params.get("code", "").encode("utf-8", "surrogatepass")
     variables = params.get("variables")
-    variables = json.dumps(variables).encode("utf-8") if variables else b""
+    if isinstance(variables, dict):   # parsed with the message already
+        namespace.update(variables)
     try:
-        return _cell.run_cell(namespace, code, variables, params.get("files"))
+        return _cell.run_cell(namespace, code, b"", params.get("files"))
     except SystemExit as e:
         return _cell.exit_status(e)
 

@@ -153,13 +153,17 @@ void mcp_kick(struct mcp_server *s)
 	(void)!write(s->defer_fd, &one, sizeof(one));
 }
 
-static void call_on_done(struct run *r, void *ctx)
+void mcp_call_ended(struct mcp_call *c)
 {
-	struct mcp_call *c = ctx;
 	c->ended = true;
 	c->ended_next = c->srv->ended;
 	c->srv->ended = c;
 	mcp_kick(c->srv);
+}
+
+static void call_on_done(struct run *r, void *ctx)
+{
+	mcp_call_ended(ctx);
 	(void)r;
 }
 
@@ -272,10 +276,24 @@ void mcp_server_tools_settled(struct mcp_server *s)
 
 /* ------------------------------------------------------------ scheduling */
 
+void mcp_run_request(struct mcp_server *s, struct run_request *req, const char *client, bool tools)
+{
+	*req = (struct run_request){ .stdin_fd = -1, .client = client };
+	run_request_from_env(req, s->env);
+#ifndef PYCELL_COVERAGE
+	/* answered on init's report; the jail's teardown is the loop's
+	 * (run_free).  Not in a coverage build: init writes its counters as
+	 * it exits, and must not be killed on the way. */
+	req->finish_on_report = true;
+#endif
+	if (tools && s->cfg.attach_tools)
+		s->cfg.attach_tools(s->cfg.tool_ctx, req);
+}
+
 static int call_start(struct mcp_call *c, struct pc_err *err)
 {
 	struct mcp_server *s = c->srv;
-	struct run_request req = { .stdin_fd = -1 };
+	struct run_request req;
 
 	if (c->sess) {
 		/* a cell of a session: its jail is there */
@@ -284,7 +302,8 @@ static int call_start(struct mcp_call *c, struct pc_err *err)
 		return mcp_session_start_cell(c, err);
 	}
 	c->env = s->env;
-	run_request_from_env(&req, s->env);
+	mcp_run_request(s, &req, c->task ? c->task->owner : c->session ? c->session->principal : NULL,
+			c->kind == CALL_RUN_PYTHON);
 	req.mode = c->kind == CALL_PY_VERSION ? RUN_MODE_SCRIPT : RUN_MODE_CELL;
 	req.code = c->code;
 	req.code_len = c->code_len;
@@ -294,17 +313,8 @@ static int call_start(struct mcp_call *c, struct pc_err *err)
 	req.stdin_data = c->stdin_data;
 	req.stdin_len = c->stdin_len;
 	req.timeout_ms = c->timeout_ms;
-	req.client = c->task ? c->task->owner : c->session ? c->session->principal : NULL;
 	req.on_done = call_on_done;
 	req.ctx = c;
-#ifndef PYCELL_COVERAGE
-	/* answered on init's report; the jail's teardown is the loop's
-	 * (run_free).  Not in a coverage build: init writes its counters as
-	 * it exits, and must not be killed on the way. */
-	req.finish_on_report = true;
-#endif
-	if (s->cfg.attach_tools && c->kind == CALL_RUN_PYTHON)
-		s->cfg.attach_tools(s->cfg.tool_ctx, &req);
 	c->state = CALL_RUNNING;
 	c->t_started = now_ms();
 	/* the next ready jail is made once this run has been answered

@@ -232,6 +232,12 @@ void mcp_call_reply(struct mcp_call *c, json_t *msg);
 void mcp_call_progress(struct mcp_call *c, const char *message);
 /* The run's wall-clock limit: its own, else the policy's (0: none). */
 uint64_t mcp_call_timeout_ms(const struct mcp_call *c);
+/* c's run (or cell) ended: answered from mcp_on_defer. */
+void mcp_call_ended(struct mcp_call *c);
+/* A run request of s's: its env's policy and jail, for client (the audit
+ * log's), answered on its init's report, with the tool bridge when tools;
+ * the program is the caller's to fill in. */
+void mcp_run_request(struct mcp_server *s, struct run_request *req, const char *client, bool tools);
 /* Start queued runs while there are slots. */
 void mcp_schedule(struct mcp_server *s);
 /* Ask the interpreter its version once (sandbox_info waits for it). */
@@ -308,6 +314,9 @@ json_t *mcp_result_text(const json_t *res, const struct run_result *r, const str
  * content (stolen; sent to clients of 2025-06-18 and later). */
 json_t *mcp_tool_result(enum proto v, json_t *text, json_t *structured, bool is_error);
 json_t *mcp_tool_error(enum proto v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A tools/call result whose structured content st (stolen) is also its
+ * text block, as indented JSON. */
+json_t *mcp_structured_result(enum proto v, json_t *st);
 json_t *mcp_sandbox_info(struct mcp_server *s);
 
 #endif

@@ -160,10 +160,13 @@ json_t *mcp_sandbox_info(struct mcp_server *s)
 	return info;
 }
 
+json_t *mcp_structured_result(enum proto v, json_t *st)
+{
+	cleanup_free char *text = json_dumps(st, JSON_INDENT(2));
+	return mcp_tool_result(v, json_string(text ? text : "{}"), st, false);
+}
+
 void mcp_answer_sandbox_info(struct mcp_call *c)
 {
-	json_t *info = mcp_sandbox_info(c->srv);
-	cleanup_free char *text = json_dumps(info, JSON_INDENT(2));
-	mcp_call_reply(c, mcp_result(c->v, c->id, mcp_tool_result(c->v, json_string(text ? text : "{}"), info,
-								   false)));
+	mcp_call_reply(c, mcp_result(c->v, c->id, mcp_structured_result(c->v, mcp_sandbox_info(c->srv))));
 }

@@ -12,7 +12,6 @@
 #include "config.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -119,10 +118,7 @@ static void on_cell(struct session *ss, struct run_result *res, void *ctx)
 {
 	struct mcp_call *c = ctx;
 	c->cell_res = res;
-	c->ended = true;
-	c->ended_next = c->srv->ended;
-	c->srv->ended = c;
-	mcp_kick(c->srv);
+	mcp_call_ended(c);
 	(void)ss;
 }
 
@@ -196,9 +192,7 @@ static void answer_open(struct pysess *p)
 		res = mcp_tool_error(c->v, "The session could not be opened: %s: %s", p->open_err.step,
 				     p->open_err.msg);
 	} else {
-		json_t *st = open_answer(p);
-		cleanup_free char *text = json_dumps(st, JSON_INDENT(2));
-		res = mcp_tool_result(c->v, json_string(text ? text : "{}"), st, false);
+		res = mcp_structured_result(c->v, open_answer(p));
 	}
 	c->sess = NULL;
 	mcp_call_reply(c, mcp_result(c->v, c->id, res));
@@ -224,16 +218,8 @@ void mcp_sessions_settle(struct mcp_server *s)
 
 /* ------------------------------------------------------------ the tools */
 
-static void tool_error(const struct mcp_req *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void tool_error(const struct mcp_req *r, const char *fmt, ...)
-{
-	char msg[512];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	mcp_answer(r, mcp_tool_error(r->v, "%s", msg));
-}
+/* Answer r with an isError result whose text is printf's. */
+#define TOOL_ERROR(r, ...) mcp_answer((r), mcp_tool_error((r)->v, __VA_ARGS__))
 
 static const char not_found[] =
 	"no such session: it was closed, ran out of time or ended, or it is another client's; "
@@ -247,14 +233,14 @@ static bool check_keys(const struct mcp_req *r, const char *name, const json_t *
 	const char *key;
 	json_t *v;
 	if (args && !json_is_null(args) && !json_is_object(args)) {
-		tool_error(r, "Invalid arguments for %s: they must be an object", name);
+		TOOL_ERROR(r, "Invalid arguments for %s: they must be an object", name);
 		return false;
 	}
 	json_object_foreach((json_t *)args, key, v) {
 		char quoted[80];
 		snprintf(quoted, sizeof(quoted), ",%s,", key);
 		if (!strstr(allowed, quoted) || strlen(key) > 64) {
-			tool_error(r, "Invalid arguments for %s: unknown argument \"%.*s\"; it takes %s", name,
+			TOOL_ERROR(r, "Invalid arguments for %s: unknown argument \"%.*s\"; it takes %s", name,
 				   utf8_prefix(key, 64), key, says);
 			return false;
 		}
@@ -276,7 +262,7 @@ static void session_open_tool(const struct mcp_req *r, const json_t *args)
 	struct mcp_server *s = r->ss->srv;
 	const struct policy *pol = &s->env->policy;
 	const char *principal = r->ss->principal;
-	struct run_request req = { .stdin_fd = -1 };
+	struct run_request req;
 	struct pc_err err = { 0 };
 	json_t *v = json_object_get(args, "idle_timeout_s");
 	uint64_t idle = pol->sessions.idle_ms;
@@ -288,31 +274,31 @@ static void session_open_tool(const struct mcp_req *r, const json_t *args)
 	if (v && !json_is_null(v)) {
 		double t = json_number_value(v);
 		if (!json_is_number(v) || !(t > 0) || !isfinite(t)) {
-			tool_error(r, "Invalid arguments for session_open: \"idle_timeout_s\" must be a number of "
+			TOOL_ERROR(r, "Invalid arguments for session_open: \"idle_timeout_s\" must be a number of "
 				   "seconds greater than 0");
 			return;
 		}
 		if (t * 1000 > (double)pol->sessions.idle_ms) {
-			tool_error(r, "Invalid arguments for session_open: \"idle_timeout_s\" %g is above this "
+			TOOL_ERROR(r, "Invalid arguments for session_open: \"idle_timeout_s\" %g is above this "
 				   "server's limit of %g s", t, (double)pol->sessions.idle_ms / 1000);
 			return;
 		}
 		idle = (uint64_t)ceil(t * 1000);
 	}
 	if (count_open(s, principal, true) >= pol->sessions.max_per_client) {
-		tool_error(r, "Too many sessions: this client has %u open, the most it may; close one "
+		TOOL_ERROR(r, "Too many sessions: this client has %u open, the most it may; close one "
 			   "(session_close) or let it expire", pol->sessions.max_per_client);
 		return;
 	}
 	if (count_open(s, NULL, false) >= pol->sessions.max) {
-		tool_error(r, "Too many sessions: the server has %u open, the most it keeps; try again "
+		TOOL_ERROR(r, "Too many sessions: the server has %u open, the most it keeps; try again "
 			   "later", pol->sessions.max);
 		return;
 	}
 	p = xcalloc(1, sizeof(*p));
 	if (random_id(p->id, s->cfg.replica) < 0) {
 		free(p);
-		tool_error(r, "The session could not be opened: no random bytes for its id");
+		TOOL_ERROR(r, "The session could not be opened: no random bytes for its id");
 		return;
 	}
 	p->srv = s;
@@ -322,16 +308,10 @@ static void session_open_tool(const struct mcp_req *r, const json_t *args)
 	p->idle_ms = idle;
 	p->lifetime_ms = pol->sessions.lifetime_ms;
 
-	run_request_from_env(&req, s->env);
-	req.client = principal;
-#ifndef PYCELL_COVERAGE
-	req.finish_on_report = true;   /* as call_start's runs */
-#endif
-	if (s->cfg.attach_tools)
-		s->cfg.attach_tools(s->cfg.tool_ctx, &req);
+	mcp_run_request(s, &req, principal, true);
 	p->sess = session_open(s->loop, &req, s->pool, on_ready, on_gone, p, &err);
 	if (!p->sess) {
-		tool_error(r, "The session could not be opened: %s: %s", err.step, err.msg);
+		TOOL_ERROR(r, "The session could not be opened: %s: %s", err.step, err.msg);
 		pysess_free(p);
 		return;
 	}
@@ -350,34 +330,31 @@ static void session_open_tool(const struct mcp_req *r, const json_t *args)
 static void session_close_tool(const struct mcp_req *r, const json_t *args)
 {
 	struct mcp_server *s = r->ss->srv;
-	json_t *id = json_object_get(args, "session_id"), *st;
+	json_t *id = json_object_get(args, "session_id");
 	struct pysess *p;
-	cleanup_free char *text = NULL;
 
 	if (!check_keys(r, "session_close", args, ",session_id,", "only session_id"))
 		return;
 	if (!json_is_string(id)) {
-		tool_error(r, "Invalid arguments for session_close: \"session_id\", the handle session_open "
+		TOOL_ERROR(r, "Invalid arguments for session_close: \"session_id\", the handle session_open "
 			   "returned, is required");
 		return;
 	}
 	p = find(s, id, r->ss->principal);
 	if (!p) {
-		tool_error(r, "session_close: %s", not_found);
+		TOOL_ERROR(r, "session_close: %s", not_found);
 		return;
 	}
 	pysess_close(p, "session_close");
-	st = json_pack("{s:s,s:i}", "session_id", p->id, "cells", (int)p->cells);
-	text = json_dumps(st, JSON_INDENT(2));
-	mcp_answer(r, mcp_tool_result(r->v, json_string(text ? text : "{}"), st, false));
+	mcp_answer(r, mcp_structured_result(r->v, json_pack("{s:s,s:i}", "session_id", p->id, "cells",
+							    (int)p->cells)));
 }
 
 static void session_list_tool(const struct mcp_req *r, const json_t *args)
 {
 	struct mcp_server *s = r->ss->srv;
-	json_t *list = json_array(), *st;
+	json_t *list = json_array();
 	uint64_t now = now_ms();
-	cleanup_free char *text = NULL;
 
 	if (!check_keys(r, "session_list", args, ",", "no arguments; call it with {}"))
 		return;
@@ -391,9 +368,7 @@ static void session_list_tool(const struct mcp_req *r, const json_t *args)
 			"age_s", (double)(now - p->t_opened) / 1000, "idle_s", (double)(now - p->t_last) / 1000,
 			"closes_in_s", closes > now ? (double)(closes - now) / 1000 : 0.0));
 	}
-	st = json_pack("{s:o}", "sessions", list);
-	text = json_dumps(st, JSON_INDENT(2));
-	mcp_answer(r, mcp_tool_result(r->v, json_string(text ? text : "{}"), st, false));
+	mcp_answer(r, mcp_structured_result(r->v, json_pack("{s:o}", "sessions", list)));
 }
 
 void mcp_handle_session_tool(const struct mcp_req *r, const char *name, const json_t *args)
@@ -418,20 +393,21 @@ int mcp_session_take(struct mcp_call *c, const struct mcp_req *r)
 	struct mcp_server *s = c->srv;
 	json_t *id = json_string(c->session_id);
 	struct pysess *p = find(s, id, r->ss->principal);
+	uint64_t max;
 	json_decref(id);
 	if (!p) {
-		tool_error(r, "run_python: %s", not_found);
+		TOOL_ERROR(r, "run_python: %s", not_found);
 		return -1;
 	}
 	if (p->call || !p->ready) {
-		tool_error(r, "run_python: the session is busy %s; wait for it to finish, then call again",
+		TOOL_ERROR(r, "run_python: the session is busy %s; wait for it to finish, then call again",
 			   p->ready ? "running a cell" : "starting");
 		return -1;
 	}
-	if (c->timeout_ms == 0 || c->timeout_ms > p->env->policy.limits.timeout_ms) {
-		if (p->env->policy.limits.timeout_ms)
-			c->timeout_ms = p->env->policy.limits.timeout_ms;
-	}
+	/* a cell's time: the call's, else its session's policy's, never more */
+	max = p->env->policy.limits.timeout_ms;
+	if (max && (!c->timeout_ms || c->timeout_ms > max))
+		c->timeout_ms = max;
 	p->call = c;
 	c->sess = p;
 	c->env = p->env;

@@ -69,29 +69,10 @@ static json_t *run_python_tool(const struct policy *p)
 	return tool;
 }
 
-static json_t *sandbox_info_tool(void)
-{
-	json_t *input = json_loads(mcp_schema_sandbox_info_input, 0, NULL);
-	json_t *output = json_loads(mcp_schema_sandbox_info_output, 0, NULL);
-	if (!input || !output) {
-		json_decref(input);
-		json_decref(output);
-		return NULL;
-	}
-	return json_pack("{s:s,s:s,s:s,s:o,s:o,s:{s:s,s:b,s:b,s:b,s:b}}",
-		"name", "sandbox_info",
-		"title", "Sandbox info",
-		"description",
-			"Describe the sandbox that run_python uses: the Python version, the backend, the policy "
-			"name, the resource limits and the MCP tools the code may call.",
-		"inputSchema", input,
-		"outputSchema", output,
-		"annotations", "title", "Sandbox info", "readOnlyHint", 1, "destructiveHint", 0,
-			"idempotentHint", 1, "openWorldHint", 0);
-}
-
-static json_t *session_tool(const char *name, const char *title, const char *desc, const char *in,
-			    const char *out, bool read_only, bool destructive)
+/* A tool whose schemas are fixed (src/mcp/schemas/) and which reaches
+ * nothing outside the server. */
+static json_t *plain_tool(const char *name, const char *title, const char *desc, const char *in,
+			  const char *out, bool read_only, bool destructive)
 {
 	json_t *input = json_loads(in, 0, NULL), *output = json_loads(out, 0, NULL);
 	if (!input || !output) {
@@ -103,6 +84,14 @@ static json_t *session_tool(const char *name, const char *title, const char *des
 		"name", name, "title", title, "description", desc, "inputSchema", input, "outputSchema", output,
 		"annotations", "title", title, "readOnlyHint", read_only, "destructiveHint", destructive,
 			"idempotentHint", read_only, "openWorldHint", 0);
+}
+
+static json_t *sandbox_info_tool(void)
+{
+	return plain_tool("sandbox_info", "Sandbox info",
+		"Describe the sandbox that run_python uses: the Python version, the backend, the policy "
+		"name, the resource limits and the MCP tools the code may call.",
+		mcp_schema_sandbox_info_input, mcp_schema_sandbox_info_output, true, false);
 }
 
 /* session_open, session_close, session_list, appended to tools */
@@ -122,12 +111,12 @@ static int add_session_tools(json_t *tools, const struct policy *p)
 		"not stop is killed with its session. A session is closed after %s without a cell, %s after "
 		"it was opened, or by session_close; at most %u are open per client. Only this client can "
 		"use its session_id.", idle, life, p->sessions.max_per_client);
-	t[0] = session_tool("session_open", "Open a Python session", open_desc, mcp_schema_session_open_input,
+	t[0] = plain_tool("session_open", "Open a Python session", open_desc, mcp_schema_session_open_input,
 			    mcp_schema_session_open_output, false, false);
-	t[1] = session_tool("session_close", "Close a Python session",
+	t[1] = plain_tool("session_close", "Close a Python session",
 			    "Close a session: its interpreter, processes and files are gone.",
 			    mcp_schema_session_close_input, mcp_schema_session_close_output, false, true);
-	t[2] = session_tool("session_list", "List Python sessions",
+	t[2] = plain_tool("session_list", "List Python sessions",
 			    "List this client's open sessions: id, cells run, whether one is running, age, idle "
 			    "time and when it closes.",
 			    mcp_schema_session_list_input, mcp_schema_session_list_output, true, false);

@@ -473,6 +473,13 @@ static void tool_reply_error(struct run *r, json_t *id, int code, const char *ms
 	json_decref(reply);
 }
 
+void run_tool_unhandled(struct run *r, const json_t *msg)
+{
+	json_t *id = json_object_get(msg, "id");
+	if (id)
+		tool_reply_error(r, id, -32601, "no tools are available in this run");
+}
+
 /* A warm cell's python saying how it ended, just before its exit
  * (zygote.c, report_end): taken as init's report would be, when the run
  * may finish on it.  True when that finished the run. */
@@ -543,8 +550,8 @@ static void on_tool(struct loop_watch *w, uint32_t events, void *data)
 			}
 		} else if (r->req.on_tool_message) {
 			r->req.on_tool_message(r, msg, r->req.tool_ctx);
-		} else if (id) {
-			tool_reply_error(r, id, -32601, "no tools are available in this run");
+		} else {
+			run_tool_unhandled(r, msg);
 		}
 		json_decref(msg);
 	}

@@ -20,8 +20,7 @@ enum cell_state { CELL_NONE, CELL_RUNNING, CELL_INTERRUPTED };
 struct session {
 	struct loop *loop;
 	struct run *run;
-	const struct policy *policy;
-	bool ready, ended, gone_told;
+	bool ready, ended;
 	session_ready_fn ready_fn;
 	session_gone_fn gone_fn;
 	void *ctx;
@@ -144,14 +143,8 @@ static void on_tool_message(struct run *r, json_t *msg, void *ctx)
 	}
 	if (s->tool_message)
 		s->tool_message(r, msg, s->tool_ctx);
-	else if (!note) {
-		json_t *reply = json_pack("{s:s,s:O,s:{s:i,s:s}}", "jsonrpc", "2.0", "id",
-					  json_object_get(msg, "id"), "error", "code", -32601, "message",
-					  "no tools are available in this run");
-		if (reply)
-			run_tool_send(r, reply);
-		json_decref(reply);
-	}
+	else
+		run_tool_unhandled(r, msg);
 }
 
 static void on_tool_done(struct run *r, void *ctx)
@@ -161,7 +154,8 @@ static void on_tool_done(struct run *r, void *ctx)
 		s->tool_done(r, s->tool_ctx);
 }
 
-/* The jail's run ended: no more cells. */
+/* The jail's run ended (once): no more cells.  Its owner hears it as
+ * the open's failure, or as the session gone. */
 static void on_done(struct run *r, void *ctx)
 {
 	struct session *s = ctx;
@@ -175,17 +169,12 @@ static void on_done(struct run *r, void *ctx)
 		else
 			pc_fail(&err, ECHILD, "session", "the session's interpreter ended before it was ready (%s)",
 				run_status_name(res->status));
-		s->ready = true;   /* told */
-		s->gone_told = true;
 		s->ready_fn(s, &err, s->ctx);
 		return;
 	}
 	if (s->state != CELL_NONE)
 		cell_finish(s, NULL);
-	if (!s->gone_told) {
-		s->gone_told = true;
-		s->gone_fn(s, s->ctx);
-	}
+	s->gone_fn(s, s->ctx);
 }
 
 static void on_timer(struct loop_watch *w, uint32_t events, void *data)
@@ -219,7 +208,6 @@ struct session *session_open(struct loop *l, const struct run_request *q, struct
 	struct run_request req = *q;
 
 	s->loop = l;
-	s->policy = q->policy;
 	s->cap = q->policy->limits.output_bytes;
 	s->ready_fn = ready;
 	s->gone_fn = gone;

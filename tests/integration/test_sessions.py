@@ -56,6 +56,15 @@ def client():
     c.kill()
 
 
+def assert_no_jails_soon(client, timeout=5):
+    """Within timeout, no run's process is left below the server (its
+    zygote and ready jails aside)."""
+    deadline = time.monotonic() + timeout
+    while run_jails(client.proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert run_jails(client.proc.pid) == []
+
+
 def policy_args(policy_file, **sessions):
     return ["--policy", policy_file({"sessions": sessions}, name="sessions")]
 
@@ -110,8 +119,8 @@ def test_cells_share_globals_imports_and_workspace(client):
     assert r3["stderr"].endswith("ZeroDivisionError: division by zero\n")
     r4 = client.cell(sid, "import sys\nsys.exit(3)")
     assert (r4["status"], r4["exit_code"]) == ("error", 3)
-    r5 = client.cell(sid, "'rows' in globals(), statistics.__name__")
-    assert r5["status"] == "ok" and r5["return_value"] == [False, "statistics"]
+    r5 = client.cell(sid, "'rows' in globals(), statistics.__name__, y * 2", variables={"y": 21})
+    assert r5["status"] == "ok" and r5["return_value"] == [False, "statistics", 42]
     listed = client.ok("session_list", {})["sessions"]
     assert [(s["session_id"], s["cells"], s["busy"]) for s in listed] == [(sid, 5, False)]
     assert client.ok("session_close", {"session_id": sid}) == {"session_id": sid, "cells": 5}
@@ -145,10 +154,7 @@ def test_a_cell_that_ignores_the_interrupt_has_its_session_killed(client):
     assert "the session ended: its interpreter is gone" in r.get("warnings", [])
     assert client.error_text("run_python", {"session_id": sid, "code": "1"}) == "run_python: " + NOT_FOUND
     # its jail is gone with it
-    deadline = time.monotonic() + 5
-    while run_jails(client.proc.pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert run_jails(client.proc.pid) == []
+    assert_no_jails_soon(client)
     client.close()
 
 
@@ -188,10 +194,7 @@ def test_a_closed_session_leaves_no_process(client):
     assert r["status"] == "ok" and isinstance(r["return_value"], int)
     assert run_jails(client.proc.pid) != []
     client.ok("session_close", {"session_id": sid})
-    deadline = time.monotonic() + 5
-    while run_jails(client.proc.pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert run_jails(client.proc.pid) == []
+    assert_no_jails_soon(client)
     client.close()
 
 
