@@ -1,6 +1,7 @@
 // Sessions (issue 14) as an agent uses them, through the official clients:
-// the v1 SDK (2025 revisions, initialize) and the v2 client pinned to
-// 2026-07-28 (no protocol session at all: the handle is the state).  Each
+// the v1 SDK (2025 revisions, initialize), the v2 client pinned to
+// 2026-07-28 (no protocol session at all: the handle is the state) and the
+// v2 client in the legacy era.  Each
 // checks every structuredContent against the tool's outputSchema.
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
@@ -9,7 +10,11 @@ import { connect, connectV2, descendants } from "./helpers.js";
 
 const CSV = "city,temp\nOslo,3\nRome,14\nCairo,24\n";
 
-for (const [era, open] of [["v1 SDK, 2025-11-25", () => connect()], ["v2 client, 2026-07-28", () => connectV2()]]) {
+for (const [era, open] of [
+  ["v1 SDK, 2025-11-25", () => connect()],
+  ["v2 client pinned to 2026-07-28", () => connectV2()],
+  ["v2 client, legacy era", () => connectV2([], "legacy")],
+]) {
   describe(era, () => {
     test("open a session, load a CSV, compute from cell 1's frame in cell 2, write and read a file, close", async () => {
       const s = await open();
