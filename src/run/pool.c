@@ -2,6 +2,9 @@
 #include "config.h"
 
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
 
 #include "base/log.h"
 #include "jail/jail.h"
@@ -17,6 +20,10 @@ struct run_pool {
 	unsigned n_making;
 	uint64_t failed_ms;       /* when making one last failed */
 	bool up;                  /* the last one tried was made */
+	/* the next try after a failure, a second later (not only when a run
+	 * ends: then that run's descriptors may be what the try lacked) */
+	int timer_fd;
+	struct loop_watch w_timer;
 };
 
 unsigned run_pool_ready(const struct run_pool *p)
@@ -34,6 +41,16 @@ unsigned run_pool_size(const struct run_pool *p)
 	return p && p->env->warm ? p->size : 0;
 }
 
+static void on_retry(struct loop_watch *w, uint32_t events, void *data)
+{
+	struct run_pool *p = data;
+	uint64_t n;
+	(void)!read(p->timer_fd, &n, sizeof(n));
+	run_pool_fill(p);
+	(void)w;
+	(void)events;
+}
+
 struct run_pool *run_pool_new(struct loop *l, const struct run_env *env, unsigned size)
 {
 	struct run_pool *p = xcalloc(1, sizeof(*p));
@@ -42,6 +59,12 @@ struct run_pool *run_pool_new(struct loop *l, const struct run_env *env, unsigne
 	p->size = size;
 	p->ready = xcalloc(size ? size : 1, sizeof(*p->ready));
 	p->making = xcalloc(size ? size : 1, sizeof(*p->making));
+	/* without it, a failed try is retried when a run ends, as before */
+	p->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	if (p->timer_fd >= 0 && loop_add(l, &p->w_timer, p->timer_fd, EPOLLIN, on_retry, p) < 0) {
+		close(p->timer_fd);
+		p->timer_fd = -1;
+	}
 	return p;
 }
 
@@ -56,9 +79,12 @@ static struct run *take(struct run_pool *p, unsigned i)
 /* Making a ready jail failed: say why; the next try is a second away. */
 static void pool_failed(struct run_pool *p, const struct pc_err *err)
 {
+	struct itimerspec t = { .it_value = { 1, 0 } };
 	log_warn("pool: could not make a ready jail: %s: %s", err->step, err->msg);
 	p->failed_ms = now_ms();
 	p->up = false;
+	if (p->timer_fd >= 0)
+		timerfd_settime(p->timer_fd, 0, &t, NULL);
 }
 
 /* A jail asked for by run_pool_fill came, or could not be made. */
@@ -128,6 +154,10 @@ void run_pool_free(struct run_pool *p)
 		run_free(p->ready[i]);
 	for (unsigned i = 0; i < p->n_making; i++)
 		run_free(p->making[i]);
+	if (p->timer_fd >= 0) {
+		loop_del(p->loop, &p->w_timer);
+		close(p->timer_fd);
+	}
 	free(p->ready);
 	free(p->making);
 	free(p);

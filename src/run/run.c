@@ -681,6 +681,8 @@ static int run_spawn(struct run *r, bool park, struct pc_err *setup_err)
 	int in[2] = { -1, -1 }, o[2] = { -1, -1 }, e[2] = { -1, -1 }, tool[2] = { -1, -1 };
 	cleanup_free char *vars = NULL;
 
+	if (q->spawner && q->spawner->ops->revive && q->spawner->ops->serves(q->spawner, p))
+		q->spawner->ops->revive(q->spawner);
 	if (q->cgroups && cgroup_run_create(q->cgroups, &p->limits, &r->cgroup, &r->result, setup_err) < 0)
 		return -1;
 	log_debug("%6llu us: run cgroup created", (unsigned long long)log_elapsed_us());

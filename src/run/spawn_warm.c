@@ -306,6 +306,14 @@ static bool warm_serves(const struct spawner *sp, const struct policy *p)
 	return z->have_policy && policy_equal(&z->policy, p);
 }
 
+static void warm_revive(struct spawner *sp)
+{
+	struct zygote *z = zygote_of(sp);
+	struct pc_err err = { 0 };
+	if (z->dead && zygote_restart(z, &err) < 0)
+		log_debug("warm starts: not restarted yet: %s", err.msg);
+}
+
 pid_t zygote_pid(const struct spawner *sp)
 {
 	return sp && sp->ops == &warm_ops ? zygote_of_const(sp)->pid : 0;
@@ -433,12 +441,19 @@ static int recv_reply(int fd, int flags, struct spawn_reply *reply, struct jail 
 		errno = n == 0 ? EPIPE : EPROTO;
 		return -1;
 	}
-	/* a failure reply carries no fds */
-	if (!reply->ok)
-		return 0;
 	c = CMSG_FIRSTHDR(&mh);
-	if (!c || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(fds))) {
-		errno = EPROTO;
+	/* a failure reply carries no fds; a success reply two, unless we had
+	 * no room for them (EMFILE: the kernel installs what fits and says
+	 * MSG_CTRUNC): what did come is closed, or it leaks */
+	if (!reply->ok || !c || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(fds)) ||
+	    (mh.msg_flags & MSG_CTRUNC)) {
+		for (; c; c = CMSG_NXTHDR(&mh, c))
+			if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
+				for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++)
+					close(((int *)CMSG_DATA(c))[i]);
+		if (!reply->ok)
+			return 0;
+		errno = (mh.msg_flags & MSG_CTRUNC) ? EMFILE : EPROTO;
 		return -1;
 	}
 	memcpy(fds, CMSG_DATA(c), sizeof(fds));
@@ -469,6 +484,10 @@ static int warm_spawn(struct spawner *sp, const struct jail_spec *s, struct jail
 			*err = reply.err;
 			return -1;
 		default:
+			/* our table was full, not the zygote wrong: it serves on
+			 * (the jail it made ends when its sync socket closes) */
+			if (errno == EMFILE)
+				return pc_syserr(err, "warm", "receive the jail's descriptors");
 			break;
 		}
 	}
@@ -488,6 +507,12 @@ static void on_ahead(struct loop_watch *w, uint32_t events, void *data)
 
 	if (rc < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
+	if (rc < 0 && errno == EMFILE) {
+		/* the reply came, its descriptors did not fit: that jail
+		 * failed, the zygote did not */
+		rc = 0;
+		pc_syserr(&reply.err, "warm", "receive the jail's descriptors");
+	}
 	if (rc < 0 || !a) {
 		struct pc_err err = { 0 };
 		pc_fail(&err, EPIPE, "warm", "the zygote stopped answering");
@@ -601,6 +626,7 @@ static const struct spawner_ops warm_ops = {
 	.name = "warm",
 	.prepare = warm_prepare,
 	.serves = warm_serves,
+	.revive = warm_revive,
 	.spawn = warm_spawn,
 	.release = warm_release,
 	.deliver = warm_deliver,

@@ -40,6 +40,10 @@ struct spawner_ops {
 	int (*prepare)(struct spawner *sp, const struct policy *p, const char *runtime_dir,
 		       struct pc_err *err);
 	bool (*serves)(const struct spawner *sp, const struct policy *p);
+	/* Optional: before a run opens its descriptors, a spawner that lost
+	 * its process starts it again (when it may), so that the restart
+	 * does not compete with that run for them. */
+	void (*revive)(struct spawner *sp);
 	int (*spawn)(struct spawner *sp, const struct jail_spec *s, struct jail *j, struct pc_err *err);
 	int (*release)(struct spawner *sp, const struct jail_spec *s, struct jail *j, struct pc_err *err);
 	int (*deliver)(struct spawner *sp, const struct jail_spec *s, const struct jail *j,
