@@ -14,6 +14,14 @@ _TOOL_NAMES = frozenset({
 })
 
 
+def display(*objs):
+    """Show images in the result of this run or cell: matplotlib figures,
+    objects with _repr_png_ (PIL images...), or PNG bytes.  Figures that a
+    cell leaves open are shown without it."""
+    from . import _cell
+    _cell.display(*objs)
+
+
 def __getattr__(name):
     if name in _TOOL_NAMES:
         from . import tools

@@ -19,6 +19,8 @@ RUN_DIR = "/run/pycell"
 CODE_FILE = RUN_DIR + "/main.py"
 VARIABLES_FILE = RUN_DIR + "/variables.json"
 FILES_FILE = RUN_DIR + "/files.json"
+OUTPUTS_FILE = RUN_DIR + "/outputs"
+WORKSPACE = "/workspace"
 FILENAME = "<cell>"
 TOOL_FD = 3
 # The value is sent as one packet; larger ones come back as a shortened
@@ -111,8 +113,9 @@ _INT_MIN, _INT_MAX = -(1 << 63), (1 << 63) - 1
 
 def _to_json(value, limit):
     """The JSON text of value, as the supervisor's parser (jansson) takes it:
-    64-bit integers, no NaN, no NUL in strings, no duplicate keys.  Raises
-    _NotJSON otherwise, or past limit characters.  Pure Python on purpose:
+    64-bit integers, no NaN, no NUL in strings, no duplicate keys; what
+    JSON has no type for becomes its _typed() stand-in.  Raises _NotJSON
+    when that fails, or past limit characters.  Pure Python on purpose:
     the json module imports re, which costs more than most cells."""
     out = []
     size = [0]
@@ -147,13 +150,9 @@ def _to_json(value, limit):
             if "\0" in v:
                 raise _NotJSON("NUL")
             put(_quote(v))
-        elif isinstance(v, int):
-            if not _INT_MIN <= v <= _INT_MAX:
-                raise _NotJSON("big int")
+        elif isinstance(v, int) and _INT_MIN <= v <= _INT_MAX:
             put(int.__repr__(v))
-        elif isinstance(v, float):
-            if v != v or v in (float("inf"), float("-inf")):
-                raise _NotJSON("not finite")
+        elif isinstance(v, float) and v - v == 0:   # not NaN nor infinite
             put(float.__repr__(v))
         elif isinstance(v, (list, tuple)):
             put("[")
@@ -177,10 +176,99 @@ def _to_json(value, limit):
                 enc(x, depth + 1)
             put("}")
         else:
-            raise _NotJSON(type(v).__name__)
+            enc(_typed(v), depth + 1)
 
     enc(value, 0)
     return "".join(out)
+
+# Bounds of a typed value's preview: rows of a frame or series, elements
+# of an array or set, bytes of a bytes value.
+_PREVIEW_ROWS = 20
+_PREVIEW_ITEMS = 1000
+_PREVIEW_BYTES = 64 << 10
+
+
+def _items(kind, seq, n, **extra):
+    d = {"$type": kind}
+    d.update(extra)
+    d["length"] = n
+    d["items"] = seq
+    if len(seq) < n:
+        d["truncated"] = True
+    return d
+
+
+def _typed(v):
+    """A JSON stand-in for a value JSON has no type for, its kind named by
+    "$type" (man pycell(1), RESULT): numbers JSON cannot hold, sets, bytes,
+    dates, numpy arrays and scalars, pandas frames and series, with bounded
+    previews of big ones.  Raises _NotJSON for anything else.  Nothing is
+    imported: a numpy value exists only when its module is loaded."""
+    t = type(v)
+    mod = getattr(t, "__module__", "") or ""
+    if isinstance(v, float):
+        return {"$type": "float", "value": "nan" if v != v else ("inf" if v > 0 else "-inf")}
+    if isinstance(v, int):
+        return {"$type": "int", "value": int.__repr__(v)}
+    if isinstance(v, (set, frozenset)):
+        items = list(v)
+        try:
+            items.sort()
+        except Exception:
+            pass
+        n = len(items)
+        return _items("frozenset" if isinstance(v, frozenset) else "set", items[:_PREVIEW_ITEMS], n)
+    if isinstance(v, (bytes, bytearray)):
+        import binascii
+        d = {"$type": t.__name__ if t in (bytes, bytearray) else "bytes", "length": len(v),
+             "base64": binascii.b2a_base64(bytes(v[:_PREVIEW_BYTES]), newline=False).decode("ascii")}
+        if len(v) > _PREVIEW_BYTES:
+            d["truncated"] = True
+        return d
+    if isinstance(v, complex):
+        return {"$type": "complex", "real": v.real, "imag": v.imag}
+    if mod == "datetime":
+        if hasattr(v, "total_seconds"):
+            return {"$type": "timedelta", "seconds": v.total_seconds()}
+        if hasattr(v, "isoformat"):
+            return {"$type": t.__name__, "value": v.isoformat()}
+    if mod == "decimal":
+        return {"$type": "decimal", "value": str(v)}
+    if mod.startswith("numpy"):
+        np = sys.modules.get("numpy")
+        if np is not None and isinstance(v, np.ndarray):
+            d = {"$type": "numpy.ndarray", "dtype": str(v.dtype), "shape": list(v.shape)}
+            if v.size <= _PREVIEW_ITEMS:
+                d["items"] = v.tolist()
+            else:   # the first elements, in C order
+                d["items"] = v.ravel()[:_PREVIEW_ITEMS].tolist()
+                d["truncated"] = True
+            return d
+        if np is not None and isinstance(v, np.generic):
+            x = v.item()
+            if type(x) is not t:
+                return x
+    if mod.startswith("pandas"):
+        pd = sys.modules.get("pandas")
+        if pd is not None and isinstance(v, pd.DataFrame):
+            head = v.head(_PREVIEW_ROWS)
+            d = {"$type": "pandas.DataFrame", "shape": list(v.shape),
+                 "columns": [str(c) for c in v.columns], "dtypes": [str(x) for x in v.dtypes],
+                 "index": head.index.tolist(),
+                 "rows": [list(r) for r in head.itertuples(index=False, name=None)]}
+            if len(v) > _PREVIEW_ROWS:
+                d["truncated"] = True
+            return d
+        if pd is not None and isinstance(v, pd.Series):
+            head = v.head(_PREVIEW_ROWS)
+            return _items("pandas.Series", head.tolist(), len(v),
+                          name=None if v.name is None else str(v.name), dtype=str(v.dtype),
+                          index=head.index.tolist())
+        if pd is not None and isinstance(v, pd.Timestamp):
+            return {"$type": "datetime", "value": v.isoformat()}
+        if pd is not None and isinstance(v, pd.Timedelta):
+            return {"$type": "timedelta", "seconds": v.total_seconds()}
+    raise _NotJSON(t.__name__)
 
 
 def _encode_value(value, limit):
@@ -238,15 +326,20 @@ def _print_exception(exc):
     traceback.print_exception(type(exc), exc, first)
 
 
-def run_cell(namespace, code, variables=b"", files=None):
+def run_cell(namespace, code, variables=b"", files=None, outputs=False):
     """Run one cell (code, variables: bytes) in namespace, after writing
     files (a list of {path, text or base64}) into the working directory:
-    0, or 1 after printing an uncaught exception.  SystemExit is raised."""
+    0, or 1 after printing an uncaught exception.  SystemExit is raised.
+    With outputs (the client takes them: MCP), the images the cell shows
+    and the files it leaves changed in /workspace go back (send_outputs)."""
     global _source
     runner = _Runner(namespace)
+    value = None
     try:
         if files:
             write_files(files)
+        if outputs:
+            _outputs.start(files)
         _source = code.decode("utf-8", "surrogateescape")
         _load_variables(namespace, variables)
         body, last = _compile(_source)
@@ -256,19 +349,263 @@ def run_cell(namespace, code, variables=b"", files=None):
             if value is not None:
                 _send_value(value)
     except SystemExit:
+        if outputs:
+            _outputs.send(None)
         raise
     except BaseException as e:
         _print_exception(e)
+        if outputs:
+            _outputs.send(None)
         return 1
     finally:
         runner.close()
+    if outputs:
+        _outputs.send(value)
     return 0
+
+
+# What goes back besides the value (the supervisor holds the same caps and
+# is the one that enforces them; these spare the work of sending more).
+IMAGES_MAX = 8
+IMAGE_BYTES_MAX = 4 << 20
+FILES_OUT_MAX = 64
+FILES_OUT_BYTES = 16 << 20
+_WALK_MAX = 10000          # entries of /workspace looked at
+_CHUNK = 3 * (256 << 10)   # raw bytes a packet carries: whole base64 quanta
+
+_MIME = {
+    "txt": "text/plain", "log": "text/plain", "csv": "text/csv", "tsv": "text/tab-separated-values",
+    "json": "application/json", "jsonl": "application/jsonl", "md": "text/markdown",
+    "html": "text/html", "htm": "text/html", "xml": "application/xml", "py": "text/x-python",
+    "yaml": "application/yaml", "yml": "application/yaml", "svg": "image/svg+xml",
+    "png": "image/png", "jpg": "image/jpeg", "jpeg": "image/jpeg", "gif": "image/gif",
+    "webp": "image/webp", "pdf": "application/pdf", "zip": "application/zip",
+    "gz": "application/gzip", "parquet": "application/vnd.apache.parquet",
+    "npy": "application/octet-stream", "bin": "application/octet-stream", "xlsx":
+    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+}
+
+
+def _mime(path, data):
+    """The MIME type of a file: by its extension, else text/plain when its
+    first bytes (data: all of them, or a sample) are UTF-8."""
+    ext = path.rpartition(".")[2].lower() if "." in path.rpartition("/")[2] else ""
+    m = _MIME.get(ext)
+    if m:
+        return m
+    import codecs
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(data[:4096], final=len(data) <= 4096)
+        return "text/plain" if data else "application/octet-stream"
+    except UnicodeDecodeError:
+        return "application/octet-stream"
+
+
+def _send_blob(params, data):
+    """Send data (bytes) with params (a dict) in pycell/blob packets: the
+    first carries params, each a part of data as base64, the last one
+    "more": false.  False when the socket would not take it."""
+    import binascii
+    import json
+    import os
+    global _CHUNK
+    off, first = 0, True
+    while True:
+        part = data[off:off + _CHUNK]
+        p = dict(params) if first else {}
+        p["data"] = binascii.b2a_base64(part, newline=False).decode("ascii")
+        p["more"] = off + len(part) < len(data)
+        try:
+            os.write(TOOL_FD, json.dumps({"jsonrpc": "2.0", "method": "pycell/blob",
+                                         "params": p}).encode("utf-8"))
+        except OSError as e:
+            if e.errno == 90 and _CHUNK > 3 * 4096:   # EMSGSIZE: a smaller socket buffer
+                _CHUNK = _CHUNK // 12 * 3
+                continue
+            return False
+        off += len(part)
+        first = False
+        if not p["more"]:
+            return True
+
+
+def _png(obj):
+    """PNG bytes of obj: a matplotlib figure, or anything with _repr_png_
+    (PIL images and the like); None otherwise."""
+    if hasattr(obj, "savefig") and hasattr(obj, "canvas"):
+        import io
+        buf = io.BytesIO()
+        obj.savefig(buf, format="png", bbox_inches="tight")
+        return buf.getvalue()
+    f = getattr(obj, "_repr_png_", None)
+    if f is None or isinstance(obj, type):
+        return None
+    data = f()
+    if isinstance(data, tuple):   # (data, metadata), as IPython allows
+        data = data[0]
+    return data if isinstance(data, (bytes, bytearray)) else None
+
+
+class _Outputs:
+    """The images and the workspace's changes of the running cell."""
+
+    def __init__(self):
+        self.before = None   # {path: (size, mtime_ns, inode)} as last sent
+        self.shown = []
+
+    @staticmethod
+    def _walk():
+        import os
+        seen, stack, n = {}, [""], 0
+        while stack and n < _WALK_MAX:
+            d = stack.pop()
+            try:
+                it = os.scandir(WORKSPACE + "/" + d)
+            except OSError:
+                continue
+            with it:
+                for e in it:
+                    n += 1
+                    if n > _WALK_MAX:
+                        break
+                    path = d + e.name
+                    try:
+                        if e.is_dir(follow_symlinks=False):
+                            stack.append(path + "/")
+                        elif e.is_file(follow_symlinks=False):
+                            st = e.stat(follow_symlinks=False)
+                            seen[path] = (st.st_size, st.st_mtime_ns, st.st_ino)
+                    except OSError:
+                        pass
+        return seen
+
+    def start(self, files):
+        """Before the cell: what /workspace holds now is not its output
+        (in a session, only the call's own files changed since)."""
+        import os
+        self.shown = []
+        if self.before is None:
+            self.before = self._walk()
+            return
+        for f in files or ():
+            try:
+                st = os.stat(WORKSPACE + "/" + f["path"], follow_symlinks=False)
+                self.before[f["path"]] = (st.st_size, st.st_mtime_ns, st.st_ino)
+            except (OSError, KeyError, TypeError):
+                pass
+
+    def send(self, value):
+        try:
+            self._images(value)
+            self._files()
+        except KeyboardInterrupt:
+            raise
+        except BaseException as e:   # the cell's result must not be lost
+            try:
+                sys.stderr.write("pycell: could not send the cell's outputs: %s: %s\n"
+                                 % (type(e).__name__, e))
+            except Exception:
+                pass
+
+    def _images(self, value):
+        pngs, sources = [], []
+        for obj in self.shown:
+            pngs.append(obj)
+            sources.append("display")
+        self.shown = []
+        plt = sys.modules.get("matplotlib.pyplot")
+        figs = set()
+        if plt is not None:
+            for num in plt.get_fignums():
+                fig = plt.figure(num)
+                figs.add(id(fig))
+                pngs.append(fig)
+                sources.append("figure %s" % num)
+        if value is not None and id(value) not in figs and (
+                hasattr(value, "_repr_png_") or (hasattr(value, "savefig") and hasattr(value, "canvas"))):
+            pngs.append(value)
+            sources.append("value")
+        sent = 0
+        for obj, source in zip(pngs, sources):
+            if sent == IMAGES_MAX:
+                sys.stderr.write("pycell: %d more images not sent (at most %d a cell)\n"
+                                 % (len(pngs) - sent, IMAGES_MAX))
+                break
+            data = obj if isinstance(obj, (bytes, bytearray)) else _png(obj)
+            if data is None:
+                continue
+            if len(data) > IMAGE_BYTES_MAX:
+                sys.stderr.write("pycell: an image of %d bytes not sent (at most %d)\n"
+                                 % (len(data), IMAGE_BYTES_MAX))
+                continue
+            if _send_blob({"kind": "image", "mime": "image/png", "source": source}, bytes(data)):
+                sent += 1
+        if plt is not None:
+            plt.close("all")
+
+    def _files(self):
+        after = self._walk()
+        before = self.before or {}
+        changed = sorted(p for p, st in after.items() if before.get(p) != st)
+        gone = sorted(p for p in before if p not in after)
+        self.before = after
+        if len(changed) + len(gone) > FILES_OUT_MAX:
+            sys.stderr.write("pycell: %d files changed in /workspace; the first %d are listed\n"
+                             % (len(changed) + len(gone), FILES_OUT_MAX))
+            changed = changed[:FILES_OUT_MAX]
+            gone = gone[:FILES_OUT_MAX - len(changed)]
+        total = 0
+        for path in changed:
+            size = after[path][0]
+            meta = {"kind": "file", "path": path, "size": size}
+            data = sample = b""
+            if total + size > FILES_OUT_BYTES:
+                meta["omitted"] = "size"
+                try:
+                    with open(WORKSPACE + "/" + path, "rb") as f:
+                        sample = f.read(4096)
+                except OSError:
+                    pass
+            else:
+                try:
+                    with open(WORKSPACE + "/" + path, "rb") as f:
+                        data = f.read(FILES_OUT_BYTES - total + 1)
+                except OSError:
+                    continue
+                if total + len(data) > FILES_OUT_BYTES:
+                    meta["omitted"] = "size"
+                    sample, data = data[:4096], b""
+                else:
+                    meta["size"] = len(data)
+                    total += len(data)
+                    sample = data
+            meta["mime"] = _mime(path, sample)
+            if not _send_blob(meta, data):
+                break
+        for path in gone:
+            _send_blob({"kind": "file", "path": path, "deleted": True}, b"")
+
+
+_outputs = _Outputs()
+
+
+def display(*objs):
+    """Show objects as images in the cell's result: matplotlib figures,
+    anything with _repr_png_, or PNG bytes (pycell.display)."""
+    for obj in objs:
+        if not (isinstance(obj, (bytes, bytearray)) or hasattr(obj, "_repr_png_")
+                or (hasattr(obj, "savefig") and hasattr(obj, "canvas"))):
+            raise TypeError("pycell.display() shows images: a matplotlib figure, an object with "
+                            "_repr_png_ (a PIL image...), or PNG bytes, not %s" % type(obj).__name__)
+        if isinstance(obj, (bytes, bytearray)) and not bytes(obj[:8]) == b"\x89PNG\r\n\x1a\n":
+            raise ValueError("pycell.display(): these bytes are not a PNG image")
+        _outputs.shown.append(obj)
 
 
 def write_files(files):
     """Write the call's files (checked by the supervisor: relative paths
-    without "..", text or base64) below the working directory, making the
-    directories they need."""
+    without "..", text or base64) below /workspace, making the directories
+    they need."""
     import os
     for f in files:
         path = f["path"]
@@ -277,9 +614,8 @@ def write_files(files):
         else:
             import binascii
             data = binascii.a2b_base64(f["base64"])
-        d = os.path.dirname(path)
-        if d:
-            os.makedirs(d, exist_ok=True)
+        path = WORKSPACE + "/" + path
+        os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "wb") as out:
             out.write(data)
 
@@ -292,21 +628,23 @@ def _load_files(raw):
     return json.loads(raw)
 
 
-def main(code=None, variables=None, files=None):
-    """Run the cell: code, variables and files (bytes) as given, else from
-    /run/pycell/main.py, variables.json and files.json."""
+def main(code=None, variables=None, files=None, outputs=None):
+    """Run the cell: code, variables, files and the outputs flag (bytes) as
+    given, else from /run/pycell/main.py, variables.json, files.json and
+    outputs."""
     namespace = sys.modules["__main__"].__dict__
     # the bootstrap "import pycell._cell as c" bound c: not the user's
     namespace.pop("c", None)
     sys.argv[:] = [FILENAME]
     if code is None:
         code, variables, files = _read(CODE_FILE), _read(VARIABLES_FILE), _read(FILES_FILE)
+        outputs = _read(OUTPUTS_FILE)
     try:
         listed = _load_files(files or b"")
     except BaseException as e:
         _print_exception(e)
         sys.exit(1)
-    if run_cell(namespace, code, variables or b"", listed):
+    if run_cell(namespace, code, variables or b"", listed, bool(outputs)):
         sys.exit(1)
 
 
@@ -360,7 +698,8 @@ def warm_main(fd, length):
         os.close(fd)
     files = _unpack(b"".join(parts))
     try:
-        main(files.get("main.py", b""), files.get("variables.json", b""), files.get("files.json", b""))
+        main(files.get("main.py", b""), files.get("variables.json", b""), files.get("files.json", b""),
+             files.get("outputs", b""))
     except SystemExit as e:
         return exit_status(e)
     return 0

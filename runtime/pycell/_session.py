@@ -44,7 +44,7 @@ def _one(namespace, params):
     if isinstance(variables, dict):   # parsed with the message already
         namespace.update(variables)
     try:
-        return _cell.run_cell(namespace, code, b"", params.get("files"))
+        return _cell.run_cell(namespace, code, b"", params.get("files"), bool(params.get("outputs")))
     except SystemExit as e:
         return _cell.exit_status(e)
 

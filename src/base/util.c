@@ -467,3 +467,94 @@ bool strv_eq(char *const *a, size_t na, char *const *b, size_t nb)
 			return false;
 	return true;
 }
+
+const char *rel_path_problem(const char *p, size_t len, size_t max)
+{
+	const char *seg = p;
+	if (!len)
+		return "is empty";
+	if (len > max)
+		return "is too long";
+	if (strlen(p) != len)
+		return "holds a NUL byte";
+	if (*p == '/')
+		return "is absolute: give it relative to /workspace";
+	for (const char *q = p;; q++) {
+		if (*q == '/' || !*q) {
+			size_t n = (size_t)(q - seg);
+			if (n == 0 || (n == 1 && seg[0] == '.') || (n == 2 && seg[0] == '.' && seg[1] == '.'))
+				return "has an empty, \".\" or \"..\" component";
+			if (!*q)
+				return NULL;
+			seg = q + 1;
+		}
+	}
+}
+
+static int b64_value(char c)
+{
+	if (c >= 'A' && c <= 'Z')
+		return c - 'A';
+	if (c >= 'a' && c <= 'z')
+		return c - 'a' + 26;
+	if (c >= '0' && c <= '9')
+		return c - '0' + 52;
+	if (c == '+' || c == '-')
+		return 62;
+	if (c == '/' || c == '_')
+		return 63;
+	return -1;
+}
+
+char *b64_decode(const char *s, size_t len, size_t *out_len)
+{
+	char *out = xmalloc(len * 3 / 4 + 3);
+	size_t n = 0;
+	unsigned acc = 0, bits = 0;
+	while (len && s[len - 1] == '=')
+		len--;
+	for (size_t i = 0; i < len; i++) {
+		int v = b64_value(s[i]);
+		if (v < 0) {
+			free(out);
+			return NULL;
+		}
+		acc = (acc << 6) | (unsigned)v;
+		bits += 6;
+		if (bits >= 8) {
+			bits -= 8;
+			out[n++] = (char)((acc >> bits) & 0xff);
+		}
+	}
+	out[n] = '\0';
+	*out_len = n;
+	return out;
+}
+
+char *b64_encode(const void *p, size_t len)
+{
+	static const char abc[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	const unsigned char *in = p;
+	char *out = xmalloc((len + 2) / 3 * 4 + 1), *o = out;
+	for (size_t i = 0; i < len; i += 3) {
+		unsigned v = (unsigned)in[i] << 16;
+		if (i + 1 < len)
+			v |= (unsigned)in[i + 1] << 8;
+		if (i + 2 < len)
+			v |= in[i + 2];
+		*o++ = abc[v >> 18];
+		*o++ = abc[(v >> 12) & 63];
+		*o++ = i + 1 < len ? abc[(v >> 6) & 63] : '=';
+		*o++ = i + 2 < len ? abc[v & 63] : '=';
+	}
+	*o = '\0';
+	return out;
+}
+
+char *xmemdup(const void *p, size_t n)
+{
+	char *d = xmalloc(n + 1);
+	memcpy(d, p, n);
+	d[n] = '\0';
+	return d;
+}

@@ -98,6 +98,8 @@ void *xmalloc(size_t n);
 void *xcalloc(size_t n, size_t m);
 void *xrealloc(void *p, size_t n);
 char *xstrdup(const char *s);
+/* n bytes of p, and a NUL after them */
+char *xmemdup(const void *p, size_t n);
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* "64M", "1.5G", "4096", "1k": binary units (K=1024).  Returns -1 with
@@ -143,6 +145,15 @@ ssize_t recv_fds(int sock, void *buf, size_t len, int *fds, int max, int *got);
  * and no partial character; utf8_trim_tail: drop a partial character at
  * the end of s (after snprintf cut it). */
 int utf8_prefix(const char *s, size_t max);
+/* Why p (len bytes) is not a path relative to a directory and below it:
+ * empty, longer than max, a NUL, absolute, an empty, "." or ".."
+ * component; NULL when it is one. */
+const char *rel_path_problem(const char *p, size_t len, size_t max);
+/* Decode base64, either alphabet, padding optional: a malloc'd buffer
+ * (NUL-terminated) of *out_len bytes; NULL when s is not base64. */
+char *b64_decode(const char *s, size_t len, size_t *out_len);
+/* Standard base64 with padding: a malloc'd string. */
+char *b64_encode(const void *p, size_t len);
 void utf8_trim_tail(char *s);
 /* One line of /proc/self/mountinfo (proc(5)): ID PARENT MAJ:MIN ROOT
  * MOUNTPOINT OPTIONS [OPTIONAL FIELDS...] - FSTYPE SOURCE SUPER_OPTIONS,

@@ -17,7 +17,7 @@ const char cli_run_usage[] =
 	"      --memory SIZE     memory limit (e.g. 256M, 1G)\n"
 	"      --cpu CORES       CPU share in cores (e.g. 0.5)\n"
 	"      --pids N          maximum number of tasks\n"
-	"      --output-limit SIZE  bytes kept per stream (stdout, stderr); the rest is dropped\n"
+	"      --output-limit SIZE  bytes kept per stream (stdout, stderr): head and tail\n"
 	"      --network MODE    none, or loopback (the jail's own; the default policy's)\n"
 	"      --policy FILE|NAME  policy to run under (default: default)\n"
 	"      --config FILE     configuration file (default /etc/pycell/pycell.conf)\n"

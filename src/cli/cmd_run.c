@@ -25,11 +25,13 @@ struct cli_run {
 	bool done;
 };
 
-static void cli_on_output(void *ctx, enum run_stream s, const char *buf, size_t len)
+/* The head of each stream goes out as it comes; its tail at the end. */
+static void cli_on_output(void *ctx, enum run_stream s, const char *buf, size_t len, size_t kept)
 {
 	struct cli_run *c = ctx;
-	if (c->stream)
-		(void)write_all(s == RUN_STDOUT ? 1 : 2, buf, len);
+	if (c->stream && kept)
+		(void)write_all(s == RUN_STDOUT ? 1 : 2, buf, kept);
+	(void)len;
 }
 
 static void cli_on_done(struct run *r, void *ctx)
@@ -41,11 +43,15 @@ static void cli_on_done(struct run *r, void *ctx)
 
 static void report_end(const struct run_result *res, const struct policy *p)
 {
+	/* the head went out as it came; the rest (the marker and the tail,
+	 * or what fits the cap after the head) only now */
+	(void)write_all(1, res->out.data + res->out.head_len, res->out.len - res->out.head_len);
+	(void)write_all(2, res->err.data + res->err.head_len, res->err.len - res->err.head_len);
 	if (res->out.truncated)
-		fprintf(stderr, "pycell: stdout truncated at %zu bytes (%llu more dropped)\n",
+		fprintf(stderr, "pycell: stdout truncated: %zu bytes kept (its head and tail), %llu dropped\n",
 			res->out.len, (unsigned long long)res->out.dropped);
 	if (res->err.truncated)
-		fprintf(stderr, "pycell: stderr truncated at %zu bytes (%llu more dropped)\n",
+		fprintf(stderr, "pycell: stderr truncated: %zu bytes kept (its head and tail), %llu dropped\n",
 			res->err.len, (unsigned long long)res->err.dropped);
 	switch (res->status) {
 	case RUN_SETUP_FAILED:

@@ -42,9 +42,11 @@ void result_init(struct run_result *r)
 
 void result_free(struct run_result *r)
 {
-	free(r->out.data);
-	free(r->err.data);
+	outbuf_free(&r->out);
+	outbuf_free(&r->err);
 	free(r->return_value);
+	json_decref(r->images);
+	json_decref(r->files);
 	for (int i = 0; i < r->n_warnings; i++)
 		free(r->warnings[i]);
 	json_decref(r->tool_calls);
@@ -183,7 +185,181 @@ json_t *result_to_json(const struct run_result *r)
 			"errno_name", en, "message", r->setup_error.msg));
 	}
 	json_object_set_new(o, "tool_calls", r->tool_calls ? json_incref(r->tool_calls) : json_null());
+	if (r->images)
+		json_object_set_new(o, "images", result_outputs_json(r->images));
+	if (r->files)
+		json_object_set_new(o, "files", result_outputs_json(r->files));
 	return o;
+}
+
+json_t *result_outputs_json(const json_t *list)
+{
+	json_t *a = json_array(), *e;
+	size_t i;
+	json_array_foreach(list, i, e) {
+		json_t *c = json_copy((json_t *)e);
+		json_object_del(c, "data");
+		json_array_append_new(a, c);
+	}
+	return a;
+}
+
+/* ------------------------------------------------------------ output */
+
+void outbuf_init(struct output_buf *b, uint64_t cap)
+{
+	memset(b, 0, sizeof(*b));
+	b->cap = cap;
+	if (cap >= OUTBUF_SPLIT_MIN)
+		b->ring_cap = (size_t)(cap - cap / 2 - OUTBUF_MARKER_MAX);
+}
+
+static size_t head_cap(const struct output_buf *b)
+{
+	return (size_t)(b->cap >= OUTBUF_SPLIT_MIN ? b->cap / 2 : b->cap);
+}
+
+/* Into the ring, whose oldest bytes go when it is full. */
+static void ring_add(struct output_buf *b, const char *p, size_t n)
+{
+	if (!b->ring)
+		b->ring = xmalloc(b->ring_cap);
+	if (n >= b->ring_cap) {
+		/* all the ring held, and the start of this, are dropped */
+		b->dropped += b->ring_len + (n - b->ring_cap);
+		memcpy(b->ring, p + n - b->ring_cap, b->ring_cap);
+		b->ring_len = b->ring_cap;
+		b->ring_pos = 0;
+		return;
+	}
+	while (n) {
+		size_t at = (b->ring_pos + b->ring_len) % b->ring_cap, k;
+		if (b->ring_len == b->ring_cap) {   /* full: overwrite the oldest */
+			at = b->ring_pos;
+			k = b->ring_cap - at < n ? b->ring_cap - at : n;
+			b->dropped += k;
+			b->ring_pos = (b->ring_pos + k) % b->ring_cap;
+		} else {
+			k = b->ring_cap - b->ring_len;
+			if (k > n)
+				k = n;
+			if (k > b->ring_cap - at)
+				k = b->ring_cap - at;
+			b->ring_len += k;
+		}
+		memcpy(b->ring + at, p, k);
+		p += k;
+		n -= k;
+	}
+}
+
+/* data holds the whole stream up to the cap; past it, the head stays in
+ * data and the rest goes through the ring. */
+size_t outbuf_append(struct output_buf *b, const char *p, size_t n)
+{
+	size_t hc = head_cap(b), before = b->len < hc ? b->len : hc, live;
+	if (!b->truncated) {
+		size_t room = b->cap > b->len ? (size_t)b->cap - b->len : 0, k = n < room ? n : room;
+		if (k) {
+			if (b->alloc < b->len + k + 1) {
+				size_t a = b->alloc ? b->alloc * 2 : 4096;
+				while (a < b->len + k + 1)
+					a *= 2;
+				if (a > b->cap + 1)
+					a = (size_t)b->cap + 1;
+				b->data = xrealloc(b->data, a);
+				b->alloc = a;
+			}
+			memcpy(b->data + b->len, p, k);
+			b->len += k;
+			b->data[b->len] = '\0';
+			p += k;
+			n -= k;
+		}
+		if (n) {
+			/* past the cap: what data holds past the head starts the tail */
+			b->truncated = true;
+			if (b->ring_cap) {
+				ring_add(b, b->data + hc, b->len - hc);
+				b->len = hc;
+				b->data[b->len] = '\0';
+			}
+		}
+	}
+	if (n) {
+		if (b->ring_cap)
+			ring_add(b, p, n);
+		else
+			b->dropped += n;
+	}
+	/* the head's new bytes: final, a caller may show them as they come */
+	live = (b->len < hc ? b->len : hc) - before;
+	return live;
+}
+
+/* bytes of s[0..n) that are the trailing part of a cut UTF-8 character */
+static size_t utf8_cut_tail(const char *s, size_t n)
+{
+	size_t k = 0;
+	while (k < n && k < 3 && ((unsigned char)s[n - 1 - k] & 0xc0) == 0x80)
+		k++;
+	if (k < n) {
+		unsigned char lead = (unsigned char)s[n - 1 - k];
+		size_t need = lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : lead >= 0xc0 ? 2 : 1;
+		if (need > k + 1)
+			return k + 1;   /* the lead and its continuation bytes: cut short */
+	}
+	return 0;
+}
+
+void outbuf_finish(struct output_buf *b, const char *stream)
+{
+	char marker[OUTBUF_MARKER_MAX];
+	size_t skip = 0, cut, m;
+	char *tail;
+
+	if (b->finished)
+		return;
+	b->finished = true;
+	if (!b->ring_len) {
+		/* the bytes outbuf_append called live; the rest are news */
+		b->head_len = b->len < head_cap(b) ? b->len : head_cap(b);
+		if (!b->data && b->truncated)
+			b->data = xstrdup("");
+		free(steal_ptr(&b->ring));
+		return;
+	}
+	tail = xmalloc(b->ring_len);
+	for (size_t i = 0; i < b->ring_len; i++)
+		tail[i] = b->ring[(b->ring_pos + i) % b->ring_cap];
+	free(steal_ptr(&b->ring));
+	/* whole characters on both sides of the marker */
+	cut = utf8_cut_tail(b->data, b->len);
+	b->len -= cut;
+	while (skip < b->ring_len && skip < 3 && ((unsigned char)tail[skip] & 0xc0) == 0x80)
+		skip++;
+	b->dropped += cut + skip;
+	m = (size_t)snprintf(marker, sizeof(marker), "\n[... pycell: %llu bytes of %s dropped here ...]\n",
+			     (unsigned long long)b->dropped, stream);
+	if (m >= sizeof(marker))
+		m = sizeof(marker) - 1;
+	b->head_len = b->len;
+	b->data = xrealloc(b->data, b->len + m + (b->ring_len - skip) + 1);
+	memcpy(b->data + b->len, marker, m);
+	memcpy(b->data + b->len + m, tail + skip, b->ring_len - skip);
+	b->len += m + b->ring_len - skip;
+	b->data[b->len] = '\0';
+	b->alloc = b->len + 1;
+	b->ring_len = b->ring_pos = 0;
+	free(tail);
+}
+
+void outbuf_free(struct output_buf *b)
+{
+	free(b->data);
+	free(b->ring);
+	b->data = b->ring = NULL;
+	b->len = b->ring_len = b->alloc = 0;
 }
 
 int result_exit_status(const struct run_result *r)

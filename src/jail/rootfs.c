@@ -206,7 +206,8 @@ static int bind_python_etc(struct pc_err *err)
 static int build_etc(const struct policy *p, struct pc_err *err)
 {
 	static const char *const copies[] = { "ld.so.cache", "nsswitch.conf", "services",
-					      "protocols", "localtime", "host.conf", "gai.conf" };
+					      "protocols", "localtime", "host.conf", "gai.conf",
+					      "matplotlibrc" /* Debian's matplotlib reads only this one */ };
 	char buf[1024];
 	int n;
 	if (mkdir_p(NEW "/etc", 0755, err) < 0)
@@ -236,6 +237,9 @@ static int build_etc(const struct policy *p, struct pc_err *err)
 	/* Debian reaches some libraries through alternatives links (numpy's
 	 * libblas.so.3 -> /etc/alternatives/libblas.so.3-x86_64-linux-gnu) */
 	if (bind_path("/etc/alternatives", "/etc/alternatives", true, false, err) < 0)
+		return -1;
+	/* fontconfig's (matplotlib's text, PIL's fonts) */
+	if (bind_path("/etc/fonts", "/etc/fonts", true, false, err) < 0)
 		return -1;
 	if (bind_python_etc(err) < 0)
 		return -1;

@@ -25,8 +25,11 @@ void mcp_call_free(struct mcp_call *c)
 		result_free(c->cell_res);
 		free(c->cell_res);
 	}
+	outbuf_free(&c->whole_out);
+	outbuf_free(&c->whole_err);
 	free(c->files_json);
 	free(c->session_id);
+	free(c->news);
 	json_decref(c->id);
 	json_decref(c->progress_token);
 	free(c->code);
@@ -106,8 +109,55 @@ void mcp_call_progress(struct mcp_call *c, const char *message)
 	if (c->progress_total)
 		json_object_set_new(params, "total", json_integer((json_int_t)c->progress_total));
 	if (c->v >= PROTO_2025_03_26)
-		json_object_set_new(params, "message", json_string(message));
+		json_object_set_new(params, "message", json_text(message, strlen(message)));
 	mcp_send(c->session, jsonrpc_notification("notifications/progress", params), c->id);
+}
+
+/* A progress notification of the run's time and its new output. */
+static void progress_with_news(struct mcp_call *c)
+{
+	uint64_t ran = now_ms() - c->t_started;
+	cleanup_free char *msg = NULL;
+	if (!c->news_len && !c->news_dropped) {
+		msg = xasprintf("running for %llu s", (unsigned long long)((ran + 500) / 1000));
+	} else {
+		char more[64] = "";
+		if (c->news_dropped)
+			snprintf(more, sizeof(more), "\n[... %llu bytes more: the result has them]",
+				 (unsigned long long)c->news_dropped);
+		msg = xasprintf("running for %llu s; output:\n%.*s%s", (unsigned long long)((ran + 500) / 1000),
+				(int)c->news_len, c->news ? c->news : "", more);
+	}
+	c->news_len = 0;
+	c->news_dropped = 0;
+	mcp_call_progress(c, msg);
+}
+
+void mcp_call_output(void *ctx, enum run_stream st, const char *buf, size_t len)
+{
+	struct mcp_call *c = ctx;
+	const char *label = st == RUN_STDERR ? "[stderr] " : "[stdout] ";
+	size_t room;
+	if (!c->progress_token || !c->session || c->cancelled || c->ended || c->v < PROTO_2025_03_26)
+		return;
+	if (!c->news)
+		c->news = xmalloc(PROGRESS_OUTPUT_MAX + 1);
+	/* where the stream changes, it is named (stdout needs no name first) */
+	if ((c->news_len ? st != c->news_stream : st == RUN_STDERR) &&
+	    c->news_len + strlen(label) + 1 <= PROGRESS_OUTPUT_MAX) {
+		if (c->news_len && c->news[c->news_len - 1] != '\n')
+			c->news[c->news_len++] = '\n';
+		memcpy(c->news + c->news_len, label, strlen(label));
+		c->news_len += strlen(label);
+	}
+	c->news_stream = st;
+	room = PROGRESS_OUTPUT_MAX - c->news_len;
+	for (size_t i = 0; i < len && i < room; i++)   /* a NUL would end the message */
+		c->news[c->news_len++] = buf[i] ? buf[i] : ' ';
+	if (len > room)
+		c->news_dropped += len - room;
+	if (now_ms() - c->t_progress >= PROGRESS_OUTPUT_MS)
+		progress_with_news(c);
 }
 
 static void tick_update(struct mcp_server *s)
@@ -133,14 +183,13 @@ void mcp_on_tick(struct loop_watch *w, uint32_t events, void *data)
 	uint64_t n;
 	(void)!read(s->tick_fd, &n, sizeof(n));
 	for (struct mcp_call *c = s->active.head; c; c = c->next) {
-		char msg[64];
 		uint64_t ran = now_ms() - c->t_started;
 		/* the tick is the server's, not the run's: a run that just
-		 * started waits for the next one */
-		if (c->state != CALL_RUNNING || c->ended || ran < PROGRESS_INTERVAL_MS / 2)
+		 * started waits for the next one, unless it has output to tell */
+		if (c->state != CALL_RUNNING || c->ended || (ran < PROGRESS_INTERVAL_MS / 2 && !c->news_len) ||
+		    now_ms() - c->t_progress < PROGRESS_OUTPUT_MS)
 			continue;
-		snprintf(msg, sizeof(msg), "running for %llu s", (unsigned long long)((ran + 500) / 1000));
-		mcp_call_progress(c, msg);
+		progress_with_news(c);
 	}
 	tick_update(s);
 	(void)w;
@@ -159,6 +208,12 @@ void mcp_call_ended(struct mcp_call *c)
 	c->ended_next = c->srv->ended;
 	c->srv->ended = c;
 	mcp_kick(c->srv);
+}
+
+static void call_on_output(void *ctx, enum run_stream st, const char *buf, size_t len, size_t kept)
+{
+	mcp_call_output(ctx, st, buf, len);
+	(void)kept;
 }
 
 static void call_on_done(struct run *r, void *ctx)
@@ -185,14 +240,26 @@ static void count_run(struct mcp_stats *st, const struct run_result *r)
 
 /* The CallToolResult of run r of call c: the result object as
  * structuredContent, and its text. */
-static json_t *run_tool_result(const struct mcp_call *c, const struct run_result *r)
+static json_t *run_tool_result(struct mcp_call *c, const struct run_result *r)
 {
 	json_t *res = result_to_json(r);
-	json_t *text, *sess = mcp_session_result(c);
+	json_t *text, *links, *out, *content, *img, *sess = mcp_session_result(c);
+	size_t i;
 	if (sess)
 		json_object_set_new(res, "session", sess);
+	links = mcp_resources_keep(c, r, res);
 	text = mcp_result_text(res, r, &c->env->policy, mcp_call_timeout_ms(c));
-	return mcp_tool_result(c->v, text, res, r->status != RUN_OK);
+	out = mcp_tool_result(c->v, text, res, r->status != RUN_OK);
+	/* the images as image content, the files and the whole output as
+	 * links (which came with 2025-06-18) */
+	content = json_object_get(out, "content");
+	json_array_foreach(r->images, i, img)
+		json_array_append_new(content, json_pack("{s:s,s:O,s:O}", "type", "image", "data",
+			json_object_get(img, "data"), "mimeType", json_object_get(img, "mime_type")));
+	if (c->v >= PROTO_2025_06_18)
+		json_array_extend(content, links);
+	json_decref(links);
+	return out;
 }
 
 static void finish_run_python(struct mcp_call *c)
@@ -234,8 +301,17 @@ static void finish_version(struct mcp_call *c)
 	if (!r) {
 		/* could not start: ensure_version_probe logged why */
 	} else if (r->status == RUN_OK && r->out.data && sscanf(r->out.data, "%31s %31s", impl, ver) == 2) {
+		const char *nl = strchr(r->out.data, '\n');
+		json_t *list = nl ? json_loads(nl + 1, 0, NULL) : NULL, *e;
+		size_t i;
 		s->python_impl = xstrdup(impl);
 		s->python_version = xstrdup(ver);
+		s->packages = json_array();
+		json_array_foreach(list, i, e)
+			if (json_is_string(json_array_get(e, 0)) && json_is_string(json_array_get(e, 1)))
+				json_array_append_new(s->packages, json_pack("{s:O,s:O}", "name", json_array_get(e, 0),
+									     "version", json_array_get(e, 1)));
+		json_decref(list);
 	} else {
 		log_warn("mcp: could not ask the interpreter for its version: %s%s%s",
 			 run_status_name(r->status), r->status == RUN_SETUP_FAILED ? ": " : "",
@@ -313,6 +389,10 @@ static int call_start(struct mcp_call *c, struct pc_err *err)
 	req.stdin_data = c->stdin_data;
 	req.stdin_len = c->stdin_len;
 	req.timeout_ms = c->timeout_ms;
+	req.output_bytes = c->output_bytes;
+	req.outputs = c->kind == CALL_RUN_PYTHON;
+	if (c->kind == CALL_RUN_PYTHON)
+		req.on_output = call_on_output;
 	req.on_done = call_on_done;
 	req.ctx = c;
 	c->state = CALL_RUNNING;
@@ -462,8 +542,19 @@ void mcp_on_defer(struct loop_watch *w, uint32_t events, void *data)
 
 void mcp_version_probe(struct mcp_server *s)
 {
+	/* its version, then the distributions it can import, as JSON */
 	static const char code[] =
-		"import sys\nprint(sys.implementation.name, '%d.%d.%d' % sys.version_info[:3])\n";
+		"import sys\nprint(sys.implementation.name, '%d.%d.%d' % sys.version_info[:3])\n"
+		"import json\nfrom importlib import metadata\n"
+		"seen = {}\n"
+		"for d in metadata.distributions():\n"
+		"    try:\n"
+		"        name = d.metadata['Name']\n"
+		"    except Exception:\n"
+		"        continue\n"
+		"    if name and name.lower() not in seen:\n"
+		"        seen[name.lower()] = [name, d.version or '']\n"
+		"print(json.dumps(sorted(seen.values(), key=lambda x: x[0].lower())))\n";
 	struct pc_err err = { 0 };
 	struct mcp_call *c;
 	if (s->version_call)

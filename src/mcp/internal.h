@@ -8,7 +8,9 @@
  *               embedded at build time) and run_python's arguments
  *   render.c    what a result looks like to the client: text and
  *               structured content, sandbox_info
- *   tasks.c     the Tasks extension: a long run_python call as a task */
+ *   tasks.c     the Tasks extension: a long run_python call as a task
+ *   sessions.c  sessions: a jail kept across run_python calls
+ *   resources.c resources: the files and output runs leave to be read */
 #ifndef PYCELL_MCP_INTERNAL_H
 #define PYCELL_MCP_INTERNAL_H
 
@@ -89,7 +91,18 @@ struct mcp_task {
 #define FILES_MAX_BYTES (3 << 20)
 #define FILE_PATH_MAX 1024
 #define DEFAULT_MAX_RUNS 4
+/* resources (resources.c): all clients' in memory, a run's kept this long */
+#define RESOURCES_MAX_BYTES (256u << 20)
+#define RESOURCE_RUN_TTL_MS (30 * 60 * 1000)
+#define MCP_RESOURCE_NOT_FOUND -32002
+/* run_python's max_output_bytes: at least this */
+#define OUTPUT_BYTES_MIN 256
 #define PROGRESS_INTERVAL_MS 1000
+/* A run's output goes to a client that asked for progress as it comes: at
+ * most one notification this often, with this much of it (the rest is
+ * counted, and the result has it all). */
+#define PROGRESS_OUTPUT_MS 250
+#define PROGRESS_OUTPUT_MAX 4096
 
 enum call_kind { CALL_RUN_PYTHON, CALL_SANDBOX_INFO, CALL_PY_VERSION, CALL_SESSION_OPEN };
 enum call_state { CALL_QUEUED, CALL_RUNNING, CALL_WAITING };
@@ -128,6 +141,10 @@ struct mcp_call {
 	uint64_t last_progress, progress_total;   /* ms */
 	unsigned n_progress;
 	uint64_t t_progress;          /* when the last progress notification was sent */
+	char *news;                   /* output not yet sent in one, up to PROGRESS_OUTPUT_MAX */
+	size_t news_len;
+	uint64_t news_dropped;
+	enum run_stream news_stream;  /* of its last bytes */
 	uint64_t t_received, t_started;
 	unsigned long long seq;
 	bool cancelled, ended;
@@ -143,6 +160,10 @@ struct mcp_call {
 	struct run *run;
 	struct pysess *sess;          /* the session it runs a cell of, or opens */
 	struct run_result *cell_res;  /* a cell's result, once it ended */
+	uint64_t output_bytes;        /* run_python's max_output_bytes; 0: the policy's */
+	/* a cell's whole output, when output_bytes cut its result's */
+	struct output_buf whole_out, whole_err;
+	bool has_whole;
 	const struct run_env *env;    /* the policy it runs under, from its start (a reload changes s->env) */
 };
 
@@ -166,6 +187,7 @@ struct mcp_server {
 	struct loop_watch w_tick;
 	bool tick_armed;
 	char *python_impl, *python_version;
+	json_t *packages;             /* [{name, version}] importable in the jail */
 	struct mcp_call *version_call;
 	json_t *tools;
 	struct run_pool *pool;        /* warm starts: jails made ahead (run/pool.h) */
@@ -178,6 +200,8 @@ struct mcp_server {
 	struct loop_watch w_task;
 	struct mcp_stats stats;       /* the counters of it (mcp_server_stats fills the rest) */
 	struct pysess *sessions;      /* sessions.c */
+	struct mcp_resource *resources;   /* resources.c, newest first */
+	size_t resource_bytes;
 	int sess_fd;                  /* timer: idle and lifetime limits, every second */
 	struct loop_watch w_sess;
 };
@@ -230,6 +254,8 @@ void mcp_call_reply(struct mcp_call *c, json_t *msg);
  * since the call arrived, strictly increasing, below the total (none is
  * sent at the end: the response is the end). */
 void mcp_call_progress(struct mcp_call *c, const char *message);
+/* The run's or cell's output as it comes (run_request.on_output). */
+void mcp_call_output(void *ctx, enum run_stream st, const char *buf, size_t len);
 /* The run's wall-clock limit: its own, else the policy's (0: none). */
 uint64_t mcp_call_timeout_ms(const struct mcp_call *c);
 /* c's run (or cell) ended: answered from mcp_on_defer. */
@@ -291,6 +317,21 @@ json_t *mcp_session_result(const struct mcp_call *c);
 void mcp_session_release(struct mcp_call *c);
 /* Kill what c is running: its run, or its session's cell. */
 void mcp_call_cancel_run(struct mcp_call *c);
+/* The id of the session c runs a cell of, and that cell's number. */
+const char *mcp_session_id(const struct mcp_call *c);
+unsigned mcp_session_cell(const struct mcp_call *c);
+
+/* ---- resources.c */
+struct mcp_resource;
+/* Keep what call c's run or cell r left for its client to read (the files
+ * it changed, a cell's whole output) as resources; each file kept gets its
+ * "uri" in res's "files", a cell's output its URIs in res's "session".
+ * Returns the resource_link content blocks for them (a new array). */
+json_t *mcp_resources_keep(struct mcp_call *c, const struct run_result *r, json_t *res);
+void mcp_resources_drop_session(struct mcp_server *s, const char *session_id);
+void mcp_resources_free(struct mcp_server *s);
+/* resources/list, resources/read, resources/templates/list */
+void mcp_handle_resource_request(const struct mcp_req *r, const char *method, const json_t *params);
 
 /* ---- tools.c */
 /* [run_python, sandbox_info] for policy p: a new reference, or NULL. */

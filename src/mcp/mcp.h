@@ -124,4 +124,12 @@ void mcp_session_set_principal(struct mcp_session *ss, const char *name);
 /* The client is gone: kill its runs, answer nothing more, free. */
 void mcp_session_free(struct mcp_session *ss);
 
+/* 2026-07-28 over HTTP: the arguments of a tools/call (params) that the
+ * tool's inputSchema mirrors into Mcp-Param-{Name} headers (x-mcp-header)
+ * must be the headers' values; header(ctx, name) gives one decoded
+ * (malloc'd, *len set) or NULL.  0, or -1 with why (HeaderMismatch). */
+int mcp_check_param_headers(const struct mcp_server *s, const json_t *params,
+			    char *(*header)(void *ctx, const char *name, size_t *len), void *ctx,
+			    char *why, size_t why_size);
+
 #endif

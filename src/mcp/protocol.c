@@ -33,8 +33,9 @@ const char *const mcp_protocol_versions[] = { "2024-11-05", "2025-03-26", "2025-
 static const char instructions[] =
 	"pycell runs Python code in a fresh, isolated sandbox for every call. Use run_python to "
 	"compute, parse or transform data; the value of the last expression comes back as "
-	"return_value. Nothing persists between calls. sandbox_info shows the Python version "
-	"and the limits.";
+	"return_value, figures as images, files written in /workspace as resources. Nothing "
+	"persists between calls unless they pass a session_id from session_open. sandbox_info "
+	"shows the Python version, the importable packages and the limits.";
 const char *const mlog_names[] = { "debug", "info", "notice", "warning", "error", "critical", "alert",
 				   "emergency", NULL };
 
@@ -333,7 +334,7 @@ static json_t *supported_versions(void)
 
 static json_t *capabilities(enum proto v)
 {
-	json_t *caps = json_pack("{s:{s:b},s:{}}", "tools", "listChanged", 0, "logging");
+	json_t *caps = json_pack("{s:{s:b},s:{},s:{}}", "tools", "listChanged", 0, "logging", "resources");
 	if (proto_is_modern(v))
 		json_object_set_new(caps, "extensions", json_pack("{s:{}}", EXT_TASKS));
 	return caps;
@@ -468,7 +469,8 @@ static bool in_progress(const struct mcp_req *r)
 static void handle_modern(struct mcp_req *r, const char *method, json_t *params)
 {
 	static const char *const methods[] = { "server/discover", "tools/list", "tools/call", "tasks/get",
-					       "tasks/update", "tasks/cancel", NULL };
+					       "tasks/update", "tasks/cancel", "resources/list", "resources/read",
+					       "resources/templates/list", NULL };
 	bool known = false;
 	for (int i = 0; methods[i]; i++)
 		known |= strcmp(method, methods[i]) == 0;
@@ -483,6 +485,8 @@ static void handle_modern(struct mcp_req *r, const char *method, json_t *params)
 		handle_discover(r);
 	else if (strncmp(method, "tasks/", 6) == 0)
 		mcp_handle_task_request(r, method, params);
+	else if (strncmp(method, "resources/", 10) == 0)
+		mcp_handle_resource_request(r, method, params);
 	else if (strcmp(method, "tools/list") == 0)
 		handle_tools_list(r, params);
 	else
@@ -491,7 +495,8 @@ static void handle_modern(struct mcp_req *r, const char *method, json_t *params)
 
 static void handle_request(struct mcp_session *ss, struct mcp_batch *b, const struct jsonrpc_msg *m)
 {
-	static const char *const methods[] = { "tools/list", "tools/call", "logging/setLevel", NULL };
+	static const char *const methods[] = { "tools/list", "tools/call", "logging/setLevel", "resources/list",
+					       "resources/read", "resources/templates/list", NULL };
 	struct mcp_req r = { .ss = ss, .b = b, .id = m->id, .v = ss->proto, .log_min = MLOG_OFF };
 	const char *method = m->method;
 	json_t *params = m->params;
@@ -536,6 +541,8 @@ static void handle_request(struct mcp_session *ss, struct mcp_batch *b, const st
 		handle_tools_list(&r, params);
 	else if (strcmp(method, "tools/call") == 0)
 		handle_tools_call(&r, params);
+	else if (strncmp(method, "resources/", 10) == 0)
+		mcp_handle_resource_request(&r, method, params);
 	else
 		handle_set_level(&r, params);
 }
@@ -863,6 +870,7 @@ void mcp_server_free(struct mcp_server *s)
 	}
 	mcp_tasks_free(s);
 	mcp_sessions_free(s);
+	mcp_resources_free(s);
 	run_pool_free(s->pool);
 	run_reap_pending();   /* the jails of runs answered before they had gone */
 	loop_del(s->loop, &s->w_defer);
@@ -880,5 +888,6 @@ void mcp_server_free(struct mcp_server *s)
 	json_decref(s->tools);
 	free(s->python_impl);
 	free(s->python_version);
+	json_decref(s->packages);
 	free(s);
 }

@@ -61,6 +61,46 @@ static void sb_section(struct sbuf *b, const json_t *res, const char *stream)
 		sb_add(b, "\n", 1);
 }
 
+/* The images and files a run sent back, as the text block lists them. */
+static void sb_outputs(struct sbuf *b, const json_t *res)
+{
+	const json_t *images = json_object_get(res, "images"), *files = json_object_get(res, "files");
+	const json_t *output = json_object_get(json_object_get(res, "session"), "output"), *e;
+	size_t i;
+	if (json_array_size(images)) {
+		sb_addf(b, "\n--- images (%zu, as image content) ---\n", json_array_size(images));
+		json_array_foreach(images, i, e)
+			sb_addf(b, "%s: %lld bytes of %s\n", json_string_value(json_object_get(e, "source")),
+				(long long)json_integer_value(json_object_get(e, "bytes")),
+				json_string_value(json_object_get(e, "mime_type")));
+	}
+	if (json_array_size(files)) {
+		sb_addf(b, "\n--- files changed in /workspace ---\n");
+		json_array_foreach(files, i, e) {
+			const char *path = json_string_value(json_object_get(e, "path"));
+			const char *uri = json_string_value(json_object_get(e, "uri"));
+			if (json_is_true(json_object_get(e, "deleted"))) {
+				sb_addf(b, "%s: deleted\n", path);
+				continue;
+			}
+			sb_addf(b, "%s: %lld bytes, %s", path, (long long)json_integer_value(json_object_get(e, "size")),
+				json_string_value(json_object_get(e, "mime_type")));
+			if (uri)
+				sb_addf(b, ", %s\n", uri);
+			else
+				sb_addf(b, ", not kept: past the bytes a call keeps\n");
+		}
+	}
+	if (json_object_size(output) && (json_is_true(json_object_get(json_object_get(res, "truncated"), "stdout")) ||
+					  json_is_true(json_object_get(json_object_get(res, "truncated"), "stderr")))) {
+		const char *k;
+		json_t *uri;
+		sb_addf(b, "\n--- the cell's whole output ---\n");
+		json_object_foreach((json_t *)output, k, uri)
+			sb_addf(b, "%s: %s\n", k, json_string_value(uri));
+	}
+}
+
 /* The readable text block of a run_python result: a JSON string, with
  * whatever bytes the streams hold (a NUL of the output included). */
 json_t *mcp_result_text(const json_t *res, const struct run_result *r, const struct policy *p,
@@ -107,6 +147,7 @@ json_t *mcp_result_text(const json_t *res, const struct run_result *r, const str
 		cleanup_free char *s = json_dumps(rv, JSON_ENCODE_ANY | JSON_COMPACT);
 		sb_addf(&b, "\n--- return_value ---\n%s\n", s ? s : "?");
 	}
+	sb_outputs(&b, res);
 	text = json_text(b.s, b.len);   /* valid UTF-8 but for what a setup error quotes */
 	free(b.s);
 	return text;
@@ -157,6 +198,7 @@ json_t *mcp_sandbox_info(struct mcp_server *s)
 		"max_concurrent_runs", (json_int_t)s->cfg.max_runs,
 		"pycell_version", PACKAGE_VERSION);
 	json_decref(pj);
+	json_object_set_new(info, "packages", s->packages ? json_incref(s->packages) : json_array());
 	return info;
 }
 

@@ -75,6 +75,7 @@ static void pysess_close(struct pysess *p, const char *why)
 		return;
 	p->closed = true;
 	log_debug("mcp: session %s closed: %s (%u cells)", p->id, why, p->cells);
+	mcp_resources_drop_session(p->srv, p->id);   /* its files and output go with it */
 	if (p->sess)
 		session_kill(p->sess);
 	mcp_kick(p->srv);
@@ -118,8 +119,8 @@ static void on_cell(struct session *ss, struct run_result *res, void *ctx)
 {
 	struct mcp_call *c = ctx;
 	c->cell_res = res;
+	c->has_whole = session_take_whole_output(ss, &c->whole_out, &c->whole_err);
 	mcp_call_ended(c);
-	(void)ss;
 }
 
 /* ------------------------------------------------------------ the timer */
@@ -419,7 +420,8 @@ int mcp_session_start_cell(struct mcp_call *c, struct pc_err *err)
 	struct pysess *p = c->sess;
 	struct session_cell cell = {
 		.code = c->code, .code_len = c->code_len, .variables_json = c->variables_json,
-		.files_json = c->files_json, .timeout_ms = c->timeout_ms, .done = on_cell, .ctx = c,
+		.files_json = c->files_json, .timeout_ms = c->timeout_ms, .output_bytes = c->output_bytes,
+		.on_output = mcp_call_output, .done = on_cell, .ctx = c,
 	};
 	if (p->closed || !p->sess)
 		return pc_fail(err, ESRCH, "session", "the session was closed before its cell could start");
@@ -438,6 +440,16 @@ json_t *mcp_session_result(const struct mcp_call *c)
 		return NULL;
 	alive = !p->closed && p->sess && !session_ended(p->sess);
 	return json_pack("{s:s,s:i,s:b}", "id", p->id, "cell", (int)p->cells, "alive", alive);
+}
+
+const char *mcp_session_id(const struct mcp_call *c)
+{
+	return c->sess ? c->sess->id : "";
+}
+
+unsigned mcp_session_cell(const struct mcp_call *c)
+{
+	return c->sess ? c->sess->cells : 0;
 }
 
 void mcp_session_release(struct mcp_call *c)

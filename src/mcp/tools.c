@@ -152,6 +152,13 @@ json_t *mcp_tools_new(const struct policy *p)
 json_t *mcp_tool_for(const json_t *tool, enum proto v)
 {
 	json_t *t = json_deep_copy(tool);
+	if (!proto_is_modern(v)) {
+		/* Mcp-Param-* headers came with 2026-07-28 */
+		const char *key;
+		json_t *p;
+		json_object_foreach(json_object_get(json_object_get(t, "inputSchema"), "properties"), key, p)
+			json_object_del(p, "x-mcp-header");
+	}
 	if (v < PROTO_2025_06_18) {
 		json_object_del(t, "title");
 		json_object_del(t, "outputSchema");
@@ -193,31 +200,6 @@ static const char *json_type_name(const json_t *v)
 }
 
 #define BAD_ARGS(...) pc_fail(err, EINVAL, "arguments", __VA_ARGS__)
-
-/* A file's path as the jail takes it: relative, below /workspace, no
- * empty, "." or ".." component, no NUL, not too long. */
-static const char *bad_path(const char *p, size_t len)
-{
-	const char *seg = p;
-	if (!len)
-		return "is empty";
-	if (len > FILE_PATH_MAX)
-		return "is too long";
-	if (strlen(p) != len)
-		return "holds a NUL byte";
-	if (*p == '/')
-		return "is absolute: give it relative to /workspace";
-	for (const char *q = p;; q++) {
-		if (*q == '/' || !*q) {
-			size_t n = (size_t)(q - seg);
-			if (n == 0 || (n == 1 && seg[0] == '.') || (n == 2 && seg[0] == '.' && seg[1] == '.'))
-				return "has an empty, \".\" or \"..\" component";
-			if (!*q)
-				return NULL;
-			seg = q + 1;
-		}
-	}
-}
 
 static bool is_base64(const char *s, size_t len)
 {
@@ -261,7 +243,7 @@ static int check_files(const json_t *files, char **out, struct pc_err *err)
 		if (!json_is_string(path))
 			return BAD_ARGS("files[%zu]: \"path\" must be a string, got %s", i,
 				 path ? json_type_name(path) : "nothing");
-		if ((why = bad_path(json_string_value(path), json_string_length(path))))
+		if ((why = rel_path_problem(json_string_value(path), json_string_length(path), FILE_PATH_MAX)))
 			return BAD_ARGS("files[%zu]: the path \"%.*s\" %s", i, utf8_prefix(json_string_value(path), 64),
 				 json_string_value(path), why);
 		if (!text == !b64)
@@ -297,9 +279,10 @@ int mcp_run_python_args(struct mcp_server *s, const json_t *args, struct mcp_cal
 	json_object_foreach((json_t *)args, key, v) {
 		if (strcmp(key, "code") != 0 && strcmp(key, "variables") != 0 && strcmp(key, "stdin") != 0 &&
 		    strcmp(key, "timeout_s") != 0 && strcmp(key, "files") != 0 &&
-		    strcmp(key, "session_id") != 0 && strcmp(key, RAW_VARIABLES_KEY) != 0) {
+		    strcmp(key, "session_id") != 0 && strcmp(key, "max_output_bytes") != 0 &&
+		    strcmp(key, RAW_VARIABLES_KEY) != 0) {
 			return BAD_ARGS("unknown argument \"%.*s\"; run_python takes code, variables, "
-				 "stdin, timeout_s, files and session_id", utf8_prefix(key, 64), key);
+				 "stdin, timeout_s, files, session_id and max_output_bytes", utf8_prefix(key, 64), key);
 		}
 	}
 	v = json_object_get(args, "code");
@@ -346,6 +329,18 @@ int mcp_run_python_args(struct mcp_server *s, const json_t *args, struct mcp_cal
 				 "variable or a file");
 		c->session_id = xstrdup(json_string_value(v));
 	}
+	v = json_object_get(args, "max_output_bytes");
+	if (v && !json_is_null(v)) {
+		uint64_t max = s->env->policy.limits.output_bytes;
+		if (!json_is_integer(v) || json_integer_value(v) < OUTPUT_BYTES_MIN)
+			return BAD_ARGS("\"max_output_bytes\" must be an integer of at least %d, got %s",
+				 OUTPUT_BYTES_MIN, json_is_integer(v) ? "less" : json_type_name(v));
+		if ((uint64_t)json_integer_value(v) > max)
+			return BAD_ARGS("\"max_output_bytes\" %lld is above this server's limit of %llu: use "
+				 "at most that or leave it out", (long long)json_integer_value(v),
+				 (unsigned long long)max);
+		c->output_bytes = (uint64_t)json_integer_value(v);
+	}
 	v = json_object_get(args, "timeout_s");
 	if (v && !json_is_null(v)) {
 		double t;
@@ -363,3 +358,39 @@ int mcp_run_python_args(struct mcp_server *s, const json_t *args, struct mcp_cal
 	return 0;
 }
 
+
+int mcp_check_param_headers(const struct mcp_server *s, const json_t *params,
+			    char *(*header)(void *ctx, const char *name, size_t *len), void *ctx,
+			    char *why, size_t why_size)
+{
+	const json_t *name = json_object_get(params, "name"), *args = json_object_get(params, "arguments");
+	const json_t *tool = NULL, *t, *p;
+	const char *key;
+	size_t i;
+	json_array_foreach(s->tools, i, t)
+		if (json_equal(json_object_get(t, "name"), name))
+			tool = t;
+	json_object_foreach(json_object_get(json_object_get(tool, "inputSchema"), "properties"), key, p) {
+		const char *h = json_string_value(json_object_get(p, "x-mcp-header"));
+		const json_t *v = json_object_get(args, key);
+		size_t len = 0;
+		cleanup_free char *got = NULL;
+		if (!h)
+			continue;
+		got = header(ctx, h, &len);
+		/* none, or not a string: the argument check says what is wrong */
+		if (!json_is_string(v) && !got)
+			continue;
+		if (!got) {
+			snprintf(why, why_size, "Header mismatch: Mcp-Param-%s is missing; it carries the argument %s",
+				 h, key);
+			return -1;
+		}
+		/* the argument's own type is checked with the others */
+		if (!json_is_string(v) || json_string_length(v) != len || memcmp(json_string_value(v), got, len)) {
+			snprintf(why, why_size, "Header mismatch: Mcp-Param-%s does not match the argument %s", h, key);
+			return -1;
+		}
+	}
+	return 0;
+}

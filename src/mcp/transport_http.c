@@ -207,47 +207,6 @@ static bool origin_allowed(const struct http_server *h, const char *origin)
 	return host_allowed(h, p, host_part(p) < (size_t)(end - p) ? host_part(p) : (size_t)(end - p));
 }
 
-static int b64_value(char c)
-{
-	if (c >= 'A' && c <= 'Z')
-		return c - 'A';
-	if (c >= 'a' && c <= 'z')
-		return c - 'a' + 26;
-	if (c >= '0' && c <= '9')
-		return c - '0' + 52;
-	if (c == '+' || c == '-')
-		return 62;
-	if (c == '/' || c == '_')
-		return 63;
-	return -1;
-}
-
-/* Decode base64 (padding optional); NULL when it is not base64. */
-static char *b64_decode(const char *s, size_t len, size_t *out_len)
-{
-	char *out = xmalloc(len * 3 / 4 + 3);
-	size_t n = 0;
-	unsigned acc = 0, bits = 0;
-	while (len && s[len - 1] == '=')
-		len--;
-	for (size_t i = 0; i < len; i++) {
-		int v = b64_value(s[i]);
-		if (v < 0) {
-			free(out);
-			return NULL;
-		}
-		acc = (acc << 6) | (unsigned)v;
-		bits += 6;
-		if (bits >= 8) {
-			bits -= 8;
-			out[n++] = (char)((acc >> bits) & 0xff);
-		}
-	}
-	out[n] = '\0';
-	*out_len = n;
-	return out;
-}
-
 /* An Mcp-Name value as the body would have it: "=?base64?...?=" decoded. */
 static char *header_value(const char *v, size_t *len)
 {
@@ -747,6 +706,16 @@ static int check_origin(struct hreq *r)
 	return 0;
 }
 
+static char *param_header(void *ctx, const char *name, size_t *len)
+{
+	struct hreq *r = ctx;
+	char full[96];
+	const char *v;
+	snprintf(full, sizeof(full), "Mcp-Param-%s", name);
+	v = header(r->conn, full);
+	return v ? header_value(v, len) : NULL;
+}
+
 /* 2026-07-28: the headers say what the body says. */
 static int check_mirrored_headers(struct hreq *r, const json_t *msg)
 {
@@ -787,6 +756,9 @@ static int check_mirrored_headers(struct hreq *r, const json_t *msg)
 			goto bad;
 		}
 	}
+	if (!strcmp(method, "tools/call") && r->srv &&
+	    mcp_check_param_headers(r->srv, params, param_header, r, why, sizeof(why)) < 0)
+		goto bad;
 	return 0;
 bad:
 	fail(r, MHD_HTTP_BAD_REQUEST, MCP_HEADER_MISMATCH, why, NULL);

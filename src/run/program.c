@@ -45,6 +45,10 @@ char **program_envp(const struct policy *p)
 		"LANG=C.UTF-8",
 		"PYTHONPATH=" JAIL_LIB_DIR,
 		"PYTHONDONTWRITEBYTECODE=1",
+		/* plots render to images; matplotlib's caches stay out of /workspace */
+		"MPLBACKEND=Agg",
+		"MPLCONFIGDIR=/tmp/matplotlib",
+		"XDG_CACHE_HOME=/tmp/.cache",
 		"USER=pycell",
 		"LOGNAME=pycell",
 	};
@@ -76,5 +80,7 @@ void program_files(struct jail_spec *spec, const struct program *prog, char **va
 		if (prog->files_json)
 			spec->files[spec->n_files++] = (struct jail_file){ "files.json", prog->files_json,
 									   strlen(prog->files_json) };
+		if (prog->outputs)
+			spec->files[spec->n_files++] = (struct jail_file){ "outputs", "1", 1 };
 	}
 }

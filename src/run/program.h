@@ -5,6 +5,7 @@
 #ifndef PYCELL_PROGRAM_H
 #define PYCELL_PROGRAM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "config/policy.h"
@@ -26,6 +27,7 @@ struct program {
 	const char *variables_json;   /* RUN_MODE_CELL: JSON object of globals; NULL: {} */
 	const char *files_json;       /* RUN_MODE_CELL: [{path, text|base64}] written to
 	                                 /workspace before the code runs; NULL: none */
+	bool outputs;                 /* RUN_MODE_CELL: send images and changed files back */
 };
 
 /* python [flags] /run/pycell/PROG ARGS... (a script) or python [flags] -c
@@ -36,8 +38,8 @@ char **program_argv(const struct policy *p, const struct program *prog);
  * policy's, in the same form. */
 char **program_envp(const struct policy *p);
 /* The program's files in spec: main.py (or the script's name), and a
- * cell's variables.json and files.json (when it has files); *vars owns
- * the variables' copy. */
+ * cell's variables.json, files.json (when it has files) and outputs (when
+ * it sends them); *vars owns the variables' copy. */
 void program_files(struct jail_spec *spec, const struct program *prog, char **vars);
 void program_strv_free(char **v);
 

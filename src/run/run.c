@@ -26,6 +26,7 @@
 #include "jail/jail.h"
 #include "jail/rootfs.h"
 #include "jail/seccomp.h"
+#include "run/outputs.h"
 #include "run/run.h"
 #include "run/program.h"
 #include "run/spawner.h"
@@ -39,9 +40,8 @@ struct out_stream {
 	int fd;
 	enum run_stream id;
 	struct output_buf *buf;
-	uint64_t cap;
-	size_t alloc;
 };
+
 
 struct run {
 	struct loop *loop;
@@ -72,6 +72,7 @@ struct run {
 	char **argv, **envp;
 	bool spawned, reaped, got_exit, got_error, timed_out, cancelled, done;
 	bool tool_done;        /* on_tool_done has been called */
+	struct blob_rx blob;
 	struct jail_msg exit_msg;
 };
 
@@ -162,6 +163,9 @@ static void finish_if_complete(struct run *r)
 		return;
 	r->done = true;
 	res->duration_ms = now_ms() - r->t0;
+	outbuf_finish(&res->out, "stdout");
+	outbuf_finish(&res->err, "stderr");
+	blob_rx_reset(&r->blob);
 	/* nothing more is read from the jail: a run may finish before its
 	 * processes are gone (finish_on_report), and the tool bridge lets go
 	 * of the run below (on_tool_done) */
@@ -231,37 +235,12 @@ static void on_output(struct loop_watch *w, uint32_t events, void *data)
 	char scratch[READ_CHUNK];
 
 	for (int rounds = 0; rounds < 16; rounds++) {
-		uint64_t room = s->cap > s->buf->len && !r->req.session ? s->cap - s->buf->len : 0;
-		char *dst = scratch;
-		size_t want = sizeof(scratch);
-		ssize_t n;
-		if (room) {
-			if (s->alloc < s->buf->len + READ_CHUNK + 1) {
-				size_t a = s->alloc ? s->alloc * 2 : READ_CHUNK + 1;
-				while (a < s->buf->len + READ_CHUNK + 1)
-					a *= 2;
-				if (a > s->cap + 1)
-					a = s->cap + 1;
-				s->buf->data = xrealloc(s->buf->data, a);
-				s->buf->data[s->buf->len] = '\0'; /* a read may bring nothing */
-				s->alloc = a;
-			}
-			dst = s->buf->data + s->buf->len;
-			want = room < READ_CHUNK ? room : READ_CHUNK;
-		}
-		n = read(s->fd, dst, want);
+		ssize_t n = read(s->fd, scratch, sizeof(scratch));
 		if (n > 0) {
-			if (room) {
-				if (r->req.on_output)
-					r->req.on_output(r->req.ctx, s->id, dst, (size_t)n);
-				s->buf->len += (size_t)n;
-				s->buf->data[s->buf->len] = '\0';
-			} else if (r->req.session) {
-				r->req.on_output(r->req.ctx, s->id, dst, (size_t)n);
-			} else {
-				s->buf->dropped += (uint64_t)n;
-				s->buf->truncated = true;
-			}
+			/* a session's output is all its cells', kept by them */
+			size_t kept = r->req.session ? 0 : outbuf_append(s->buf, scratch, (size_t)n);
+			if (r->req.on_output)
+				r->req.on_output(r->req.ctx, s->id, scratch, (size_t)n, kept);
 			continue;
 		}
 		if (n < 0 && (errno == EAGAIN || errno == EINTR))
@@ -543,6 +522,9 @@ static void on_tool(struct loop_watch *w, uint32_t events, void *data)
 			json_t *v = json_object_get(json_object_get(msg, "params"), "return_value");
 			free(r->result.return_value);
 			r->result.return_value = v ? json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+		} else if (json_is_string(method) && strcmp(json_string_value(method), "pycell/blob") == 0 && !id) {
+			if (r->req.outputs)
+				blob_rx_packet(&r->blob, &r->result, json_object_get(msg, "params"));
 		} else if (json_is_string(method) && strcmp(json_string_value(method), "pycell/exit") == 0 && !id) {
 			if (python_ended(r, json_object_get(msg, "params"))) {
 				json_decref(msg);
@@ -602,9 +584,24 @@ static void setup_failed(struct run *r, const struct pc_err *e)
 	timerfd_settime(r->timer_fd, 0, &now, NULL);
 }
 
+/* What the run keeps of each stream: the policy's cap, or the request's
+ * when it is smaller. */
+static uint64_t output_cap(const struct run_request *q)
+{
+	uint64_t cap = q->policy->limits.output_bytes;
+	return q->output_bytes && q->output_bytes < cap ? q->output_bytes : cap;
+}
+
+static void output_init(struct run *r)
+{
+	outbuf_free(&r->result.out);
+	outbuf_free(&r->result.err);
+	outbuf_init(&r->result.out, output_cap(&r->req));
+	outbuf_init(&r->result.err, output_cap(&r->req));
+}
+
 static struct run *run_new(struct loop *l, const struct run_request *q, struct pc_err *err)
 {
-	const struct policy *p = q->policy;
 	struct run *r = xcalloc(1, sizeof(*r));
 
 	r->loop = l;
@@ -612,7 +609,7 @@ static struct run *run_new(struct loop *l, const struct run_request *q, struct p
 	result_init(&r->result);
 	r->out = (struct out_stream){ .fd = -1, .id = RUN_STDOUT, .buf = &r->result.out };
 	r->err = (struct out_stream){ .fd = -1, .id = RUN_STDERR, .buf = &r->result.err };
-	r->out.cap = r->err.cap = p->limits.output_bytes;
+	output_init(r);
 	r->stdin_fd = r->tool_fd = r->jail.pidfd = r->jail.sync_fd = -1;
 	r->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 	if (r->timer_fd < 0 || loop_add(l, &r->w_timer, r->timer_fd, EPOLLIN, on_timer, r) < 0) {
@@ -645,7 +642,8 @@ static struct program program_of(const struct run_request *q)
 {
 	return (struct program){ .mode = q->mode, .code = q->code, .code_len = q->code_len,
 				 .prog_name = q->prog_name, .args = q->args,
-				 .variables_json = q->variables_json, .files_json = q->files_json };
+				 .variables_json = q->variables_json, .files_json = q->files_json,
+				 .outputs = q->outputs };
 }
 
 /* A parked run's jail came from its spawner (j), or could not be made:
@@ -786,7 +784,7 @@ static void add_limits(struct run *r)
 		r->timeout_ms = q->timeout_ms;
 	if (r->timeout_ms)
 		result_add_limit(&r->result, "timeout_ms", r->timeout_ms, ENF_SUPERVISOR);
-	result_add_limit(&r->result, "output_bytes", lim->output_bytes, ENF_SUPERVISOR);
+	result_add_limit(&r->result, "output_bytes", output_cap(&r->req), ENF_SUPERVISOR);
 	result_add_limit(&r->result, "tmp_bytes", lim->tmp_bytes, ENF_TMPFS);
 	result_add_limit(&r->result, "workspace_bytes", lim->workspace_bytes, ENF_TMPFS);
 }
@@ -899,6 +897,7 @@ int run_start_parked(struct run *r, const struct run_request *q, struct pc_err *
 	/* the run's CPU time starts now: what made the jail ready is not its */
 	r->cpu_base_us = cgroup_run_cpu_us(r->cgroup);
 	r->req = *q;
+	output_init(r);   /* nothing came yet: the cell's own cap */
 	return run_go(r, err);
 }
 
@@ -1026,6 +1025,7 @@ void run_free(struct run *r)
 		cgroup_run_kill(r->cgroup);
 		cgroup_run_destroy(r->cgroup, r->loop);
 	}
+	blob_rx_reset(&r->blob);
 	free(r->src_buf);
 	program_strv_free(r->argv);
 	program_strv_free(r->envp);

@@ -33,6 +33,9 @@ struct run_request {
 	char *const *args;                    /* sys.argv[1:], NULL-terminated or NULL */
 	const char *variables_json;           /* RUN_MODE_CELL: JSON object of globals */
 	const char *files_json;               /* RUN_MODE_CELL: JSON array of files for /workspace */
+	/* RUN_MODE_CELL: the images the cell shows and the files it changes in
+	 * /workspace come back (the result's images and files) */
+	bool outputs;
 
 	/* stdin of the program: a buffer, or an fd read until EOF (not closed) */
 	const char *stdin_data;
@@ -41,8 +44,10 @@ struct run_request {
 
 	const char *runtime_dir;              /* host dir with the pycell module */
 
-	/* Optional: called for every chunk of output kept (up to the cap). */
-	void (*on_output)(void *ctx, enum run_stream s, const char *buf, size_t len);
+	/* Optional: called for every chunk of output read; the result keeps
+	 * its first kept bytes as they are (the head of the stream; a
+	 * session's keeps none: its cells do). */
+	void (*on_output)(void *ctx, enum run_stream s, const char *buf, size_t len, size_t kept);
 	/* Called once when the result is final. */
 	void (*on_done)(struct run *r, void *ctx);
 	void *ctx;
@@ -62,6 +67,7 @@ struct run_request {
 	struct spawner *spawner;
 	/* Per-run overrides; 0 = the policy's. May only tighten. */
 	uint64_t timeout_ms;
+	uint64_t output_bytes;                /* kept per stream (head and tail) */
 	/* Who asked for the run (an HTTP token's name), for the audit log;
 	 * NULL: not said.  Read by bridge_attach, not kept. */
 	const char *client;

@@ -29,8 +29,10 @@ struct session {
 	void (*tool_done)(struct run *r, void *tool_ctx);
 	void *tool_ctx;
 
-	/* output since the last cell ended: the next cell's */
-	struct output_buf out, err;
+	/* output since the last cell ended: the next cell's, to its cap; and
+	 * whole (to the policy's cap) when the cell's is smaller */
+	struct output_buf out, err, whole_out, whole_err;
+	bool whole;
 	uint64_t cap;
 	/* the running cell */
 	enum cell_state state;
@@ -47,27 +49,29 @@ static void arm(struct session *s, uint64_t ms)
 	timerfd_settime(s->timer_fd, 0, &t, NULL);
 }
 
-static void buf_append(struct output_buf *b, uint64_t cap, const char *p, size_t n)
+/* The next cell's output buffers, capped at cap (0: the policy's). */
+static void buffers_init(struct session *s, uint64_t cap)
 {
-	size_t keep = b->len < cap ? (size_t)(cap - b->len) : 0;
-	if (keep > n)
-		keep = n;
-	if (keep) {
-		b->data = xrealloc(b->data, b->len + keep + 1);
-		memcpy(b->data + b->len, p, keep);
-		b->len += keep;
-		b->data[b->len] = '\0';
-	}
-	if (n > keep) {
-		b->dropped += n - keep;
-		b->truncated = true;
-	}
+	outbuf_free(&s->out);
+	outbuf_free(&s->err);
+	outbuf_free(&s->whole_out);
+	outbuf_free(&s->whole_err);
+	s->whole = cap && cap < s->cap;
+	outbuf_init(&s->out, s->whole ? cap : s->cap);
+	outbuf_init(&s->err, s->whole ? cap : s->cap);
+	outbuf_init(&s->whole_out, s->cap);
+	outbuf_init(&s->whole_err, s->cap);
 }
 
-static void on_output(void *ctx, enum run_stream st, const char *buf, size_t len)
+static void on_output(void *ctx, enum run_stream st, const char *buf, size_t len, size_t kept)
 {
 	struct session *s = ctx;
-	buf_append(st == RUN_STDOUT ? &s->out : &s->err, s->cap, buf, len);
+	outbuf_append(st == RUN_STDOUT ? &s->out : &s->err, buf, len);
+	if (s->whole)
+		outbuf_append(st == RUN_STDOUT ? &s->whole_out : &s->whole_err, buf, len);
+	if (s->state == CELL_RUNNING && s->cell.on_output)
+		s->cell.on_output(s->cell.ctx, st, buf, len);
+	(void)kept;
 }
 
 /* The running cell's result: what python said of it (end: pycell/cell_end's
@@ -80,11 +84,19 @@ static void cell_finish(struct session *s, json_t *end)
 	json_t *code = json_object_get(end, "exit_code");
 
 	result_init(res);
+	outbuf_finish(&s->out, "stdout");
+	outbuf_finish(&s->err, "stderr");
+	if (s->whole) {
+		outbuf_finish(&s->whole_out, "stdout");
+		outbuf_finish(&s->whole_err, "stderr");
+	}
 	res->out = s->out;
 	res->err = s->err;
 	memset(&s->out, 0, sizeof(s->out));
 	memset(&s->err, 0, sizeof(s->err));
 	res->return_value = steal_ptr(&jail->return_value);
+	res->images = steal_ptr(&jail->images);
+	res->files = steal_ptr(&jail->files);
 	res->duration_ms = now_ms() - s->t0;
 	res->cpu_ms = (uint64_t)json_integer_value(json_object_get(end, "cpu_ms"));
 	res->memory_peak_bytes = (uint64_t)json_integer_value(json_object_get(end, "maxrss_kb")) * 1024;
@@ -93,6 +105,8 @@ static void cell_finish(struct session *s, json_t *end)
 			result_add_limit(res, jail->limits[i].name, jail->limits[i].value, jail->limits[i].by);
 	if (cell.timeout_ms)
 		result_add_limit(res, "timeout_ms", cell.timeout_ms, ENF_SUPERVISOR);
+	if (cell.output_bytes && cell.output_bytes < s->cap)
+		result_add_limit(res, "output_bytes", cell.output_bytes, ENF_SUPERVISOR);
 	for (int i = 0; i < jail->n_warnings; i++)
 		result_add_warning(res, "%s", jail->warnings[i]);
 	if (end) {
@@ -115,6 +129,20 @@ static void cell_finish(struct session *s, json_t *end)
 	memset(&s->cell, 0, sizeof(s->cell));
 	arm(s, 0);
 	cell.done(s, res, cell.ctx);
+	/* what comes between cells (a thread's late output) is the next one's */
+	buffers_init(s, 0);
+}
+
+bool session_take_whole_output(struct session *s, struct output_buf *out, struct output_buf *err)
+{
+	if (!s->whole || !s->whole_out.finished)
+		return false;
+	*out = s->whole_out;
+	*err = s->whole_err;
+	memset(&s->whole_out, 0, sizeof(s->whole_out));
+	memset(&s->whole_err, 0, sizeof(s->whole_err));
+	s->whole = false;
+	return true;
 }
 
 static void on_tool_message(struct run *r, json_t *msg, void *ctx)
@@ -209,6 +237,7 @@ struct session *session_open(struct loop *l, const struct run_request *q, struct
 
 	s->loop = l;
 	s->cap = q->policy->limits.output_bytes;
+	buffers_init(s, 0);
 	s->ready_fn = ready;
 	s->gone_fn = gone;
 	s->ctx = ctx;
@@ -232,6 +261,7 @@ struct session *session_open(struct loop *l, const struct run_request *q, struct
 	req.stdin_fd = -1;
 	req.timeout_ms = 0;
 	req.session = true;
+	req.outputs = true;
 	req.on_output = on_output;
 	req.on_done = on_done;
 	req.ctx = s;
@@ -262,9 +292,9 @@ int session_run_cell(struct session *s, const struct session_cell *cell, struct 
 		return pc_fail(err, ESRCH, "session", "the session has ended");
 	if (s->state != CELL_NONE)
 		return pc_fail(err, EBUSY, "session", "the session is running a cell");
-	msg = json_pack("{s:s,s:s,s:{s:s%,s:o,s:o}}", "jsonrpc", "2.0", "method", "pycell/cell", "params",
+	msg = json_pack("{s:s,s:s,s:{s:s%,s:o,s:o,s:b}}", "jsonrpc", "2.0", "method", "pycell/cell", "params",
 			"code", cell->code, cell->code_len, "variables", json_or_null(cell->variables_json),
-			"files", json_or_null(cell->files_json));
+			"files", json_or_null(cell->files_json), "outputs", 1);
 	if (!msg)
 		return pc_fail(err, EINVAL, "session", "the cell could not be encoded");
 	size = json_dumpb(msg, NULL, 0, JSON_COMPACT);
@@ -277,6 +307,15 @@ int session_run_cell(struct session *s, const struct session_cell *cell, struct 
 	json_decref(msg);
 	if (rc < 0)
 		return pc_syserr(err, "session", "sending the cell");
+	/* what came between cells is this cell's, to the cell's cap */
+	if (cell->output_bytes && cell->output_bytes < s->cap) {
+		struct output_buf o = s->out, e = s->err;
+		buffers_init(s, cell->output_bytes);
+		on_output(s, RUN_STDOUT, o.data ? o.data : "", o.len, 0);
+		on_output(s, RUN_STDERR, e.data ? e.data : "", e.len, 0);
+		outbuf_free(&o);
+		outbuf_free(&e);
+	}
 	s->cell = *cell;
 	s->state = CELL_RUNNING;
 	s->t0 = now_ms();
@@ -315,7 +354,9 @@ void session_free(struct session *s)
 		close(s->timer_fd);
 	}
 	run_free(s->run);
-	free(s->out.data);
-	free(s->err.data);
+	outbuf_free(&s->out);
+	outbuf_free(&s->err);
+	outbuf_free(&s->whole_out);
+	outbuf_free(&s->whole_err);
 	free(s);
 }

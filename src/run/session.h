@@ -43,6 +43,9 @@ struct session_cell {
 	const char *variables_json;   /* JSON object; NULL: none */
 	const char *files_json;       /* JSON array of {path, text|base64}; NULL: none */
 	uint64_t timeout_ms;          /* 0: none */
+	uint64_t output_bytes;        /* kept per stream in its result; 0: the policy's */
+	/* optional: the cell's output as it comes */
+	void (*on_output)(void *ctx, enum run_stream st, const char *buf, size_t len);
 	session_cell_fn done;
 	void *ctx;
 };
@@ -52,6 +55,9 @@ struct session_cell {
  * it has a ready jail.  NULL (err set) when nothing could be started. */
 struct session *session_open(struct loop *l, const struct run_request *req, struct run_pool *pool,
 			     session_ready_fn ready, session_gone_fn gone, void *ctx, struct pc_err *err);
+/* From a cell's done callback: its whole output (to the policy's cap),
+ * when the cell's own cap was smaller; false when there is none. */
+bool session_take_whole_output(struct session *s, struct output_buf *out, struct output_buf *err);
 /* Run one cell; -1 (err) when the session is not ready, busy or gone. */
 int session_run_cell(struct session *s, const struct session_cell *cell, struct pc_err *err);
 bool session_busy(const struct session *s);

@@ -92,7 +92,9 @@ def test_root_holds_only_the_jail():
 ETC_GENERATED = {"passwd", "group", "hosts", "hostname"}
 ETC_COPIED = {"ld.so.cache", "nsswitch.conf", "services", "protocols", "localtime",
               "host.conf", "gai.conf",
-              "alternatives"}  # bound read-only: library links (numpy's libblas)
+              "matplotlibrc",  # Debian's matplotlib reads only /etc/matplotlibrc
+              "alternatives",  # bound read-only: library links (numpy's libblas)
+              "fonts"}  # bound read-only: fontconfig's (matplotlib's and PIL's text)
 # Debian's Python keeps its site hook in /etc/python3.X (bound read-only)
 ETC_PYTHON = {n for n in os.listdir("/etc") if n.startswith("python3") and os.path.isdir("/etc/" + n)}
 
@@ -744,6 +746,7 @@ def test_policy_environment_is_merged_with_the_base(policy_file):
     """, "--policy", policy_file({"python": {"env": {"USER": "analyst", "PYCELL_EXTRA": "a=b"}}}))
     assert got == {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/workspace", "TMPDIR": "/tmp",
                    "LANG": "C.UTF-8", "PYTHONPATH": "/run/pycell/lib", "PYTHONDONTWRITEBYTECODE": "1",
+                   "MPLBACKEND": "Agg", "MPLCONFIGDIR": "/tmp/matplotlib", "XDG_CACHE_HOME": "/tmp/.cache",
                    "LOGNAME": "pycell", "USER": "analyst", "PYCELL_EXTRA": "a=b"}
 
 
@@ -910,9 +913,14 @@ def test_output_flood_is_capped_and_supervisor_stays_small():
     assert res["status"] == "ok", res.stderr_bytes
     assert res.rc == 0
     assert res["truncated"] == {"stdout": True, "stderr": True}
-    assert res["stdout"] == "o" * MiB
-    assert res["stderr"] == "e" * MiB
-    assert res["dropped_bytes"] == {"stdout": 99 * MiB, "stderr": 100 * (64 << 10) - MiB}
+    # each keeps its head (half the cap) and its tail (the rest, less room
+    # for the marker between them)
+    head, tail = MiB // 2, MiB - MiB // 2 - 96
+    sizes = {"stdout": 100 * MiB, "stderr": 100 * (64 << 10)}
+    assert res["dropped_bytes"] == {k: n - head - tail for k, n in sizes.items()}
+    for k, c in (("stdout", "o"), ("stderr", "e")):
+        marker = "\n[... pycell: %d bytes of %s dropped here ...]\n" % (sizes[k] - head - tail, k)
+        assert res[k] == c * head + marker + c * tail
     # the supervisor's own peak, sampled while it ran, and the jail's peak
     # as the run measured it (its cgroup, or its processes' rusage).  Not
     # wait4's ru_maxrss of pycell: it also counts the copy of this pytest

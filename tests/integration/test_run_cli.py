@@ -243,13 +243,31 @@ def test_non_utf8_output_is_replaced():
 
 
 def test_output_limit_option():
-    res = run_json("import sys; sys.stdout.write('x' * 5000); sys.stderr.write('y' * 10)",
-                   "--output-limit", "1K")
+    """Past the limit a stream keeps its head (half the limit) and its
+    tail, with a marker of what was dropped between them."""
+    res = run_json("import sys; sys.stdout.write('h' * 2000 + 'x' * 5000 + 'RESULT=42\\n'); "
+                   "sys.stderr.write('y' * 1024)", "--output-limit", "1K")
     assert res["status"] == "ok"
-    assert res["stdout"] == "x" * 1024
-    assert res["stderr"] == "y" * 10
+    tail = 1024 - 512 - 96   # the tail's share: the rest, less room for the marker
+    dropped = 2000 + 5000 + 10 - 512 - tail
+    marker = "\n[... pycell: %d bytes of stdout dropped here ...]\n" % dropped
+    assert res["stdout"] == "h" * 512 + marker + "x" * (tail - 10) + "RESULT=42\n"
+    assert len(res["stdout"]) <= 1024
+    assert res["stderr"] == "y" * 1024   # it fits: all of it
     assert res["truncated"] == {"stdout": True, "stderr": False}
-    assert res["dropped_bytes"] == {"stdout": 5000 - 1024, "stderr": 0}
+    assert res["dropped_bytes"] == {"stdout": dropped, "stderr": 0}
+
+
+def test_output_limit_streams_the_head_then_the_tail():
+    """Printed as it runs: the head as it comes, the rest at the end; the
+    same bytes the JSON result holds."""
+    code = "for i in range(5000):\n    print(i)\nprint('RESULT=42')\n"
+    rc, out, err = pycell_run(["run", "--output-limit", "4K", "-c", code])
+    assert rc == 0, err
+    assert out.decode() == run_json(code, "--output-limit", "4K")["stdout"]
+    assert out.startswith(b"0\n1\n2\n") and out.endswith(b"4999\nRESULT=42\n")
+    assert b"bytes of stdout dropped here ...]\n" in out
+    assert b"pycell: stdout truncated: " in err
 
 
 def test_output_limit_below_policy_minimum_is_a_usage_error():

@@ -76,13 +76,21 @@ class Serve:
         data = r.read()
         return r, data
 
-    def modern(self, id, method, params=None, headers=None, **kw):
+    def modern(self, id, method, params=None, headers=None, drop=(), **kw):
+        """A 2026-07-28 request with the headers a conforming client sends
+        (and headers, less those named in drop)."""
         p = dict(params or {})
         p["_meta"] = {**META, **p.get("_meta", {})}
         h = {"MCP-Protocol-Version": V, "Mcp-Method": method}
         if method == "tools/call":
             h["Mcp-Name"] = p["name"]
+            # as a conforming client mirrors it (x-mcp-header in the tool's inputSchema)
+            sid = (p.get("arguments") or {}).get("session_id") if isinstance(p.get("arguments"), dict) else None
+            if isinstance(sid, str):
+                h["Mcp-Param-Session"] = sid
         h.update(headers or {})
+        for k in drop:
+            h.pop(k, None)
         return self.post({"jsonrpc": "2.0", "id": id, "method": method, "params": p}, h, **kw)
 
     def stop(self):

@@ -109,10 +109,17 @@ def test_cells_share_globals_imports_and_workspace(client):
                      files=[{"path": "data/in.csv", "text": "a,b\n1,2\n3,4\n"}])
     assert r1["status"] == "ok" and r1["stdout"] == "cell 1\n" and r1["stderr"] == ""
     assert r1["return_value"] == 3
-    assert r1["session"] == {"id": sid, "cell": 1, "alive": True}
+    # its output stays readable as a resource; the file it wrote is listed
+    base = "pycell://sessions/" + sid
+    assert r1["session"] == {"id": sid, "cell": 1, "alive": True,
+                             "output": {"stdout": base + "/cells/1/stdout"}}
+    assert r1["files"] == [{"path": "out.txt", "size": 4, "mime_type": "text/plain",
+                            "uri": base + "/files/out.txt"}]
     r2 = client.cell(sid, "print(open('out.txt').read())\nstatistics.mean([1, 2, 3]), rows[0]")
     assert r2["status"] == "ok" and r2["stdout"] == "kept\n" and r2["return_value"] == [2, "a,b"]
-    assert r2["session"] == {"id": sid, "cell": 2, "alive": True}
+    assert r2["session"] == {"id": sid, "cell": 2, "alive": True,
+                             "output": {"stdout": base + "/cells/2/stdout"}}
+    assert "files" not in r2   # nothing changed
     # an exception fails its cell only; SystemExit ends the cell with its code
     r3 = client.cell(sid, "del rows\n1/0")
     assert r3["status"] == "error" and r3["exit_code"] == 1
@@ -271,6 +278,43 @@ def test_bad_files_are_refused_with_their_reason(client, files, why):
 
 
 # ------------------------------------------------------------ owners, over HTTP
+
+def test_over_http_a_cell_names_its_session_in_mcp_param_session(serve, tmp_path):  # noqa: F811
+    """2026-07-28: run_python's inputSchema mirrors session_id into the
+    Mcp-Param-Session header (x-mcp-header), which a balancer routes by; the
+    server holds the header to the body."""
+    s = serve("--listen", "127.0.0.1:0", tmp_path=tmp_path)
+    _, data = s.modern(1, "tools/list", {})
+    tools = {t["name"]: t for t in json.loads(data)["result"]["tools"]}
+    assert tools["run_python"]["inputSchema"]["properties"]["session_id"]["x-mcp-header"] == "Session"
+    assert tools["session_close"]["inputSchema"]["properties"]["session_id"]["x-mcp-header"] == "Session"
+    _, data = s.modern(2, "tools/call", {"name": "session_open", "arguments": {}})
+    sid = json.loads(data)["result"]["structuredContent"]["session_id"]
+    cell = {"name": "run_python", "arguments": {"session_id": sid, "code": "6 * 7"}}
+    for i, (h, why) in enumerate([
+            ({"Mcp-Param-Session": None}, "Mcp-Param-Session is missing; it carries the argument session_id"),
+            ({"Mcp-Param-Session": "0" * 32}, "Mcp-Param-Session does not match the argument session_id")]):
+        headers = {k: v for k, v in h.items() if v is not None}
+        r, data = s.modern(10 + i, "tools/call", cell, headers=headers, drop=[k for k, v in h.items() if v is None])
+        assert r.status == 400, data
+        assert json.loads(data)["error"] == {"code": -32020, "message": "Header mismatch: " + why}
+    # the value may come base64-encoded, as any Mcp-* header's
+    enc = "=?base64?" + base64.b64encode(sid.encode()).decode() + "?="
+    r, data = s.modern(20, "tools/call", cell, headers={"Mcp-Param-Session": enc})
+    assert r.status == 200 and json.loads(data)["result"]["structuredContent"]["return_value"] == 42
+    # a call without a session_id sends no such header, and one is refused
+    r, data = s.modern(21, "tools/call", {"name": "run_python", "arguments": {"code": "1"}},
+                       headers={"Mcp-Param-Session": sid})
+    assert r.status == 400 and "Mcp-Param-Session does not match the argument session_id" in data.decode()
+    # the 2025 revisions do not know the header: their tools do not say it
+    legacy = Client()
+    try:
+        legacy.initialize()
+        props = {t["name"]: t for t in legacy.request(1, "tools/list")["result"]["tools"]}
+        assert "x-mcp-header" not in props["run_python"]["inputSchema"]["properties"]["session_id"]
+    finally:
+        legacy.kill()
+
 
 def test_a_handle_works_only_for_the_token_that_opened_it(serve, tmp_path):  # noqa: F811
     s = serve("--listen", "127.0.0.1:0", tokens=[

@@ -2,6 +2,8 @@
 #include "config.h"
 
 #include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "config/result.h"
@@ -127,6 +129,100 @@ START_TEST(setup_error_and_truncation)
 }
 END_TEST
 
+/* Keep a stream of n bytes made by byte(i) under cap: the result. */
+static void feed(struct output_buf *b, uint64_t cap, size_t n, size_t chunk, char (*byte)(size_t))
+{
+	char *buf = malloc(chunk);
+	outbuf_init(b, cap);
+	for (size_t off = 0; off < n; off += chunk) {
+		size_t k = n - off < chunk ? n - off : chunk;
+		for (size_t i = 0; i < k; i++)
+			buf[i] = byte(off + i);
+		outbuf_append(b, buf, k);
+	}
+	free(buf);
+	outbuf_finish(b, "stdout");
+}
+
+static char digit(size_t i) { return (char)('0' + i % 10); }
+
+START_TEST(output_fits_whole)
+{
+	struct output_buf b;
+	feed(&b, 4096, 4096, 100, digit);
+	ck_assert(!b.truncated);
+	ck_assert_uint_eq(b.len, 4096);
+	ck_assert_uint_eq(b.head_len, 2048);   /* what was final as it came */
+	ck_assert_uint_eq(b.dropped, 0);
+	for (size_t i = 0; i < b.len; i++)
+		ck_assert_int_eq(b.data[i], digit(i));
+	outbuf_free(&b);
+}
+END_TEST
+
+/* Past its cap a stream keeps its first half, a marker, and its last
+ * bytes: whatever the sizes of the writes (one byte, odd ones, one write
+ * bigger than the whole ring). */
+START_TEST(output_keeps_head_and_tail)
+{
+	static const size_t chunks[] = { 1, 7, 100, 4096, 1 << 20 };
+	const size_t n = 100000, cap = 4096;
+	struct output_buf b;
+	for (size_t c = 0; c < sizeof(chunks) / sizeof(chunks[0]); c++) {
+		size_t tail_len, head = cap / 2;
+		char marker[96];
+		feed(&b, cap, n, chunks[c], digit);
+		ck_assert(b.truncated);
+		ck_assert_uint_le(b.len, cap);
+		ck_assert_uint_eq(b.head_len, head);
+		for (size_t i = 0; i < head; i++)
+			ck_assert_int_eq(b.data[i], digit(i));
+		snprintf(marker, sizeof(marker), "\n[... pycell: %llu bytes of stdout dropped here ...]\n",
+			 (unsigned long long)b.dropped);
+		ck_assert_int_eq(memcmp(b.data + head, marker, strlen(marker)), 0);
+		tail_len = b.len - head - strlen(marker);
+		ck_assert_uint_eq(tail_len, cap - head - OUTBUF_MARKER_MAX);
+		/* what was dropped is exactly what is not kept */
+		ck_assert_uint_eq(head + tail_len + b.dropped, n);
+		for (size_t i = 0; i < tail_len; i++)
+			ck_assert_int_eq(b.data[head + strlen(marker) + i], digit(n - tail_len + i));
+		ck_assert_int_eq(b.data[b.len], '\0');
+		outbuf_free(&b);
+	}
+}
+END_TEST
+
+static char euro(size_t i) { return "\xe2\x82\xac"[i % 3]; }
+
+/* The cuts on both sides of the marker fall between characters. */
+START_TEST(output_cuts_whole_characters)
+{
+	struct output_buf b;
+	json_t *s;
+	feed(&b, 2048, 30000, 13, euro);
+	ck_assert(b.truncated);
+	ck_assert_uint_eq(b.head_len % 3, 0);
+	ck_assert_int_eq((unsigned char)b.data[b.len - 1], 0xac);
+	s = json_stringn(b.data, b.len);   /* NULL for invalid UTF-8 */
+	ck_assert_ptr_nonnull(s);
+	json_decref(s);
+	outbuf_free(&b);
+}
+END_TEST
+
+/* A small cap keeps the head only, as before there was a tail. */
+START_TEST(output_small_cap_keeps_head)
+{
+	struct output_buf b;
+	feed(&b, 100, 1000, 64, digit);
+	ck_assert(b.truncated);
+	ck_assert_uint_eq(b.len, 100);
+	ck_assert_uint_eq(b.dropped, 900);
+	ck_assert_int_eq(b.data[99], digit(99));
+	outbuf_free(&b);
+}
+END_TEST
+
 Suite *result_suite(void)
 {
 	Suite *s = suite_create("result");
@@ -135,6 +231,10 @@ Suite *result_suite(void)
 	tcase_add_test(t, invalid_utf8_is_replaced_and_nul_kept);
 	tcase_add_test(t, exit_statuses);
 	tcase_add_test(t, setup_error_and_truncation);
+	tcase_add_test(t, output_fits_whole);
+	tcase_add_test(t, output_keeps_head_and_tail);
+	tcase_add_test(t, output_cuts_whole_characters);
+	tcase_add_test(t, output_small_cap_keeps_head);
 	suite_add_tcase(s, t);
 	return s;
 }

@@ -155,23 +155,26 @@ describe("a fleet of three pycell serve behind haproxy", { skip: HAPROXY ? false
     await client.close();
   });
 
+  // one 2026-07-28 request through the balancer, with its Mcp-Name: the
+  // response's JSON
+  let postId = 0;
+  async function post(method, params, name, caps = {}) {
+    const body = { jsonrpc: "2.0", id: ++postId, method, params: { ...params, _meta: {
+      "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": caps } } };
+    const r = await fetch(`http://127.0.0.1:${front}/mcp`, { method: "POST", body: JSON.stringify(body), headers: {
+      "Content-Type": "application/json", Accept: "application/json, text/event-stream",
+      "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": method, ...(name ? { "Mcp-Name": name } : {}) } });
+    assert.equal(r.status, 200);
+    return await r.json();
+  }
+
   test("a task's id names its replica; tasks/get through the balancer finds it", async () => {
-    const url = `http://127.0.0.1:${front}/mcp`;
-    let id = 0;
-    async function post(method, params, name) {
-      const body = { jsonrpc: "2.0", id: ++id, method, params: { ...params, _meta: {
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": { extensions: { "io.modelcontextprotocol/tasks": {} } } } } };
-      const r = await fetch(url, { method: "POST", body: JSON.stringify(body), headers: {
-        "Content-Type": "application/json", Accept: "application/json, text/event-stream",
-        "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": method, ...(name ? { "Mcp-Name": name } : {}) } });
-      assert.equal(r.status, 200);
-      return (await r.json()).result;
-    }
+    const tasks = { extensions: { "io.modelcontextprotocol/tasks": {} } };
+    const postTask = async (method, params, name) => (await post(method, params, name, tasks)).result;
     const handles = [];
     // three tasks: with leastconn they land on more than one replica
     for (let k = 0; k < 3; k++)
-      handles.push(post("tools/call", { name: "run_python", arguments: { code: `import time\ntime.sleep(1.5)\n${k}` } },
+      handles.push(postTask("tools/call", { name: "run_python", arguments: { code: `import time\ntime.sleep(1.5)\n${k}` } },
         "run_python"));
     const made = await Promise.all(handles);
     const owners = new Set();
@@ -183,7 +186,7 @@ describe("a fleet of three pycell serve behind haproxy", { skip: HAPROXY ? false
     for (const [k, h] of made.entries()) {
       let t;
       for (const deadline = Date.now() + 20000; ; await sleep(200)) {
-        t = await post("tasks/get", { taskId: h.taskId }, h.taskId);
+        t = await postTask("tasks/get", { taskId: h.taskId }, h.taskId);
         assert.equal(t.taskId, h.taskId);
         if (t.status !== "working") break;
         assert.ok(Date.now() < deadline, "the task did not end");
@@ -192,6 +195,48 @@ describe("a fleet of three pycell serve behind haproxy", { skip: HAPROXY ? false
       assert.equal(t.result.structuredContent.return_value, k);
     }
     assert.ok(owners.size >= 2, `the tasks all landed on ${[...owners]}`);
+  });
+
+  test("sessions through the balancer (v2 client, 2026-07-28): Mcp-Param-Session routes each cell to its replica", async () => {
+    const client = new Client({ name: "fleet-test", version: "1" }, { versionNegotiation: { mode: { pin: "2026-07-28" } } });
+    await client.connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${front}/mcp`)));
+    // the client mirrors session_id into Mcp-Param-Session as the tool's
+    // inputSchema says (x-mcp-header): it learns that from tools/list
+    const tools = await client.listTools();
+    const run = tools.tools.find((t) => t.name === "run_python");
+    assert.equal(run.inputSchema.properties.session_id["x-mcp-header"], "Session");
+    const call = async (name, args) => {
+      const r = await client.callTool({ name, arguments: args });
+      assert.equal(r.isError, false, JSON.stringify(r));
+      return r.structuredContent;
+    };
+    // opened at once: with leastconn they land on more than one replica
+    const ids = (await Promise.all([0, 1, 2, 3, 4, 5].map(() => call("session_open", {})))).map((o) => o.session_id);
+    const owners = new Set(ids.map((id) => id.split(".")[0]));
+    assert.ok(owners.size >= 2, `the sessions all landed on ${[...owners]}`);
+    for (const [k, id] of ids.entries()) {
+      assert.match(id, /^r[123]\.[0-9a-f]{32}$/);
+      assert.equal((await call("run_python", { session_id: id, code: `x = ${k}` })).status, "ok");
+      const c2 = await call("run_python", { session_id: id, code: "x * 10" });
+      assert.deepEqual([c2.return_value, c2.session.cell], [k * 10, 2]);
+      assert.deepEqual(await call("session_close", { session_id: id }), { session_id: id, cells: 2 });
+    }
+    await client.close();
+  });
+
+  test("a file a run wrote on one replica: resources/read through the balancer finds it", async () => {
+    // six calls at once: with leastconn they land on more than one replica
+    const made = await Promise.all([0, 1, 2, 3, 4, 5].map((k) => post("tools/call", { name: "run_python",
+      arguments: { code: `import time\ntime.sleep(0.3)\nopen('out.txt', 'w').write('run ${k}')` } }, "run_python")));
+    const owners = new Set();
+    for (const [k, m] of made.entries()) {
+      const uri = m.result.structuredContent.files[0].uri;
+      assert.match(uri, /^pycell:\/\/runs\/r[123]\.[0-9a-f]{32}\/files\/out\.txt$/);
+      owners.add(uri.split("/")[3].split(".")[0]);
+      const read = await post("resources/read", { uri }, uri);
+      assert.deepEqual(read.result.contents, [{ uri, mimeType: "text/plain", text: `run ${k}` }], JSON.stringify(read));
+    }
+    assert.ok(owners.size >= 2, `the runs all landed on ${[...owners]}`);
   });
 
   test("v1 SDK sessions (2025-11-25) through the balancer: each stays on the replica its id names", async () => {

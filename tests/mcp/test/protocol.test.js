@@ -22,7 +22,7 @@ describe("initialize", () => {
     const caps = s.client.getServerCapabilities();
     assert.deepEqual(caps.tools, { listChanged: false });
     assert.deepEqual(caps.logging, {});
-    assert.equal(caps.resources, undefined);
+    assert.deepEqual(caps.resources, {});
     assert.equal(caps.prompts, undefined);
     assert.match(s.client.getInstructions(), /run_python/);
   });
@@ -158,7 +158,7 @@ describe("tools/list", () => {
     assert.match(t.description, /notebook cell/);
     assert.equal(t.inputSchema.type, "object");
     assert.deepEqual(t.inputSchema.required, ["code"]);
-    assert.deepEqual(Object.keys(t.inputSchema.properties).sort(), ["code", "files", "session_id", "stdin", "timeout_s", "variables"]);
+    assert.deepEqual(Object.keys(t.inputSchema.properties).sort(), ["code", "files", "max_output_bytes", "session_id", "stdin", "timeout_s", "variables"]);
     assert.equal(t.inputSchema.properties.code.type, "string");
     assert.equal(t.inputSchema.properties.variables.type, "object");
     assert.equal(t.inputSchema.properties.timeout_s.type, "number");

@@ -93,13 +93,20 @@ describe("run_python", () => {
     assert.deepEqual(r.structuredContent.return_value, [42, "__main__"]);
   });
 
-  test("return_value: JSON when it can be, else the repr", async () => {
+  test("return_value: JSON when it can be, a typed stand-in when JSON has no type for it, else the repr", async () => {
     const cases = [
       ["{'a': [1, 2.5, None, True]}", { a: [1, 2.5, null, true] }],
       ["'text'", "text"],
-      ["{1, 2, 3}", "{1, 2, 3}"],
-      ["float('nan')", "nan"],
-      ["b'ab'", "b'ab'"],
+      ["{3, 1, 2}", { $type: "set", length: 3, items: [1, 2, 3] }],
+      ["frozenset()", { $type: "frozenset", length: 0, items: [] }],
+      ["float('nan')", { $type: "float", value: "nan" }],
+      ["[1.5, float('-inf')]", [1.5, { $type: "float", value: "-inf" }]],
+      ["b'ab'", { $type: "bytes", length: 2, base64: "YWI=" }],
+      ["bytearray(b'\\x00')", { $type: "bytearray", length: 1, base64: "AA==" }],
+      ["1 + 2j", { $type: "complex", real: 1, imag: 2 }],
+      ["import datetime\ndatetime.date(2026, 7, 28)", { $type: "date", value: "2026-07-28" }],
+      ["import datetime\ndatetime.timedelta(minutes=1.5)", { $type: "timedelta", seconds: 90 }],
+      ["import decimal\ndecimal.Decimal('1.10')", { $type: "decimal", value: "1.10" }],
       ["x = 1", null],
       ["print('only output')", null],
       ["None", null],
@@ -107,12 +114,12 @@ describe("run_python", () => {
       ["{True: 1, None: 2, 1.5: 3, 4: 4}", { true: 1, null: 2, "1.5": 3, 4: 4 }],
       ["import collections\ncollections.OrderedDict(b=1, a=2)", { b: 1, a: 2 }],
       ["'caf\u00e9 \u2603'", "caf\u00e9 \u2603"],
+      ["2**100", { $type: "int", value: "1267650600228229401496703205376" }],
       // what the supervisor's JSON parser cannot take comes back as the repr
-      ["2**100", "1267650600228229401496703205376"],
       ["{1: 'a', '1': 'b'}", "{1: 'a', '1': 'b'}"],
       ["'a\\x00b'", "'a\\x00b'"],
       ["'\\udc80'", "'\\udc80'"],
-      ["float('inf')", "inf"],
+      ["float('inf')", { $type: "float", value: "inf" }],
       ["x = []\nx.append(x)\nx", "[[...]]"],
       ["class C:\n    def __repr__(self):\n        raise ValueError\nC()", "<C object: repr() failed: ValueError>"],
     ];

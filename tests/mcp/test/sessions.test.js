@@ -16,11 +16,13 @@ for (const [era, open] of [
   ["v2 client, legacy era", () => connectV2([], "legacy")],
 ]) {
   describe(era, () => {
-    test("open a session, load a CSV, compute from cell 1's frame in cell 2, write and read a file, close", async () => {
+    test("open a session, load a CSV, compute from cell 1's frame in cell 2, plot, write and read a file, close", async () => {
       const s = await open();
+      let last;
       const call = async (name, args) => {
         const r = await s.client.callTool({ name, arguments: args });
         assert.equal(r.isError, false, JSON.stringify(r));
+        last = r;
         return r.structuredContent;
       };
       try {
@@ -37,16 +39,37 @@ for (const [era, open] of [
         assert.deepEqual(c1.session, { id, cell: 1, alive: true });
         const c2 = await call("run_python", {
           session_id: id,
-          code: "mean = df['temp'].mean()\ndf[df.temp > mean].to_csv('warm.csv', index=False)\nprint(mean)\nfloat(mean)",
+          code: "mean = df['temp'].mean()\ndf[df.temp > mean].to_csv('warm.csv', index=False)\n" +
+            "import matplotlib.pyplot as plt\nplt.bar(df.city, df.temp)\nprint(mean)\nfloat(mean)",
         });
         assert.equal(c2.stdout, "13.666666666666666\n");
         assert.equal(c2.return_value, 13.666666666666666);
+        // the figure left open comes back as PNG image content
+        const images = last.content.filter((c) => c.type === "image");
+        assert.equal(images.length, 1, JSON.stringify(last.content.map((c) => c.type)));
+        assert.equal(images[0].mimeType, "image/png");
+        const png = Buffer.from(images[0].data, "base64");
+        assert.deepEqual([...png.subarray(0, 8)], [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
+        assert.deepEqual(c2.images, [{ mime_type: "image/png", source: "figure 1", bytes: png.length }]);
+        // the file it wrote, as a resource_link, read back with resources/read
+        const uri = `pycell://sessions/${id}/files/warm.csv`;
+        assert.deepEqual(c2.files, [{ path: "warm.csv", size: 27, mime_type: "text/csv", uri }]);
+        const links = last.content.filter((c) => c.type === "resource_link");
+        assert.deepEqual(links.map((l) => [l.uri, l.name, l.mimeType, l.size]), [[uri, "warm.csv", "text/csv", 27]]);
+        const read = await s.client.readResource({ uri });
+        assert.deepEqual(read.contents, [{ uri, mimeType: "text/csv", text: "city,temp\nRome,14\nCairo,24\n" }]);
+        const all = await s.client.listResources();
+        assert.ok(all.resources.some((r) => r.uri === uri && r.size === 27), JSON.stringify(all));
         const c3 = await call("run_python", { session_id: id, code: "open('warm.csv').read()" });
         assert.equal(c3.return_value, "city,temp\nRome,14\nCairo,24\n");
         assert.deepEqual(c3.session, { id, cell: 3, alive: true });
+        assert.equal(c3.files, undefined);
+        assert.equal(c3.images, undefined);
         const listed = await call("session_list", {});
         assert.deepEqual(listed.sessions.map((x) => [x.session_id, x.cells, x.busy]), [[id, 3, false]]);
         assert.deepEqual(await call("session_close", { session_id: id }), { session_id: id, cells: 3 });
+        // its files go with it
+        await assert.rejects(s.client.readResource({ uri }), /Resource not found/);
         const gone = await s.client.callTool({ name: "run_python", arguments: { session_id: id, code: "df" } });
         assert.equal(gone.isError, true);
         assert.match(gone.content[0].text, /^run_python: no such session/);
