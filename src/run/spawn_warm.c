@@ -53,6 +53,7 @@ struct zygote {
 	char *runtime_dir;
 	bool dead;
 	bool have_policy;     /* policy holds a parsed copy (free it) */
+	struct pc_err start_err;  /* why the last start failed ("": it did not) */
 };
 
 static const struct spawner_ops warm_ops;
@@ -177,8 +178,12 @@ static int zygote_restart(struct zygote *z, struct pc_err *err)
 	/* the loop fails them first, when it reads the old zygote's EOF */
 	if (z->n_live)
 		return pc_fail(err, EAGAIN, "warm", "the zygote is gone, and the jails asked of it are not all answered yet");
-	if (now_ms() - z->started_ms < 1000)
+	if (now_ms() - z->started_ms < 1000) {
+		if (z->start_err.msg[0])
+			return pc_fail(err, z->start_err.errnum, "warm", "the zygote is gone; starting another failed "
+				       "less than a second ago: %s: %s", z->start_err.step, z->start_err.msg);
 		return pc_fail(err, EPIPE, "warm", "the zygote is gone (restarted less than a second ago)");
+	}
 	log_warn("warm starts: the zygote (pid %d) stopped; starting a new one", (int)z->pid);
 	ahead_end_all(z, NULL); /* cancelled ones: their jails went with it */
 	if (z->ctl >= 0)
@@ -193,7 +198,12 @@ static int zygote_restart(struct zygote *z, struct pc_err *err)
 	}
 	z->ctl = z->ahead = -1;
 	z->pid = 0;
-	return zygote_exec(z, err);
+	if (zygote_exec(z, err) < 0) {
+		z->start_err = *err;
+		return -1;
+	}
+	z->start_err.msg[0] = '\0';
+	return 0;
 }
 
 /* Start the zygote process for z's policy and wait until it is ready. */

@@ -204,12 +204,15 @@ SNIPPETS = {
         import sitecustomize, importlib.util
         print(sitecustomize.__name__, importlib.util.find_spec("sitecustomize").origin)
     """,
+    # every package of the standard library imported, as pydoc's scanner
+    # does (not the site's: importing all of matplotlib, pandas and the
+    # rest tests the memory limit, not the jail)
     "stdlib-walk": """
-        import pkgutil, sys
+        import pkgutil, sys, sysconfig
         names = {m.name for m in pkgutil.iter_modules()}
         print({"json", "sqlite3", "sitecustomize"} <= names)
-        import pydoc
-        pydoc.ModuleScanner().run(lambda path, name, desc: None)
+        for m in pkgutil.walk_packages([sysconfig.get_paths()["stdlib"]], onerror=lambda name: None):
+            pass
         print("scanned")
     """,
     # ------------------------------------------------------------- files, fs
