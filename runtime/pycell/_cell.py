@@ -328,10 +328,10 @@ def _print_exception(exc):
 
 def run_cell(namespace, code, variables=b"", files=None, outputs=False):
     """Run one cell (code, variables: bytes) in namespace, after writing
-    files (a list of {path, text or base64}) into the working directory:
-    0, or 1 after printing an uncaught exception.  SystemExit is raised.
-    With outputs (the client takes them: MCP), the images the cell shows
-    and the files it leaves changed in /workspace go back (send_outputs)."""
+    files (a list of {path, text or base64}) below /workspace: 0, or 1
+    after printing an uncaught exception.  SystemExit is raised.  With
+    outputs (the client takes them: MCP), the images the cell shows and
+    the files it leaves changed in /workspace go back (_Outputs.send)."""
     global _source
     runner = _Runner(namespace)
     value = None
@@ -512,12 +512,14 @@ class _Outputs:
         for obj in self.shown:
             pngs.append(obj)
             sources.append("display")
+        figs = {id(obj) for obj in self.shown}   # shown once, displayed or not
         self.shown = []
         plt = sys.modules.get("matplotlib.pyplot")
-        figs = set()
         if plt is not None:
             for num in plt.get_fignums():
                 fig = plt.figure(num)
+                if id(fig) in figs:
+                    continue
                 figs.add(id(fig))
                 pngs.append(fig)
                 sources.append("figure %s" % num)

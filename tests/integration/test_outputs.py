@@ -63,6 +63,13 @@ def test_a_value_with_repr_png_and_display_are_images(client):
     assert sizes == [(3, 2), (5, 7)]
 
 
+def test_a_displayed_figure_left_open_is_sent_once(client):
+    code = ("import matplotlib.pyplot as plt, pycell\nfig = plt.figure()\nplt.plot([1, 2])\n"
+            "pycell.display(fig)\nplt.figure()\nplt.plot([3])\nfig")
+    sc = client.call("run_python", {"code": code})["structuredContent"]
+    assert [i["source"] for i in sc["images"]] == ["display", "figure 2"], sc
+
+
 @pytest.mark.parametrize("arg, error", [
     ("42", "TypeError: pycell.display() shows images: a matplotlib figure, an object with _repr_png_ "
            "(a PIL image...), or PNG bytes, not int"),
