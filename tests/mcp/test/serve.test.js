@@ -192,7 +192,7 @@ test(`load: 50 clients, ${CALLS} calls, no error, nothing left growing`, { timeo
     // keep-alive connections (undici keeps a few per client).
     assert.ok(afterLoad.fds.other <= before.fds.other + 8, `fds ${JSON.stringify(before.fds)} -> ${JSON.stringify(afterLoad.fds)}`);
     assert.ok(afterLoad.fds.sockets <= 8 + 50 * 4, `sockets: ${afterLoad.fds.sockets}`);
-    loadRss = { before: before.rss, after: afterLoad.rss };
+    loadRss = { before: before.rss, after: afterLoad.rss, moreSockets: Math.max(0, afterLoad.fds.sockets - before.fds.sockets) };
     assert.deepEqual(descendants(srv.pid), []);
     // each ready jail has its run cgroup already; no other may be left
     await waitFor(() => new Set(runCgroups(srv.pid).map((d) => d.split("/").pop())).size <=
@@ -208,5 +208,10 @@ test("load: the server's RSS is flat within 1 MiB after the calls",
   { skip: process.env.PYCELL_SANITIZERS ? "sanitizer build: ASan's shadow memory and quarantine make the RSS " +
     "unrepresentative (the normal build checks it)" : false }, () => {
     assert.ok(loadRss, "the load test did not run");
-    assert.ok(loadRss.after - loadRss.before <= 1024, `RSS grew by ${loadRss.after - loadRss.before} KiB`);
+    // besides: each keep-alive connection the clients opened during the
+    // calls holds its 64 KiB memory pool (transport_http.c, HEADER_MEMORY);
+    // a leak of 256 bytes a call or more would still show
+    const allowed = 1024 + 64 * loadRss.moreSockets;
+    assert.ok(loadRss.after - loadRss.before <= allowed,
+      `RSS grew by ${loadRss.after - loadRss.before} KiB (allowed ${allowed}: ${loadRss.moreSockets} more connections)`);
   });
