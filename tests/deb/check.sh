@@ -77,16 +77,19 @@ import json, sys
 sc = json.loads(sys.argv[1])["result"]["structuredContent"]
 sys.exit(0 if (sc["status"], sc["return_value"]) == ("ok", 42) else 1)' "$reply"
 check "the audit record names the token" grep -q '"client":"admin","status":"ok"' "$work/serve.log"
-# a session: the installed runtime has the session loop (it was once left out of make install)
+# a session: the installed runtime has the session loop (it was once left out of make install).
+# call TOOL ARGS [SESSION]: a cell names its session in Mcp-Param-Session, as the tool's
+# inputSchema asks of a 2026-07-28 client (x-mcp-header)
 call() {
 	curl -s -m 30 -X POST "http://127.0.0.1:$port/mcp" -H "Authorization: Bearer $(cat /etc/pycell/admin.token)" \
 		-H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \
 		-H 'MCP-Protocol-Version: 2026-07-28' -H 'Mcp-Method: tools/call' -H "Mcp-Name: $1" \
+		${3:+-H "Mcp-Param-Session: $3"} \
 		-d "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":\"$1\",\"arguments\":$2,\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\",\"io.modelcontextprotocol/clientCapabilities\":{}}}}"
 }
 sid=$(call session_open '{}' | python3 -c 'import json, sys; print(json.load(sys.stdin)["result"]["structuredContent"]["session_id"])')
-call run_python "{\"session_id\":\"$sid\",\"code\":\"x = 6\"}" >/dev/null
-reply=$(call run_python "{\"session_id\":\"$sid\",\"code\":\"x * 7\"}")
+call run_python "{\"session_id\":\"$sid\",\"code\":\"x = 6\"}" "$sid" >/dev/null
+reply=$(call run_python "{\"session_id\":\"$sid\",\"code\":\"x * 7\"}" "$sid")
 check "a session keeps its globals from one cell to the next" python3 -c '
 import json, sys
 sc = json.loads(sys.argv[1])["result"]["structuredContent"]
