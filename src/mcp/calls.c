@@ -68,6 +68,11 @@ struct mcp_call *mcp_call_new(struct mcp_server *s, const struct mcp_req *r, enu
 	return c;
 }
 
+const char *mcp_call_owner(const struct mcp_call *c)
+{
+	return c->task ? c->task->owner : c->session ? c->session->principal : NULL;
+}
+
 /* The run's wall-clock limit: its own, else the policy's (0: none). */
 uint64_t mcp_call_timeout_ms(const struct mcp_call *c)
 {
@@ -378,7 +383,7 @@ static int call_start(struct mcp_call *c, struct pc_err *err)
 		return mcp_session_start_cell(c, err);
 	}
 	c->env = s->env;
-	mcp_run_request(s, &req, c->task ? c->task->owner : c->session ? c->session->principal : NULL,
+	mcp_run_request(s, &req, mcp_call_owner(c),
 			c->kind == CALL_RUN_PYTHON);
 	req.mode = c->kind == CALL_PY_VERSION ? RUN_MODE_SCRIPT : RUN_MODE_CELL;
 	req.code = c->code;

@@ -256,6 +256,9 @@ void mcp_call_reply(struct mcp_call *c, json_t *msg);
 void mcp_call_progress(struct mcp_call *c, const char *message);
 /* The run's or cell's output as it comes (run_request.on_output). */
 void mcp_call_output(void *ctx, enum run_stream st, const char *buf, size_t len);
+/* Whose the call is: its task's owner, else its client's principal
+ * (NULL: the anonymous client, or none left). */
+const char *mcp_call_owner(const struct mcp_call *c);
 /* The run's wall-clock limit: its own, else the policy's (0: none). */
 uint64_t mcp_call_timeout_ms(const struct mcp_call *c);
 /* c's run (or cell) ended: answered from mcp_on_defer. */

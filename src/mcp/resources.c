@@ -29,11 +29,6 @@ struct mcp_resource {
 	uint64_t t_expires;           /* monotonic ms; 0: its session's */
 };
 
-static bool same_owner(const struct mcp_resource *x, const char *principal)
-{
-	return (!x->owner && !principal) || (x->owner && principal && strcmp(x->owner, principal) == 0);
-}
-
 static void res_free(struct mcp_resource *x)
 {
 	free(x->uri);
@@ -95,7 +90,7 @@ static void res_add(struct mcp_server *s, const struct mcp_call *c, const char *
 		    const char *mime, char *data, size_t len)
 {
 	struct mcp_resource *x = xcalloc(1, sizeof(*x));
-	const char *owner = c->task ? c->task->owner : c->session ? c->session->principal : NULL;
+	const char *owner = mcp_call_owner(c);
 	res_drop(s, has_uri, uri);
 	x->uri = xstrdup(uri);
 	x->name = xstrdup(name);
@@ -247,7 +242,7 @@ static void list_resources(const struct mcp_req *r)
 	json_t *list = json_array();
 	expire(r->ss->srv);
 	for (const struct mcp_resource *x = r->ss->srv->resources; x; x = x->next)
-		if (same_owner(x, r->ss->principal))
+		if (str_eq(x->owner, r->ss->principal))
 			json_array_append_new(list, json_pack("{s:s,s:s,s:s,s:I}", "uri", x->uri, "name", x->name,
 							      "mimeType", x->mime, "size", (json_int_t)x->len));
 	mcp_answer(r, private(r, json_pack("{s:o}", "resources", list)));
@@ -277,7 +272,7 @@ static void read_resource(const struct mcp_req *r, const json_t *params)
 	}
 	expire(r->ss->srv);
 	for (x = r->ss->srv->resources; x; x = x->next)
-		if (json_str_eq(uri, x->uri) && same_owner(x, r->ss->principal))
+		if (json_str_eq(uri, x->uri) && str_eq(x->owner, r->ss->principal))
 			break;
 	if (!x) {
 		/* -32002 until 2026-07-28, which says -32602 */

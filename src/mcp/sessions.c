@@ -45,11 +45,6 @@ struct pysess {
 	struct pc_err open_err;       /* the open failed (open_err.msg[0]) */
 };
 
-static bool same_owner(const struct pysess *p, const char *principal)
-{
-	return (!p->owner && !principal) || (p->owner && principal && strcmp(p->owner, principal) == 0);
-}
-
 static void sess_arm(struct mcp_server *s)
 {
 	struct itimerspec t = { 0 };
@@ -84,7 +79,7 @@ static void pysess_close(struct pysess *p, const char *why)
 static struct pysess *find(struct mcp_server *s, const json_t *id, const char *principal)
 {
 	for (struct pysess *p = s->sessions; p; p = p->next)
-		if (!p->closed && json_str_eq(id, p->id) && same_owner(p, principal))
+		if (!p->closed && json_str_eq(id, p->id) && str_eq(p->owner, principal))
 			return p;
 	return NULL;
 }
@@ -253,7 +248,7 @@ static unsigned count_open(const struct mcp_server *s, const char *principal, bo
 {
 	unsigned n = 0;
 	for (const struct pysess *p = s->sessions; p; p = p->next)
-		if (!p->closed && (!mine || same_owner(p, principal)))
+		if (!p->closed && (!mine || str_eq(p->owner, principal)))
 			n++;
 	return n;
 }
@@ -362,7 +357,7 @@ static void session_list_tool(const struct mcp_req *r, const json_t *args)
 	for (struct pysess *p = s->sessions; p; p = p->next) {
 		uint64_t by_idle = p->t_last + p->idle_ms, by_age = p->t_opened + p->lifetime_ms;
 		uint64_t closes = by_idle < by_age ? by_idle : by_age;
-		if (p->closed || !same_owner(p, r->ss->principal))
+		if (p->closed || !str_eq(p->owner, r->ss->principal))
 			continue;
 		json_array_append_new(list, json_pack("{s:s,s:i,s:b,s:f,s:f,s:f}", "session_id", p->id,
 			"cells", (int)p->cells, "busy", p->call != NULL || !p->ready,

@@ -36,11 +36,6 @@ static json_t *iso8601(uint64_t ms)
 	return json_sprintf("%s.%03uZ", buf, (unsigned)(ms % 1000));
 }
 
-static bool same_owner(const struct mcp_task *t, const char *owner)
-{
-	return (!t->owner && !owner) || (t->owner && owner && strcmp(t->owner, owner) == 0);
-}
-
 static void task_unlink_free(struct mcp_server *s, struct mcp_task *t)
 {
 	struct mcp_task **pp;
@@ -241,7 +236,7 @@ void mcp_handle_task_request(const struct mcp_req *r, const char *method, json_t
 	}
 	evict(s, 0);
 	for (t = s->tasks; t; t = t->next)
-		if (json_str_eq(id, t->id) && same_owner(t, r->ss->principal))
+		if (json_str_eq(id, t->id) && str_eq(t->owner, r->ss->principal))
 			break;
 	if (!t) {
 		mcp_fail(r, JSONRPC_INVALID_PARAMS, "Invalid params: no such task (its results are kept for an "
