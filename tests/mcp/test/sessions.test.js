@@ -67,7 +67,18 @@ for (const [era, open] of [
         assert.equal(c3.images, undefined);
         const listed = await call("session_list", {});
         assert.deepEqual(listed.sessions.map((x) => [x.session_id, x.cells, x.busy]), [[id, 3, false]]);
-        assert.deepEqual(await call("session_close", { session_id: id }), { session_id: id, cells: 3 });
+        // a cell's output as it is printed, in the client's progress callback
+        const seen = [];
+        const params = { name: "run_python", arguments: { session_id: id,
+          code: "import time\nfor i in range(3):\n    print('step', i, flush=True)\n    time.sleep(0.4)" } };
+        const opts = { onprogress: (p) => seen.push(p.message ?? "") };
+        // the v1 SDK takes (params, resultSchema, options), the v2 client (params, options)
+        const live = await (era.startsWith("v1") ? s.client.callTool(params, undefined, opts)
+          : s.client.callTool(params, opts));
+        assert.equal(live.structuredContent.stdout, "step 0\nstep 1\nstep 2\n");
+        const told = seen.filter((m) => m.includes("output:")).map((m) => m.split("output:\n")[1]).join("");
+        assert.ok(told.includes("step 0\n") && told.includes("step 1\n"), JSON.stringify(seen));
+        assert.deepEqual(await call("session_close", { session_id: id }), { session_id: id, cells: 4 });
         // its files go with it
         await assert.rejects(s.client.readResource({ uri }), /Resource not found/);
         const gone = await s.client.callTool({ name: "run_python", arguments: { session_id: id, code: "df" } });
