@@ -28,11 +28,13 @@ sys.path.insert(0, "/run/pycell/lib/probes")
 C = json.loads(sys.argv[2]) if len(sys.argv) > 2 else {}
 libc = ctypes.CDLL(None, use_errno=True)
 PROBES = {}  # category -> [(name, fn)]
+EGRESS_PROBES = {}  # the same, run only under a policy whose network is an egress list
+EGRESS = C.get("egress")  # {"allow": [...], "gateway_port": N} for such a policy
 
 
-def probe(category, name):
+def probe(category, name, egress=False):
     def reg(fn):
-        PROBES.setdefault(category, []).append((name, fn))
+        (EGRESS_PROBES if egress else PROBES).setdefault(category, []).append((name, fn))
         return fn
     return reg
 
@@ -364,13 +366,16 @@ def net_ifaces():
         names = sorted(ln.split(":")[0].strip() for ln in open("/proc/net/dev").readlines()[2:])
     except OSError as e:
         return f"interfaces cannot be listed ({ename(e.errno)})"
-    if set(names) - {"lo"}:
-        raise Escaped("interfaces beyond lo: " + ", ".join(names))
+    allowed = {"lo", "eth0"} if EGRESS else {"lo"}
+    if set(names) - allowed:
+        raise Escaped("interfaces beyond " + " and ".join(sorted(allowed)) + ": " + ", ".join(names))
     return f"interfaces: {names or 'none'}"
 
 
 @probe("network", "outside-route")
 def net_route():
+    if EGRESS:
+        return "an egress jail has a route out (eth0); the egress probes test what it may reach"
     # UDP connect sends nothing; it only asks for a route.
     for fam, addr in ((socket.AF_INET, ("192.0.2.1", 9)), (socket.AF_INET6, ("2001:db8::1", 9))):
         try:
@@ -392,6 +397,148 @@ def net_families():
         raise Escaped("created: " + ", ".join(bad))
     return "refused: " + ", ".join(f"{n}={ename(v) if isinstance(v, int) else v}"
                                     for n, v in got.items())
+
+
+# ------------------------------------------------------------------ egress
+# Under an egress policy the jail has a route out, and the kernel's
+# socket-address filters on its cgroup are all that stand between it and
+# any address: each of these must be refused with EPERM, the filters'
+# answer (no route, a timeout or a reset would not prove them there).
+
+def unlisted_target():
+    """An address and port no destination of the policy covers."""
+    import ipaddress
+    nets = []
+    for d in EGRESS["allow"]:
+        host, _, port = d.rpartition(":")
+        try:
+            nets.append((ipaddress.ip_network(host), None if port == "*" else int(port)))
+        except ValueError:
+            pass  # a name: its addresses are its own, none of these
+    for addr in ("192.0.2.1", "198.51.100.1", "203.0.113.1"):
+        for port in (9, 7, 13):
+            if not any(ipaddress.ip_address(addr) in n and p in (None, port) for n, p in nets):
+                return addr, port
+    raise Escaped("the policy lists every test address (192.0.2.1, 198.51.100.1, 203.0.113.1)")
+
+
+def gateway():
+    for line in open("/etc/resolv.conf"):
+        if line.startswith("nameserver"):
+            return line.split()[1]
+    raise Escaped("no nameserver in /etc/resolv.conf")
+
+
+def refused(what, fn):
+    return expect_fail(what, fn, [errno.EPERM])
+
+
+def tcp_nonblocking(family, addr):
+    s = socket.socket(family, socket.SOCK_STREAM | socket.SOCK_NONBLOCK)
+    try:
+        s.connect(addr)
+    finally:
+        s.close()
+
+
+@probe("network", "egress-unlisted-tcp", egress=True)
+def egress_tcp():
+    a = unlisted_target()
+    refused(f"TCP connect to {a[0]}:{a[1]}", lambda: tcp_nonblocking(socket.AF_INET, a))
+    t = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        refused("TCP fast open (sendto MSG_FASTOPEN)", lambda: t.sendto(b"x", socket.MSG_FASTOPEN, a))
+    finally:
+        t.close()
+    return f"{a[0]}:{a[1]}: connect and fast open refused (EPERM)"
+
+
+@probe("network", "egress-unlisted-udp", egress=True)
+def egress_udp():
+    a = unlisted_target()
+    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        refused(f"UDP sendto {a[0]}:{a[1]}", lambda: u.sendto(b"x", a))
+        refused(f"UDP connect {a[0]}:{a[1]}", lambda: u.connect(a))
+        refused(f"UDP sendto {a[0]}:53 (another resolver)", lambda: u.sendto(b"x", (a[0], 53)))
+    finally:
+        u.close()
+    # UDP-Lite's connect passes by the address hooks: it must not be made
+    lite = expect_fail("a UDP-Lite socket", lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM, 136),
+                       [errno.EPERM, errno.EPROTONOSUPPORT])
+    return f"{a[0]}: sendto, connect and a query to another resolver refused (EPERM); UDP-Lite {lite}"
+
+
+@probe("network", "egress-ipv6", egress=True)
+def egress_v6():
+    a = unlisted_target()
+    refused("TCP connect to 2001:db8::1", lambda: tcp_nonblocking(socket.AF_INET6, ("2001:db8::1", 80)))
+    refused(f"TCP connect to ::ffff:{a[0]}", lambda: tcp_nonblocking(socket.AF_INET6, ("::ffff:" + a[0], a[1])))
+    u = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+    try:
+        refused("UDP sendto fe80::1 (link-local)", lambda: u.sendto(b"x", ("fe80::1", 53, 0, 2)))
+    finally:
+        u.close()
+    return "IPv6 and IPv4-mapped destinations refused (EPERM)"
+
+
+@probe("network", "egress-metadata", egress=True)
+def egress_metadata():
+    if any(d.startswith("169.254.169.254") for d in EGRESS["allow"]):
+        return "169.254.169.254 is listed by the policy"
+    refused("TCP connect to 169.254.169.254:80", lambda: tcp_nonblocking(socket.AF_INET, ("169.254.169.254", 80)))
+    refused("TCP connect to 169.254.0.1:80", lambda: tcp_nonblocking(socket.AF_INET, ("169.254.0.1", 80)))
+    return "the metadata address and link-local refused (EPERM)"
+
+
+@probe("network", "egress-gateway", egress=True)
+def egress_gateway():
+    gw, port = gateway(), EGRESS["gateway_port"]
+    refused(f"TCP connect to the host at {gw}:{port} (a canary listener)",
+            lambda: tcp_nonblocking(socket.AF_INET, (gw, port)))
+    refused(f"TCP connect to {gw}:53", lambda: tcp_nonblocking(socket.AF_INET, (gw, 53)))
+    return f"the host behind the gateway {gw} refused but for DNS over UDP (EPERM)"
+
+
+def dns_query(server, name, qtype):
+    import struct
+    q = struct.pack(">HHHHHH", 0x5043, 0x0100, 1, 0, 0, 0)
+    q += b"".join(bytes([len(l)]) + l for l in name.encode().split(b".")) + b"\0" + struct.pack(">HH", qtype, 1)
+    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    u.settimeout(3)
+    try:
+        u.sendto(q, (server, 53))
+        r = u.recv(4096)
+    finally:
+        u.close()
+    return r[3] & 15, struct.unpack(">H", r[6:8])[0]
+
+
+@probe("network", "egress-dns", egress=True)
+def egress_dns():
+    gw = gateway()
+    got = {}
+    for what, name, qtype in (("TXT", "pycell-probe.exfil.example", 16),
+                              ("long label", "x" * 63 + ".pycell-probe.exfil.example", 1),
+                              ("AAAA", "pycell-probe.exfil.example", 28)):
+        rcode, answers = dns_query(gw, name, qtype)
+        if answers or rcode != 3:
+            raise Escaped(f"{what} query for an unlisted name: rcode {rcode}, {answers} answers")
+        got[what] = "NXDOMAIN"
+    try:
+        socket.getaddrinfo("pycell-probe.exfil.example", 80)
+    except socket.gaierror as e:
+        got["getaddrinfo"] = e.strerror
+    else:
+        raise Escaped("an unlisted name resolved")
+    return "unlisted names do not resolve: " + ", ".join(f"{k}={v}" for k, v in got.items())
+
+
+@probe("network", "egress-raw-icmp", egress=True)
+def egress_raw():
+    r = expect_fail("raw socket", lambda: socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP))
+    p = expect_fail("ICMP (ping) socket", lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_ICMP))
+    return f"raw socket {r}, ping socket {p}"
 
 
 # ------------------------------------------------------------------ ipc
@@ -849,6 +996,9 @@ def main():
         for c, items in PROBES.items():
             for n, _ in items:
                 print(f"{c}/{n}")
+        for c, items in EGRESS_PROBES.items():
+            for n, _ in items:
+                print(f"{c}/{n} (egress policies)")
         for n in BOMBS:
             print(f"resources/{n}")
         return 0
@@ -856,6 +1006,8 @@ def main():
         BOMBS[cat.split("/", 1)[1]](C["limits"])
         return 0
     items = PROBES.get(cat)
+    if items is not None and EGRESS:
+        items = items + EGRESS_PROBES.get(cat, [])
     if items is None:
         print(f"probe: unknown category {cat!r}", file=sys.stderr)
         return 2

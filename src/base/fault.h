@@ -12,6 +12,10 @@
  *   cgroup  cgroup.c, making one of a run's cgroup directories (ENOSPC; the
  *           first run's are made by the probe, cgroup_probe.c)
  *   zygote  spawn_warm.c, starting a zygote, before its fork (EMFILE)
+ *   veth    net.c, making an egress run's veth pair (EPERM)
+ *   egress_bpf  egress.c: not a failure but a weakening, for the tests
+ *           only: the egress filters are loaded and not attached, which
+ *           the egress probes of policy-test must catch
  * Each test in tests/integration/test_faults.py names the site it drives. */
 #ifndef PYCELL_FAULT_H
 #define PYCELL_FAULT_H

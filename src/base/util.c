@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -468,6 +469,26 @@ bool strv_eq(char *const *a, size_t na, char *const *b, size_t nb)
 	return true;
 }
 
+char *strv_join(char *const *v, size_t n, const char *sep)
+{
+	size_t len = 1, seplen = strlen(sep);
+	char *s, *at;
+	for (size_t i = 0; i < n; i++)
+		len += strlen(v[i]) + (i ? seplen : 0);
+	at = s = xmalloc(len);
+	for (size_t i = 0; i < n; i++) {
+		size_t l = strlen(v[i]);
+		if (i) {
+			memcpy(at, sep, seplen);
+			at += seplen;
+		}
+		memcpy(at, v[i], l);
+		at += l;
+	}
+	*at = '\0';
+	return s;
+}
+
 const char *rel_path_problem(const char *p, size_t len, size_t max)
 {
 	const char *seg = p;
@@ -557,4 +578,30 @@ char *xmemdup(const void *p, size_t n)
 	memcpy(d, p, n);
 	d[n] = '\0';
 	return d;
+}
+
+int mkdir_p(const char *path, mode_t mode, struct pc_err *err)
+{
+	char buf[PATH_MAX];
+	size_t len = strlen(path);
+	if (len >= sizeof(buf))
+		return pc_fail(err, ENAMETOOLONG, "mkdir", "path too long: %s", path);
+	memcpy(buf, path, len + 1);
+	for (char *p = buf + 1;; p++) {
+		if (*p == '/' || *p == '\0') {
+			char c = *p;
+			*p = '\0';
+			if (mkdir(buf, mode) < 0 && errno != EEXIST)
+				return pc_syserr(err, "mkdir", "mkdir %s", buf);
+			if (c == '\0')
+				break;
+			*p = c;
+		}
+	}
+	return 0;
+}
+
+int str_cmp_ptr(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
 }

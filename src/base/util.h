@@ -69,6 +69,14 @@ static inline void pc_reapp(pid_t *pid)
 /* int fds[2] of a pipe or socketpair whose open ends close at scope exit */
 #define cleanup_pair __attribute__((cleanup(pc_close_pairp)))
 #define cleanup_child __attribute__((cleanup(pc_reapp)))
+/* A NULL-terminated array of strings, each freed, then the array. */
+static inline void pc_strvp(char ***v)
+{
+	for (size_t i = 0; *v && (*v)[i]; i++)
+		free((*v)[i]);
+	free(*v);
+}
+#define cleanup_strv __attribute__((cleanup(pc_strvp)))
 
 static inline void *steal_ptr_impl(void *pp)
 {
@@ -122,6 +130,13 @@ uint64_t now_ms(void);  /* CLOCK_MONOTONIC */
 /* Equal strings, NULL equal only to NULL; equal arrays of them. */
 bool str_eq(const char *a, const char *b);
 bool strv_eq(char *const *a, size_t na, char *const *b, size_t nb);
+/* mkdir -p: each missing component with mode (an existing one is left
+ * as it is). */
+int mkdir_p(const char *path, mode_t mode, struct pc_err *err);
+/* qsort comparator for an array of strings. */
+int str_cmp_ptr(const void *a, const void *b);
+/* The n strings of v with sep between them (malloc'd). */
+char *strv_join(char *const *v, size_t n, const char *sep);
 /* An unguessable id: 128 random bits as 32 hex digits, after "PREFIX."
  * when prefix is not NULL (a replica's name, at most REPLICA_NAME_MAX
  * bytes).  0, or -1 when the kernel gave no random bytes. */

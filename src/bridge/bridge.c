@@ -518,6 +518,8 @@ static void write_run_record(struct bridge_run *br, struct run *r)
 							 "denied", (json_int_t)br->denied, "errors",
 							 (json_int_t)br->errors));
 	json_object_set(rec, "tools", br->calls);
+	if (res->network)
+		json_object_set(rec, "network", res->network);
 	if (br->denials_not_logged)
 		json_object_set_new(rec, "denials_not_logged", json_integer(br->denials_not_logged));
 	audit_write(br->b->audit, rec);

@@ -97,7 +97,7 @@ int cli_apply_overrides(const struct run_opts *o, struct policy *p, struct pc_er
 	if (o->has_pids)
 		p->limits.pids = o->pids;
 	if (o->network)
-		p->network = strcmp(o->network, "loopback") == 0 ? NET_LOOPBACK : NET_NONE;
+		policy_set_network(p, strcmp(o->network, "loopback") == 0 ? NET_LOOPBACK : NET_NONE);
 	if (o->python) {
 		free(p->python);
 		p->python = xstrdup(o->python);

@@ -14,6 +14,8 @@
 #include "cli/front.h"
 #include "cli/options.h"
 #include "config/conf.h"
+#include "run/egress.h"
+#include "run/packages.h"
 #include "config/result.h"
 #include "jail/jail.h"
 #include "mcp/mcp.h"
@@ -148,6 +150,8 @@ int cmd_mcp(int argc, char **argv)
 		return cli_input_error("mcp", &err);
 	if (conf.host_uid_base)
 		jail_host_id_base = conf.host_uid_base;
+	egress_configure(&conf.net);
+	packages_configure(conf.packages_cache, conf.packages_cache_max);
 	if (run_env_init(&env, o.policy ? o.policy : conf.policy, &err) < 0) {
 		conf_free(&conf);
 		return cli_input_error("mcp", &err);
@@ -181,8 +185,9 @@ int cmd_mcp(int argc, char **argv)
 		goto out;
 	}
 	/* Upstream MCP servers for the jails: started now, ready a moment
-	 * later; the client is served meanwhile. */
-	if (conf.n_upstreams) {
+	 * later; the client is served meanwhile.  An egress policy's runs
+	 * are audited (what their network refused) with or without them. */
+	if (conf.n_upstreams || env.policy.network.mode == NET_EGRESS) {
 		bridge = bridge_new(l, &conf, &err);
 		if (!bridge) {
 			cli_setup_error("mcp", &err);

@@ -31,7 +31,10 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "config/conf.h"
+#include "config/policy_fields.h"
 #include "jail/jail.h"
+#include "run/egress.h"
+#include "run/packages.h"
 #include "run/run.h"
 
 #define PROBE_SCRIPT "probes/probe.py"
@@ -134,6 +137,9 @@ struct canaries {
 	char dir[64], file[128], abstract[64], mq_name[64];
 	int file_fd, tcp_fd, abs_fd;
 	int tcp_port;
+	/* an egress policy's: a listener on every address of the host, which
+	 * the jail's gateway is one of */
+	int any_fd, any_port;
 	key_t shm_key, msg_key, sem_key;
 	int shm_id, msg_id, sem_id;
 	mqd_t mq;
@@ -142,12 +148,12 @@ struct canaries {
 static void canaries_init(struct canaries *c)
 {
 	memset(c, 0, sizeof(*c));
-	c->file_fd = c->tcp_fd = c->abs_fd = -1;
+	c->file_fd = c->tcp_fd = c->abs_fd = c->any_fd = -1;
 	c->shm_id = c->msg_id = c->sem_id = -1;
 	c->mq = (mqd_t)-1;
 }
 
-static int canaries_plant(struct canaries *c, struct pc_err *err)
+static int canaries_plant(struct canaries *c, const struct policy *p, struct pc_err *err)
 {
 	unsigned char rnd[16];
 	struct sockaddr_in in = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
@@ -178,6 +184,15 @@ static int canaries_plant(struct canaries *c, struct pc_err *err)
 	    listen(c->tcp_fd, 8) < 0 || getsockname(c->tcp_fd, (struct sockaddr *)&in, &len) < 0)
 		return pc_syserr(err, "canary", "loopback TCP listener");
 	c->tcp_port = ntohs(in.sin_port);
+	if (p->network.mode == NET_EGRESS) {
+		struct sockaddr_in any = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_ANY) };
+		len = sizeof(any);
+		c->any_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		if (c->any_fd < 0 || bind(c->any_fd, (struct sockaddr *)&any, sizeof(any)) < 0 ||
+		    listen(c->any_fd, 8) < 0 || getsockname(c->any_fd, (struct sockaddr *)&any, &len) < 0)
+			return pc_syserr(err, "canary", "TCP listener on every address");
+		c->any_port = ntohs(any.sin_port);
+	}
 
 	snprintf(c->abstract, sizeof(c->abstract), "pycell-canary-%s", c->token);
 	memcpy(un.sun_path + 1, c->abstract, strlen(c->abstract));
@@ -223,6 +238,8 @@ static void canaries_remove(struct canaries *c)
 		close(c->tcp_fd);
 	if (c->abs_fd >= 0)
 		close(c->abs_fd);
+	if (c->any_fd >= 0)
+		close(c->any_fd);
 	if (c->shm_id >= 0)
 		shmctl(c->shm_id, IPC_RMID, NULL);
 	if (c->msg_id >= 0)
@@ -247,6 +264,11 @@ static bool canaries_touched(const struct canaries *c)
 		return true;
 	}
 	fd = accept4(c->abs_fd, NULL, NULL, SOCK_CLOEXEC);
+	if (fd >= 0) {
+		close(fd);
+		return true;
+	}
+	fd = c->any_fd >= 0 ? accept4(c->any_fd, NULL, NULL, SOCK_CLOEXEC) : -1;
 	if (fd >= 0) {
 		close(fd);
 		return true;
@@ -282,6 +304,9 @@ static json_t *canaries_json(const struct canaries *c, const struct policy *p)
 			 "mq_name", c->mq_name, "host_hostname", host, "supervisor_pid", (int)getpid(),
 			 "jail_uid", (int)p->jail_uid, "jail_gid", (int)p->jail_gid);
 	json_object_set_new(doc, "supervisor_argv", argv_words);
+	if (p->network.mode == NET_EGRESS)
+		json_object_set_new(doc, "egress", json_pack("{s:o, s:i}", "allow",
+			pv_strv_json(p->network.egress, p->network.n_egress), "gateway_port", c->any_port));
 	return doc;
 }
 
@@ -622,6 +647,8 @@ int cmd_policy_test(int argc, char **argv)
 	if (conf_load(o.config, &conf, &err) < 0)
 		return cli_input_error("policy-test", &err);
 	jail_host_id_base = conf.host_uid_base;
+	egress_configure(&conf.net);
+	packages_configure(conf.packages_cache, conf.packages_cache_max);
 	if (run_env_load(&t.env, o.policy ? o.policy : conf.policy, &err) < 0) {
 		conf_free(&conf);
 		return cli_input_error("policy-test", &err);
@@ -641,7 +668,7 @@ int cmd_policy_test(int argc, char **argv)
 	t.code = script;
 
 	canaries_init(&can);
-	if (canaries_plant(&can, &err) < 0) {
+	if (canaries_plant(&can, &t.env.policy, &err) < 0) {
 		canaries_remove(&can);
 		run_env_free(&t.env);
 		conf_free(&conf);

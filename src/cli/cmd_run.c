@@ -14,6 +14,8 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "config/conf.h"
+#include "run/egress.h"
+#include "run/packages.h"
 #include "jail/jail.h"
 #include "run/run.h"
 #include "run/zygote.h"
@@ -79,13 +81,15 @@ static void report_end(const struct run_result *res, const struct policy *p)
 }
 
 /* Upstream MCP servers from the config: start them, wait until they
- * listed their tools (or failed), and give the run its tools. */
+ * listed their tools (or failed), and give the run its tools.  An egress
+ * run gets the bridge without them too: its run record, with what its
+ * network refused, goes to the audit log. */
 static int start_tools(struct loop *l, const struct pycell_conf *conf, struct run_request *req,
 		       struct bridge **out, struct pc_err *err)
 {
 	uint64_t wait_ms = 0;
 	*out = NULL;
-	if (!conf->n_upstreams)
+	if (!conf->n_upstreams && req->policy->network.mode != NET_EGRESS)
 		return 0;
 	*out = bridge_new(l, conf, err);
 	if (!*out)
@@ -200,6 +204,8 @@ int cmd_run(int argc, char **argv)
 	if (conf_load(o.config, &conf, &err) < 0)
 		return cli_input_error("run", &err);
 	jail_host_id_base = conf.host_uid_base;
+	egress_configure(&conf.net);
+	packages_configure(conf.packages_cache, conf.packages_cache_max);
 	if (run_env_load(&env, o.policy ? o.policy : conf.policy, &err) < 0) {
 		conf_free(&conf);
 		return cli_input_error("run", &err);

@@ -21,6 +21,7 @@
 #include "cli/options.h"
 #include "config/result.h"
 #include "jail/cgroup.h"
+#include "run/egress.h"
 
 enum check_status { CHECK_OK = 0, CHECK_WARN, CHECK_FAIL };
 
@@ -278,6 +279,21 @@ static void check_cgroups(struct doctor *d, const struct cgroup_info *ci)
 		       "%s", ci->bpf_detail ? ci->bpf_detail : "not available");
 }
 
+/* Egress policies need what the device filter needs (a cgroup v2
+ * directory per run, cgroup BPF), and CAP_NET_ADMIN for their veth pairs:
+ * without it they are refused, never run with another network. */
+static void check_egress(struct doctor *d, const struct cgroup_env *env, const struct cgroup_info *ci)
+{
+	struct pc_err err = { 0 };
+	if (egress_host_check(env, &err) == 0)
+		report(d, CHECK_OK, "egress", NULL, "egress policies can run: veth pairs, socket-address filters below %s",
+		       ci->v2_parent);
+	else
+		report(d, CHECK_WARN, "egress", "run pycell as root on a host where the device filter attaches (above), "
+		       "with a build that has libnl and libbpf; policies without an egress list are not affected",
+		       "%s; egress policies are refused", err.msg);
+}
+
 static void check_python(struct doctor *d)
 {
 	if (access(DEFAULT_PYTHON, X_OK) == 0)
@@ -306,7 +322,7 @@ static void print_text(const struct doctor *d)
 static const char doctor_usage[] =
 	"Usage: pycell doctor [--json]\n"
 	"Check what this host offers the jail (user namespaces, AppArmor, cgroups v2/v1, seccomp,\n"
-	"BPF device filter) and print the exact fix for what is missing.\n"
+	"BPF device filter, egress) and print the exact fix for what is missing.\n"
 	"Exit status 0 when runs can be jailed, 1 when they cannot.\n"
 	"\n"
 	"  --json      print one JSON object instead of text\n"
@@ -348,6 +364,7 @@ int cmd_doctor(int argc, char **argv)
 		env = NULL;
 	cgroup_env_info(env, &ci);
 	check_cgroups(&d, &ci);
+	check_egress(&d, env, &ci);
 	check_python(&d);
 
 	if (o.json) {

@@ -1,6 +1,7 @@
 /* pycell: the configuration file (man pycell.conf(5)). */
 #include "config.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -10,7 +11,10 @@
 #include "config/policy.h"
 
 static const char *const top_keys[] = { "policy", "max_concurrent_runs", "max_message", "audit_log",
-					"upstreams", "host_uid_base", "warm", "http", NULL };
+					"upstreams", "host_uid_base", "warm", "http", "network", "packages",
+					NULL };
+static const char *const packages_keys[] = { "cache", "cache_max", NULL };
+static const char *const network_keys[] = { "pool", "hosts", NULL };
 static const char *const upstream_keys[] = { "command", "env", "timeout", NULL };
 static const char *const warm_keys[] = { "enabled", "ready", NULL };
 static const char *const http_keys[] = { "listen", "tokens", "allow_hosts", "max_connections", "request_timeout",
@@ -32,6 +36,39 @@ void conf_init_default(struct pycell_conf *c)
 	c->http_request_timeout_ms = 10000;
 	c->http_max_sessions = 256;
 	c->http_session_idle_ms = 3600000;
+	c->net.pool_addr = htonl(0x0ae70000);   /* 10.231.0.0/16 */
+	c->net.pool_prefix = 16;
+	c->net.pool_mask = htonl(0xffff0000);
+	c->packages_cache = xstrdup("/var/cache/pycell/packages");
+	c->packages_cache_max = 4ULL << 30;
+}
+
+void net_conf_free(struct net_conf *net)
+{
+	for (size_t i = 0; i < net->n_hosts; i++)
+		free(net->hosts[i].name);
+	free(net->hosts);
+	net->hosts = NULL;
+	net->n_hosts = 0;
+}
+
+void net_conf_copy(struct net_conf *out, const struct net_conf *net)
+{
+	net_conf_free(out);
+	*out = *net;
+	out->hosts = net->n_hosts ? xcalloc(net->n_hosts, sizeof(*out->hosts)) : NULL;
+	for (size_t i = 0; i < net->n_hosts; i++) {
+		out->hosts[i] = net->hosts[i];
+		out->hosts[i].name = xstrdup(net->hosts[i].name);
+	}
+}
+
+const struct net_host *net_conf_host(const struct net_conf *net, const char *name)
+{
+	for (size_t i = 0; i < net->n_hosts; i++)
+		if (strcmp(net->hosts[i].name, name) == 0)
+			return &net->hosts[i];
+	return NULL;
 }
 
 static void upstream_free(struct upstream_conf *u)
@@ -54,6 +91,8 @@ void conf_free(struct pycell_conf *c)
 	free(c->http_listen);
 	free(c->http_tokens);
 	jc_strv_free(c->http_allow_hosts, c->n_http_allow_hosts);
+	net_conf_free(&c->net);
+	free(c->packages_cache);
 	memset(c, 0, sizeof(*c));
 }
 
@@ -175,6 +214,73 @@ static int apply_warm(const struct jc *c, const json_t *o, struct pycell_conf *c
 	return 0;
 }
 
+static int host_addr(const struct jc *c, const char *key, const json_t *v, uint32_t *out)
+{
+	struct in_addr a;
+	if (!json_is_string(v) || inet_pton(AF_INET, json_string_value(v), &a) != 1)
+		return jc_expected(c, key, "an IPv4 address", v);
+	*out = a.s_addr;
+	return 0;
+}
+
+static int apply_network(const struct jc *c, const json_t *o, struct pycell_conf *conf)
+{
+	struct net_conf *net = &conf->net;
+	const json_t *v, *a;
+	const char *name;
+	if (jc_object(c, "network", o, network_keys) < 0)
+		return -1;
+	if ((v = json_object_get(o, "pool"))) {
+		struct egress_dest d;
+		const char *why = "not a CIDR";
+		cleanup_free char *s = json_is_string(v) ? xasprintf("%s:*", json_string_value(v)) : NULL;
+		if (!s || policy_egress_parse(s, &d, &why) < 0 || d.name[0] || !strchr(json_string_value(v), '/'))
+			return jc_expected(c, "network.pool", "a private IPv4 network as a CIDR, such as \"10.231.0.0/16\"", v);
+		if (d.prefix < 8 || d.prefix > 30)
+			return jc_fail(c, "network.pool", "\"%s\": a prefix from /8 to /30 (each run takes a /30)",
+				       json_string_value(v));
+		net->pool_addr = d.addr;
+		net->pool_mask = d.mask;
+		net->pool_prefix = d.prefix;
+	}
+	if ((v = json_object_get(o, "hosts"))) {
+		if (!json_is_object(v))
+			return jc_expected(c, "network.hosts", "an object of host names and IPv4 addresses", v);
+		net_conf_free(net);
+		net->hosts = xcalloc(json_object_size(v) + 1, sizeof(*net->hosts));
+		json_object_foreach((json_t *)v, name, a) {
+			struct net_host *h = &net->hosts[net->n_hosts];
+			struct egress_dest d;
+			const char *why;
+			char k[JC_KEY_MAX];
+			cleanup_free char *s = xasprintf("%s:*", name);
+			jc_key(k, "network.hosts", name);
+			if (policy_egress_parse(s, &d, &why) < 0 || !d.name[0])
+				return jc_fail(c, k, "not a host name (labels of letters, digits, - and _, dots between)");
+			if (net_conf_host(net, d.name))
+				return jc_fail(c, k, "listed twice (names are not case-sensitive)");
+			if (json_is_array(a)) {
+				if (json_array_size(a) < 1 || json_array_size(a) > NET_HOST_ADDRS_MAX)
+					return jc_fail(c, k, "from 1 to %d addresses", NET_HOST_ADDRS_MAX);
+				for (size_t i = 0; i < json_array_size(a); i++) {
+					char ki[JC_KEY_MAX];
+					jc_index(ki, k, i);
+					if (host_addr(c, ki, json_array_get(a, i), &h->addr[i]) < 0)
+						return -1;
+				}
+				h->n_addr = json_array_size(a);
+			} else {
+				if (host_addr(c, k, a, &h->addr[0]) < 0)
+					return -1;
+				h->n_addr = 1;
+			}
+			h->name = xstrdup(d.name);
+			net->n_hosts++;
+		}
+	}
+	return 0;
+}
+
 static int apply_http(const struct jc *c, const json_t *o, struct pycell_conf *conf)
 {
 	const json_t *v;
@@ -261,6 +367,23 @@ static int conf_apply(const struct jc *c, const json_t *root, struct pycell_conf
 		return -1;
 	if ((v = json_object_get(root, "http")) && apply_http(c, v, conf) < 0)
 		return -1;
+	if ((v = json_object_get(root, "network")) && apply_network(c, v, conf) < 0)
+		return -1;
+	if ((v = json_object_get(root, "packages"))) {
+		const json_t *f;
+		if (jc_object(c, "packages", v, packages_keys) < 0)
+			return -1;
+		if ((f = json_object_get(v, "cache"))) {
+			const char *s;
+			if (jc_abs_path(c, "packages.cache", f, &s) < 0)
+				return -1;
+			free(conf->packages_cache);
+			conf->packages_cache = xstrdup(s);
+		}
+		if ((f = json_object_get(v, "cache_max")) &&
+		    jc_size(c, "packages.cache_max", f, 1ULL << 10, JC_NO_MAX, false, &conf->packages_cache_max) < 0)
+			return -1;
+	}
 	return 0;
 }
 

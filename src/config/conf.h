@@ -22,6 +22,21 @@ struct upstream_conf {
 	uint64_t timeout_ms;        /* per tool call; default 30 s */
 };
 
+/* Network of egress runs ("network"): the private pool their veth pairs
+ * take /30s from, and names the supervisor answers before asking DNS. */
+#define NET_HOST_ADDRS_MAX 8
+struct net_host {
+	char *name;                 /* lower case */
+	uint32_t addr[NET_HOST_ADDRS_MAX];   /* IPv4, network byte order */
+	size_t n_addr;
+};
+struct net_conf {
+	uint32_t pool_addr, pool_mask;   /* network byte order; 10.231.0.0/16 */
+	unsigned pool_prefix;            /* 8..30 */
+	struct net_host *hosts;
+	size_t n_hosts;
+};
+
 struct pycell_conf {
 	char *path;                 /* file loaded, NULL when none (built-in defaults) */
 	char *policy;               /* default policy: a name or a path; "default" */
@@ -44,6 +59,12 @@ struct pycell_conf {
 	uint64_t http_request_timeout_ms;   /* 10 s */
 	uint32_t http_max_sessions;      /* 256 */
 	uint64_t http_session_idle_ms;   /* 1 h */
+
+	struct net_conf net;
+
+	/* "packages": where installed packages are kept (run/packages.h) */
+	char *packages_cache;            /* /var/cache/pycell/packages */
+	uint64_t packages_cache_max;     /* 4G */
 };
 
 void conf_init_default(struct pycell_conf *c);
@@ -60,5 +81,11 @@ const struct upstream_conf *conf_upstream(const struct pycell_conf *c, const cha
 bool conf_same_upstreams(const struct pycell_conf *a, const struct pycell_conf *b);
 
 #define WARM_READY_MAX 16
+
+/* Copy net (the hosts too) into *out, which is freed first. */
+void net_conf_copy(struct net_conf *out, const struct net_conf *net);
+void net_conf_free(struct net_conf *net);
+/* The addresses of `name` (lower case) in net's hosts, or NULL. */
+const struct net_host *net_conf_host(const struct net_conf *net, const char *name);
 
 #endif

@@ -64,7 +64,7 @@ void policy_init_default(struct policy *p)
 	};
 	p->ca_certificates = false;
 	p->dev_shm = true;
-	p->network = NET_LOOPBACK;
+	p->network.mode = NET_LOOPBACK;
 	while (seccomp_default_groups[p->n_seccomp_groups])
 		p->n_seccomp_groups++;
 	p->seccomp_groups = strv_dup(seccomp_default_groups, p->n_seccomp_groups);
@@ -78,6 +78,14 @@ void policy_init_default(struct policy *p)
 	p->jail_uid = 1000;
 	p->jail_gid = 1000;
 	p->hostname = xstrdup("pycell");
+}
+
+void policy_set_network(struct policy *p, enum net_mode mode)
+{
+	jc_strv_free(p->network.egress, p->network.n_egress);
+	p->network.egress = NULL;
+	p->network.n_egress = 0;
+	p->network.mode = mode;
 }
 
 void policy_free(struct policy *p)

@@ -11,7 +11,44 @@
 
 #include "base/util.h"
 
-enum net_mode { NET_NONE = 0, NET_LOOPBACK };
+enum net_mode { NET_NONE = 0, NET_LOOPBACK, NET_EGRESS };
+
+/* The most destinations an egress allowlist holds. */
+#define EGRESS_MAX 64
+#define EGRESS_NAME_MAX 253
+
+/* One destination of an egress allowlist, as a policy writes it:
+ * "api.example.com:443", "10.20.0.0/16:5432", "192.0.2.7:*". */
+struct egress_dest {
+	char name[EGRESS_NAME_MAX + 1]; /* a host name, lower case; "" for an address */
+	uint32_t addr, mask;    /* network byte order, when name is "" */
+	unsigned prefix;        /* 0..32 */
+	uint16_t port;          /* host order; 0: any port ("*") */
+};
+/* Parse one destination; -1 with *why (a static string) when it is not
+ * one.  IPv6 destinations are refused (not supported). */
+int policy_egress_parse(const char *s, struct egress_dest *d, const char **why);
+
+/* Packages runs may ask for ("packages"): installed by pycell from the
+ * index (run/packages.h); none without an index. */
+struct pkg_policy {
+	char *index;            /* a PEP 503 simple index: http(s)://HOST[:PORT]/PATH; NULL: none */
+	char *ca_bundle;        /* CA certificates for an https index; NULL: the host's */
+	char **allow;           /* requirements ("pandas>=2,<3", "tinylib") or "*" */
+	size_t n_allow;
+};
+/* A requirement as runs and policies write it: a package name, then
+ * version specifiers (==, !=, <=, >=, <, >, ~=, ===) joined by commas;
+ * no extras, markers or URLs.  false with *why (static) otherwise. */
+bool policy_requirement_ok(const char *s, const char **why);
+/* HOST:PORT of a checked index URL (the scheme's port when it has none). */
+char *policy_index_dest(const char *url);
+
+struct net_policy {
+	enum net_mode mode;
+	char **egress;          /* NET_EGRESS: the destinations as written, checked */
+	size_t n_egress;        /* NET_EGRESS: 1..EGRESS_MAX; else 0 */
+};
 
 /* Names of the syscall groups a policy may list (NULL-terminated); what
  * each allows is jail/seccomp.c's, in the same order. */
@@ -56,7 +93,7 @@ struct policy {
 	bool ca_certificates;       /* bind /etc/ssl/certs (+ /usr/share/ca-certificates) */
 	bool dev_shm;               /* a size-limited tmpfs at /dev/shm (multiprocessing) */
 
-	enum net_mode network;
+	struct net_policy network;
 
 	char **seccomp_groups;      /* names of syscall groups to allow */
 	size_t n_seccomp_groups;
@@ -76,6 +113,8 @@ struct policy {
 	uint64_t tools_result_bytes;
 
 	char *backend;              /* "native" | "wasm" */
+
+	struct pkg_policy packages;
 
 	/* sessions: a jail with a live interpreter kept across cells */
 	struct session_limits {
@@ -98,6 +137,8 @@ void policy_init_default(struct policy *p);
 int policy_load(const char *name_or_path, struct policy *out, struct pc_err *err);
 /* Parse a policy from a JSON text; `origin` names it in error messages. */
 int policy_parse(const char *json, const char *origin, struct policy *out, struct pc_err *err);
+/* Network "none" or "loopback" (an egress list the policy had goes). */
+void policy_set_network(struct policy *p, enum net_mode mode);
 void policy_free(struct policy *p);
 /* Directories searched for policy names, in order, NULL-terminated:
  * $sysconfdir/pycell/policy.d, then pycell_datadir()/policy.  Computed on

@@ -9,9 +9,6 @@
 
 _Static_assert(sizeof(uid_t) == sizeof(uint32_t) && sizeof(gid_t) == sizeof(uint32_t),
 	       "identity.uid and identity.gid are PF_U32 rows");
-_Static_assert(sizeof(enum net_mode) == sizeof(int), "network is a PF_ENUM row");
-
-static const char *const network_names[] = { "none", "loopback", NULL };
 
 /* ------------------------------------------------------------ the table */
 
@@ -54,8 +51,8 @@ const struct policy_field policy_fields[] = {
 	{ "filesystem", "ca_certificates", PF_BOOL, MEMBER(ca_certificates),
 	  .doc = "bind the host's CA certificates" },
 	{ "filesystem", "dev_shm", PF_BOOL, MEMBER(dev_shm), .doc = "a tmpfs at /dev/shm" },
-	{ .key = "network", .type = PF_ENUM, MEMBER(network), .choices = network_names, .flags = PF_FILTER,
-	  .doc = "none, or the jail's own loopback" },
+	{ .key = "network", .type = PF_NETWORK, MEMBER(network), .parse = pv_parse_network, .flags = PF_FILTER,
+	  .doc = "none, the jail's own loopback, or {\"egress\": [destinations]}" },
 	{ "seccomp", "groups", PF_STRV, MEMBER(seccomp_groups), COUNT(n_seccomp_groups), .flags = PF_FILTER,
 	  .check = pv_check_group, .doc = "system call groups the jail may use" },
 	{ "seccomp", "rules", PF_RULES, MEMBER(seccomp_rules), COUNT(n_seccomp_rules), .flags = PF_FILTER,
@@ -73,6 +70,11 @@ const struct policy_field policy_fields[] = {
 	  .doc = "size of one call's arguments" },
 	{ "tools", "max_result_bytes", PF_SIZE, MEMBER(tools_result_bytes), .min = 1 * KiB, .max = 64 * MiB,
 	  .doc = "size of one call's result" },
+	{ "packages", "index", PF_STRING, MEMBER(packages.index), .parse = pv_parse_index,
+	  .doc = "the package index runs may install from (PEP 503 simple URL)" },
+	{ "packages", "ca_bundle", PF_PATH, MEMBER(packages.ca_bundle), .doc = "CA certificates for an https index" },
+	{ "packages", "allow", PF_STRV, MEMBER(packages.allow), COUNT(packages.n_allow), .check = pv_check_allow,
+	  .doc = "packages runs may install: names with optional version bounds, or \"*\"" },
 	{ .key = "backend", .type = PF_NAME, MEMBER(backend), .choices = policy_backend_names, .parse = pv_parse_backend,
 	  .doc = "how Python runs: native CPython" },
 	{ "sessions", "max", PF_U32, MEMBER(sessions.max), .min = 0, .max = 1024,
@@ -173,6 +175,7 @@ static int parse_field(const struct jc *c, const char *key, const json_t *v, str
 	case PF_ENV:
 	case PF_BINDS:
 	case PF_RULES:
+	case PF_NETWORK:
 	default:
 		/* these rows have their own parser */
 		return jc_fail(c, key, "no parser for this key (a bug in pycell)");
@@ -267,6 +270,13 @@ static json_t *field_json(const struct policy *p, const struct policy_field *f)
 							   "action", pv_action_json(r)));
 		}
 		return a;
+	case PF_NETWORK: {
+		const struct net_policy *np = src;
+		static const char *const modes[] = { "none", "loopback" };
+		if (np->mode != NET_EGRESS)
+			return json_string(modes[np->mode]);
+		return json_pack("{s:o}", "egress", pv_strv_json(np->egress, np->n_egress));
+	}
 	case PF_META:
 	default:
 		return NULL;
@@ -338,6 +348,11 @@ static bool field_equal(const struct policy *a, const struct policy *b, const st
 				return false;
 		}
 		return true;
+	case PF_NETWORK: {
+		const struct net_policy *p = x, *q = y;
+		return p->mode == q->mode && p->n_egress == q->n_egress &&
+		       strv_eq(p->egress, p->n_egress, q->egress, q->n_egress);
+	}
 	case PF_META:
 	default:
 		return true;
@@ -374,6 +389,9 @@ void policy_fields_free(struct policy *p)
 			break;
 		case PF_RULES:
 			pv_rules_free(*(struct seccomp_rule **)v, n);
+			break;
+		case PF_NETWORK:
+			jc_strv_free(((struct net_policy *)v)->egress, ((struct net_policy *)v)->n_egress);
 			break;
 		case PF_DURATION:
 		case PF_SIZE:

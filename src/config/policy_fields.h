@@ -34,6 +34,7 @@ enum policy_field_type {
 	PF_ENV,          /* char ** "KEY=VALUE" and a count; JSON: an object */
 	PF_BINDS,        /* struct bind_spec * and a count */
 	PF_RULES,        /* struct seccomp_rule * and a count */
+	PF_NETWORK,      /* struct net_policy: "none", "loopback" or {"egress": [...]} */
 };
 
 /* Flags of a row. */
@@ -77,6 +78,9 @@ int pv_parse_env(const struct jc *c, const char *key, const json_t *v, struct po
 int pv_parse_backend(const struct jc *c, const char *key, const json_t *v, struct policy *p);
 int pv_parse_hostname(const struct jc *c, const char *key, const json_t *v, struct policy *p);
 int pv_parse_binds(const struct jc *c, const char *key, const json_t *v, struct policy *p);
+int pv_parse_index(const struct jc *c, const char *key, const json_t *v, struct policy *p);
+int pv_check_allow(const struct jc *c, const char *key, const json_t *v, const char *s);
+int pv_parse_network(const struct jc *c, const char *key, const json_t *v, struct policy *p);
 int pv_parse_rules(const struct jc *c, const char *key, const json_t *v, struct policy *p);
 int pv_parse_python_flags(const struct jc *c, const char *key, const json_t *v, struct policy *p);
 int pv_check_group(const struct jc *c, const char *key, const json_t *v, const char *s);

@@ -4,7 +4,11 @@
  * the table's engine shares with them (policy_fields.h). */
 #include "config.h"
 
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
 #include <seccomp.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -432,3 +436,252 @@ int pv_parse_hostname(const struct jc *c, const char *key, const json_t *v, stru
 	return 0;
 }
 
+
+/* ------------------------------------------------------------ network */
+
+static const char *const network_keys[] = { "egress", NULL };
+
+/* A host name as DNS writes it: labels of letters, digits, '-' and '_'
+ * (1 to 63 each, no '-' first or last), dots between, 253 at most; at
+ * least one letter somewhere, so that a mistyped address is not taken
+ * for a name. */
+static bool host_name_ok(const char *s, size_t n)
+{
+	size_t label = 0;
+	bool alpha = false;
+	if (n == 0 || n > EGRESS_NAME_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char ch = s[i];
+		if (ch == '.') {
+			if (label == 0 || s[i - 1] == '-')
+				return false;
+			label = 0;
+			continue;
+		}
+		if (!(isalnum((unsigned char)ch) || ch == '-' || ch == '_'))
+			return false;
+		if (ch == '-' && label == 0)
+			return false;
+		alpha |= isalpha((unsigned char)ch) != 0;
+		if (++label > 63)
+			return false;
+	}
+	return label > 0 && s[n - 1] != '-' && alpha;
+}
+
+int policy_egress_parse(const char *s, struct egress_dest *d, const char **why)
+{
+	const char *colon = strrchr(s, ':'), *slash;
+	char host[EGRESS_NAME_MAX + 1];
+	size_t hn;
+	struct in_addr a;
+
+	memset(d, 0, sizeof(*d));
+	if (s[0] == '[' || (colon && memchr(s, ':', (size_t)(colon - s)))) {
+		*why = "IPv6 destinations are not supported (an egress run has IPv4 only)";
+		return -1;
+	}
+	if (!colon) {
+		*why = "no port: write HOST:PORT, or HOST:* for any port";
+		return -1;
+	}
+	if (strcmp(colon + 1, "*") != 0) {
+		char *end;
+		unsigned long port;
+		errno = 0;
+		port = strtoul(colon + 1, &end, 10);
+		if (!isdigit((unsigned char)colon[1]) || *end || errno || port < 1 || port > 65535) {
+			*why = "the port is not a number from 1 to 65535 (or *)";
+			return -1;
+		}
+		d->port = (uint16_t)port;
+	}
+	hn = (size_t)(colon - s);
+	if (hn == 0 || hn > EGRESS_NAME_MAX) {
+		*why = hn ? "the host is longer than 253 characters" : "no host before the port";
+		return -1;
+	}
+	memcpy(host, s, hn);
+	host[hn] = '\0';
+	slash = strchr(host, '/');
+	d->prefix = 32;
+	if (slash) {
+		char *end;
+		unsigned long pfx;
+		errno = 0;
+		pfx = strtoul(slash + 1, &end, 10);
+		if (!isdigit((unsigned char)slash[1]) || *end || errno || pfx > 32) {
+			*why = "the prefix length after / is not a number from 0 to 32";
+			return -1;
+		}
+		d->prefix = (unsigned)pfx;
+		host[slash - host] = '\0';
+	}
+	if (inet_pton(AF_INET, host, &a) == 1) {
+		d->mask = d->prefix ? htonl(~0u << (32 - d->prefix)) : 0;
+		d->addr = a.s_addr;
+		if (d->addr & ~d->mask) {
+			*why = "the address has bits set past its prefix length (write the network's first address)";
+			return -1;
+		}
+		return 0;
+	}
+	if (slash) {
+		*why = "a prefix length goes after an IPv4 address only";
+		return -1;
+	}
+	if (strspn(host, "0123456789.") == hn) {
+		*why = "not an IPv4 address (four numbers from 0 to 255)";
+		return -1;
+	}
+	if (!host_name_ok(host, hn)) {
+		*why = "not a host name (labels of letters, digits, - and _, dots between)";
+		return -1;
+	}
+	for (size_t i = 0; i < hn; i++)
+		d->name[i] = (char)tolower((unsigned char)host[i]);
+	return 0;
+}
+
+static int check_egress(const struct jc *c, const char *key, const json_t *v, const char *s)
+{
+	struct egress_dest d;
+	const char *why;
+	(void)v;
+	if (policy_egress_parse(s, &d, &why) < 0)
+		return jc_fail(c, key, "\"%s\": %s", s, why);
+	return 0;
+}
+
+int pv_parse_network(const struct jc *c, const char *key, const json_t *v, struct policy *p)
+{
+	static const char *const modes[] = { "none", "loopback", NULL };
+	struct net_policy *np = &p->network;
+	char k[JC_KEY_MAX];
+	const json_t *e;
+	char **list = NULL;
+	size_t n = 0;
+	int mode;
+
+	if (json_is_string(v) && strcmp(json_string_value(v), "egress") == 0)
+		return jc_fail(c, key, "an egress network lists its destinations: {\"egress\": [\"api.example.com:443\"]}");
+	if (json_is_string(v)) {
+		if (pv_apply_choice(c, key, v, modes, &mode) < 0)
+			return -1;
+		jc_strv_free(np->egress, np->n_egress);
+		np->egress = NULL;
+		np->n_egress = 0;
+		np->mode = (enum net_mode)mode;
+		return 0;
+	}
+	if (!json_is_object(v))
+		return jc_expected(c, key, "\"none\", \"loopback\" or {\"egress\": [\"HOST:PORT\", ...]}", v);
+	if (jc_object(c, key, v, network_keys) < 0)
+		return -1;
+	jc_key(k, key, "egress");
+	if (!(e = json_object_get(v, "egress")))
+		return jc_fail(c, k, "missing (the destinations a run may reach, e.g. [\"api.example.com:443\"])");
+	if (pv_string_list(c, k, e, check_egress, &list, &n) < 0)
+		return -1;
+	if (n == 0 || n > EGRESS_MAX) {
+		jc_strv_free(list, n);
+		if (n == 0)
+			return jc_fail(c, k, "empty: give at least one destination, or use \"none\"");
+		return jc_fail(c, k, "%zu destinations: at most %d", n, EGRESS_MAX);
+	}
+	jc_strv_free(np->egress, np->n_egress);
+	np->egress = list;
+	np->n_egress = n;
+	np->mode = NET_EGRESS;
+	return 0;
+}
+
+/* ------------------------------------------------------------ packages */
+
+static bool name_char(char ch)
+{
+	return isalnum((unsigned char)ch) || ch == '.' || ch == '_' || ch == '-';
+}
+
+bool policy_requirement_ok(const char *s, const char **why)
+{
+	static const char *const ops[] = { "===", "==", "!=", "<=", ">=", "~=", "<", ">" };
+	size_t n = 0;
+	while (name_char(s[n]))
+		n++;
+	if (n == 0 || !isalnum((unsigned char)s[0]) || !isalnum((unsigned char)s[n - 1]) || n > 100) {
+		*why = "not a package name (letters, digits, . _ -, starting and ending with a letter or digit)";
+		return false;
+	}
+	s += n;
+	while (*s) {
+		size_t k, v = 0;
+		for (k = 0; k < ARRAY_SIZE(ops); k++)
+			if (strncmp(s, ops[k], strlen(ops[k])) == 0)
+				break;
+		if (k == ARRAY_SIZE(ops)) {
+			*why = "after the name: version specifiers such as ==1.2 or >=2,<3 (no extras, markers, spaces or URLs)";
+			return false;
+		}
+		s += strlen(ops[k]);
+		while (s[v] && (isalnum((unsigned char)s[v]) || strchr(".*+!_-", s[v])))
+			v++;
+		if (v == 0) {
+			*why = "a version specifier without a version";
+			return false;
+		}
+		s += v;
+		if (*s == ',')
+			s++;
+		else if (*s) {
+			*why = "after the name: version specifiers such as ==1.2 or >=2,<3 (no extras, markers, spaces or URLs)";
+			return false;
+		}
+	}
+	return true;
+}
+
+int pv_check_allow(const struct jc *c, const char *key, const json_t *v, const char *s)
+{
+	const char *why;
+	(void)v;
+	if (strcmp(s, "*") == 0 || policy_requirement_ok(s, &why))
+		return 0;
+	return jc_fail(c, key, "\"%s\": %s", s, why);
+}
+
+char *policy_index_dest(const char *url)
+{
+	bool https = strncmp(url, "https://", 8) == 0;
+	const char *h = url + (https ? 8 : 7);
+	size_t n = strcspn(h, "/");
+	if (memchr(h, ':', n))
+		return xasprintf("%.*s", (int)n, h);
+	return xasprintf("%.*s:%s", (int)n, h, https ? "443" : "80");
+}
+
+int pv_parse_index(const struct jc *c, const char *key, const json_t *v, struct policy *p)
+{
+	const char *s, *h, *why;
+	struct egress_dest d;
+	cleanup_free char *dest = NULL;
+
+	if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v))
+		return jc_expected(c, key, "an index URL such as \"https://pypi.org/simple/\"", v);
+	s = json_string_value(v);
+	if (strncmp(s, "https://", 8) != 0 && strncmp(s, "http://", 7) != 0)
+		return jc_fail(c, key, "\"%s\": an http:// or https:// URL", s);
+	dest = policy_index_dest(s);
+	h = strstr(s, "//") + 2;
+	if (policy_egress_parse(dest, &d, &why) < 0)
+		return jc_fail(c, key, "\"%s\": the host and port (%s): %s", s, dest, why);
+	if (d.port == 0)
+		return jc_fail(c, key, "\"%s\": the host and port (%s): a port, not *", s, dest);
+	h += strcspn(h, "/");
+	if (strspn(h, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~/%") != strlen(h))
+		return jc_fail(c, key, "\"%s\": the path has characters other than letters, digits and - . _ ~ / %%", s);
+	free(p->packages.index);
+	p->packages.index = xstrdup(s);
+	return 0;
+}

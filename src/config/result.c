@@ -47,6 +47,7 @@ void result_free(struct run_result *r)
 	free(r->return_value);
 	json_decref(r->images);
 	json_decref(r->files);
+	json_decref(r->network);
 	for (int i = 0; i < r->n_warnings; i++)
 		free(r->warnings[i]);
 	json_decref(r->tool_calls);
@@ -189,6 +190,8 @@ json_t *result_to_json(const struct run_result *r)
 		json_object_set_new(o, "images", result_outputs_json(r->images));
 	if (r->files)
 		json_object_set_new(o, "files", result_outputs_json(r->files));
+	if (r->network)
+		json_object_set_new(o, "network", json_incref(r->network));
 	return o;
 }
 

@@ -92,6 +92,9 @@ struct run_result {
 	 * mime_type, data (base64)} | {path, size, mime_type, omitted: why} |
 	 * {path, deleted: true}]; NULL: none */
 	json_t *images, *files;
+	/* an egress run's network: {egress: [the policy's destinations],
+	 * refused_connections, refused_dns_queries}; NULL for other runs */
+	json_t *network;
 };
 
 const char *run_status_name(enum run_status s);

@@ -25,7 +25,7 @@
 
 /* What a supervisor running as root uses, and why; the rest goes from the
  * effective, permitted, inheritable and bounding sets.  Not kept:
- * CAP_BPF and CAP_NET_ADMIN (a cgroup device program needs both, or
+ * CAP_BPF (a cgroup BPF program needs it and CAP_NET_ADMIN, or
  * CAP_SYS_ADMIN, which we keep anyway), CAP_FOWNER, CAP_CHOWN,
  * CAP_DAC_READ_SEARCH (covered by CAP_DAC_OVERRIDE), CAP_SYS_PTRACE
  * (nothing reads another process's memory), CAP_SYS_RESOURCE, CAP_SETPCAP
@@ -35,17 +35,21 @@
 static const struct {
 	unsigned cap;
 	const char *why;
+	bool permitted_only;   /* effective only while it is used (caps_net) */
 } supervisor_caps[] = {
-	{ CAP_SETUID, "write a uid range map for the jail's user namespace" },
-	{ CAP_SETGID, "write a gid range map; drop our supplementary groups" },
-	{ CAP_DAC_OVERRIDE, "create run cgroups: cgroup roots are mode 0555 even for root" },
+	{ CAP_SETUID, "write a uid range map for the jail's user namespace", false },
+	{ CAP_SETGID, "write a gid range map; drop our supplementary groups", false },
+	{ CAP_DAC_OVERRIDE, "create run cgroups: cgroup roots are mode 0555 even for root", false },
 	{ CAP_SYS_ADMIN, "load the cgroup device filter; create user namespaces where the host "
 			 "restricts that to CAP_SYS_ADMIN (Debian's unprivileged_userns_clone=0, "
-			 "Ubuntu's AppArmor userns restriction)" },
-	{ CAP_KILL, "signal jail processes, which run as other (mapped) uids" },
+			 "Ubuntu's AppArmor userns restriction)", false },
+	{ CAP_KILL, "signal jail processes, which run as other (mapped) uids", false },
+	/* permitted, effective only around an egress run's network setup */
+	{ CAP_NET_ADMIN, "make an egress run's veth pair into its jail's network namespace", true },
+	{ CAP_NET_BIND_SERVICE, "bind an egress run's DNS responder to port 53 of its gateway", true },
 	/* kept only as root of a non-initial user namespace (harden, below) */
 	{ CAP_SETFCAP, "map our own id 0 into the jail when pycell is root of another user "
-		       "namespace (unshare -r, rootless containers): the kernel asks for it" },
+		       "namespace (unshare -r, rootless containers): the kernel asks for it", false },
 };
 
 /* ------------------------------------------------------------ the jail */
@@ -175,8 +179,8 @@ int caps_harden_supervisor(struct pc_err *err)
 	capng_clear(CAPNG_SELECT_ALL);
 	for (size_t i = 0; i < ARRAY_SIZE(supervisor_caps); i++) {
 		unsigned cap = supervisor_caps[i].cap;
-		if (had[i] && capng_update(CAPNG_ADD, CAPNG_EFFECTIVE | CAPNG_PERMITTED | CAPNG_BOUNDING_SET,
-					  cap) < 0)
+		if (had[i] && capng_update(CAPNG_ADD, (supervisor_caps[i].permitted_only ? 0 : CAPNG_EFFECTIVE) |
+							      CAPNG_PERMITTED | CAPNG_BOUNDING_SET, cap) < 0)
 			return pc_fail(err, EINVAL, "caps", "keep capability %s (to %s)",
 				       capng_capability_to_name(cap), supervisor_caps[i].why);
 	}
@@ -201,5 +205,27 @@ int caps_harden_supervisor(struct pc_err *err)
 			return pc_fail(err, EPERM, "caps", "capability %s is still held after the drop",
 				       capng_capability_to_name(cap));
 	}
+	return 0;
+}
+
+int caps_net(bool on, struct pc_err *err)
+{
+	struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3, .pid = 0 };
+	struct __user_cap_data_struct data[2];
+	static const unsigned caps[] = { CAP_NET_ADMIN, CAP_NET_BIND_SERVICE };
+	bool change = false;
+
+	if (syscall(SYS_capget, &hdr, data) < 0)
+		return pc_syserr(err, "caps", "capget");
+	for (size_t i = 0; i < ARRAY_SIZE(caps); i++) {
+		uint32_t bit = 1u << (caps[i] % 32);
+		struct __user_cap_data_struct *d = &data[caps[i] / 32];
+		if (!(d->permitted & bit) || !!(d->effective & bit) == on)
+			continue;
+		d->effective = on ? d->effective | bit : d->effective & ~bit;
+		change = true;
+	}
+	if (change && syscall(SYS_capset, &hdr, data) < 0)
+		return pc_syserr(err, "caps", on ? "raise CAP_NET_ADMIN" : "lower CAP_NET_ADMIN");
 	return 0;
 }

@@ -2,6 +2,7 @@
 #ifndef PYCELL_CAPS_H
 #define PYCELL_CAPS_H
 
+#include <stdbool.h>
 #include <sys/types.h>
 
 #include "base/util.h"
@@ -11,5 +12,10 @@
 int caps_drop_jail(uid_t uid, gid_t gid, struct pc_err *err);
 /* In the supervisor at start: not dumpable; drop capabilities not needed. */
 int caps_harden_supervisor(struct pc_err *err);
+/* CAP_NET_ADMIN and CAP_NET_BIND_SERVICE into the effective set (on) or
+ * out of it, when they are permitted: a supervisor running as root holds
+ * them for egress runs, effective only while it sets one up.  Nothing
+ * when they are not permitted (the setup then fails with EPERM). */
+int caps_net(bool on, struct pc_err *err);
 
 #endif

@@ -2,8 +2,12 @@
  * and attached with libbpf (no clang or BPF object file needed). */
 #include "config.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include "jail/cgroup_bpf.h"
 
@@ -21,6 +25,14 @@
 #define JGT_IMM(dst, imm, off) INSN(BPF_JMP | BPF_JGT | BPF_K, dst, 0, off, imm)
 #define JA(off) INSN(BPF_JMP | BPF_JA, 0, 0, off, 0)
 #define EXIT() INSN(BPF_JMP | BPF_EXIT, 0, 0, 0, 0)
+#define MOV32_REG(dst, src) INSN(BPF_ALU | BPF_MOV | BPF_X, dst, src, 0, 0)
+#define AND32_IMM(dst, imm) INSN(BPF_ALU | BPF_AND | BPF_K, dst, 0, 0, imm)
+#define JNE32_IMM(dst, imm, off) INSN(BPF_JMP32 | BPF_JNE | BPF_K, dst, 0, off, imm)
+#define MOV_REG(dst, src) INSN(BPF_ALU64 | BPF_MOV | BPF_X, dst, src, 0, 0)
+#define ADD_IMM(dst, imm) INSN(BPF_ALU64 | BPF_ADD | BPF_K, dst, 0, 0, imm)
+#define ST_W(dst, off, imm) INSN(BPF_ST | BPF_MEM | BPF_W, dst, 0, off, imm)
+#define ATOMIC_ADD_DW(dst, src, off) INSN(BPF_STX | BPF_ATOMIC | BPF_DW, dst, src, off, BPF_ADD)
+#define CALL(fn) INSN(BPF_JMP | BPF_CALL, 0, 0, 0, fn)
 
 /* r1 = struct bpf_cgroup_dev_ctx *.  Any access (read, write, mknod) to
  * these character devices is allowed, nothing else: the five memory
@@ -77,7 +89,215 @@ int cgroup_bpf_device_attach(int prog_fd, int cgroup_fd, struct pc_err *err)
 	return 0;
 }
 
+/* ------------------------------------------------------------ egress */
+
+static const enum bpf_attach_type egress_types[EGRESS_NHOOKS] = {
+	BPF_CGROUP_INET4_CONNECT, BPF_CGROUP_UDP4_SENDMSG, BPF_CGROUP_INET6_CONNECT, BPF_CGROUP_UDP6_SENDMSG,
+	BPF_CGROUP_INET_SOCK_CREATE,
+};
+static const char *const egress_names[EGRESS_NHOOKS] = {
+	"pycell_conn4", "pycell_send4", "pycell_conn6", "pycell_send6", "pycell_sock",
+};
+
+/* r1 = struct bpf_sock *, an inet socket being made: TCP on a stream
+ * socket and UDP on a datagram one, nothing else. */
+static const struct bpf_insn sock_prog[] = {
+	/* 0 */ LDX_W(BPF_REG_2, BPF_REG_1, offsetof(struct bpf_sock, type)),
+	/* 1 */ LDX_W(BPF_REG_3, BPF_REG_1, offsetof(struct bpf_sock, protocol)),
+	/* 2 */ JNE_IMM(BPF_REG_2, SOCK_STREAM, 2),   /* -> 5 */
+	/* 3 */ JEQ_IMM(BPF_REG_3, IPPROTO_TCP, 5),   /* -> 9 allow */
+	/* 4 */ JA(2),                                /* -> 7 deny */
+	/* 5 */ JNE_IMM(BPF_REG_2, SOCK_DGRAM, 1),    /* -> 7 deny */
+	/* 6 */ JEQ_IMM(BPF_REG_3, IPPROTO_UDP, 2),   /* -> 9 allow */
+	/* 7 */ MOV_IMM(BPF_REG_0, 0),
+	/* 8 */ EXIT(),
+	/* 9 */ MOV_IMM(BPF_REG_0, 1),
+	/* 10 */ EXIT(),
+};
+
+int cgroup_bpf_counter_new(struct pc_err *err)
+{
+	int fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "pycell_refused", sizeof(uint32_t), sizeof(uint64_t), 1, NULL);
+	if (fd < 0) {
+		errno = -fd;
+		return pc_syserr(err, "cgroup-bpf", "bpf(BPF_MAP_CREATE) of the refused-destination counter");
+	}
+	return fd;
+}
+
+uint64_t cgroup_bpf_counter_read(int map_fd)
+{
+	uint32_t key = 0;
+	uint64_t v = 0;
+	if (map_fd < 0 || bpf_map_lookup_elem(map_fd, &key, &v) < 0)
+		return 0;
+	return v;
+}
+
+struct prog {
+	struct bpf_insn *insn;
+	size_t n, cap;
+	/* jumps to the end's deny and allow, to be given their offsets */
+	size_t *to_deny, n_deny, *to_allow, n_allow;
+};
+
+static size_t emit(struct prog *p, struct bpf_insn i)
+{
+	if (p->n == p->cap) {
+		p->cap = p->cap ? 2 * p->cap : 64;
+		p->insn = xrealloc(p->insn, p->cap * sizeof(*p->insn));
+	}
+	p->insn[p->n] = i;
+	return p->n++;
+}
+
+static void jump_to(struct prog *p, size_t **list, size_t *n, struct bpf_insn i)
+{
+	*list = xrealloc(*list, (*n + 1) * sizeof(**list));
+	(*list)[(*n)++] = emit(p, i);
+}
+
+static void patch(struct prog *p, const size_t *list, size_t n, size_t target)
+{
+	for (size_t i = 0; i < n; i++)
+		p->insn[list[i]].off = (int16_t)(target - list[i] - 1);
+}
+
+/* r1 = struct bpf_sock_addr *.  r2: the destination's address (network
+ * order, as it is in memory), r3: its port (network order), r4: the
+ * socket's type.  Each rule: r5 = r2 & mask; not addr, not port, not a
+ * datagram when it must be: on to the next; else allow (or deny). */
+static void emit_rules4(struct prog *p, const struct egress_rule *rules, size_t n)
+{
+	emit(p, LDX_W(BPF_REG_2, BPF_REG_1, offsetof(struct bpf_sock_addr, user_ip4)));
+	emit(p, LDX_W(BPF_REG_3, BPF_REG_1, offsetof(struct bpf_sock_addr, user_port)));
+	emit(p, LDX_W(BPF_REG_4, BPF_REG_1, offsetof(struct bpf_sock_addr, type)));
+	for (size_t i = 0; i < n; i++) {
+		const struct egress_rule *r = &rules[i];
+		size_t skip[3], n_skip = 0;
+		emit(p, MOV32_REG(BPF_REG_5, BPF_REG_2));
+		emit(p, AND32_IMM(BPF_REG_5, (int32_t)r->mask));
+		skip[n_skip++] = emit(p, JNE32_IMM(BPF_REG_5, (int32_t)r->addr, 0));
+		if (r->port)
+			skip[n_skip++] = emit(p, JNE32_IMM(BPF_REG_3, (int32_t)htons(r->port), 0));
+		if (r->udp_only)
+			skip[n_skip++] = emit(p, JNE32_IMM(BPF_REG_4, SOCK_DGRAM, 0));
+		if (r->deny)
+			jump_to(p, &p->to_deny, &p->n_deny, JA(0));
+		else
+			jump_to(p, &p->to_allow, &p->n_allow, JA(0));
+		patch(p, skip, n_skip, p->n);
+	}
+}
+
+/* ::1 only: the four words of the address, in memory order. */
+static void emit_rules6(struct prog *p)
+{
+	for (int w = 0; w < 4; w++) {
+		uint32_t want = w == 3 ? htonl(1) : 0;
+		emit(p, LDX_W(BPF_REG_2, BPF_REG_1, offsetof(struct bpf_sock_addr, user_ip6) + 4 * w));
+		jump_to(p, &p->to_deny, &p->n_deny, JNE32_IMM(BPF_REG_2, (int32_t)want, 0));
+	}
+	jump_to(p, &p->to_allow, &p->n_allow, JA(0));
+}
+
+int cgroup_bpf_egress_load(enum egress_hook hook, const struct egress_rule *rules, size_t n, int map_fd,
+			   struct pc_err *err)
+{
+	struct prog p = { 0 };
+	char log[4096] = "";
+	int fd;
+
+	if (n > EGRESS_RULES_MAX)
+		return pc_fail(err, E2BIG, "cgroup-bpf", "%zu egress rules: at most %d", n, EGRESS_RULES_MAX);
+	if (hook == EGRESS_SOCK_CREATE) {
+		LIBBPF_OPTS(bpf_prog_load_opts, opts, .log_buf = log, .log_size = sizeof(log), .log_level = 0,
+			    .expected_attach_type = egress_types[hook]);
+		fd = bpf_prog_load(BPF_PROG_TYPE_CGROUP_SOCK, egress_names[hook], "GPL", sock_prog,
+				   ARRAY_SIZE(sock_prog), &opts);
+		goto loaded;
+	}
+	if (hook == EGRESS_CONNECT4 || hook == EGRESS_SENDMSG4)
+		emit_rules4(&p, rules, n);
+	else
+		emit_rules6(&p);
+	/* deny: count it (map[0] += 1), answer EPERM.  A datagram socket's
+	 * connect() sends nothing, and glibc's getaddrinfo makes one to each
+	 * address it sorts: refused, not counted */
+	patch(&p, p.to_deny, p.n_deny, p.n);
+	if (hook == EGRESS_CONNECT4 || hook == EGRESS_CONNECT6) {
+		emit(&p, LDX_W(BPF_REG_2, BPF_REG_1, offsetof(struct bpf_sock_addr, type)));
+		emit(&p, JEQ_IMM(BPF_REG_2, SOCK_DGRAM, 9));    /* -> r0 = 0, past the count's 9 */
+	}
+	{
+		struct bpf_insn ld[2] = {
+			INSN(BPF_LD | BPF_DW | BPF_IMM, BPF_REG_1, BPF_PSEUDO_MAP_FD, 0, map_fd),
+			INSN(0, 0, 0, 0, 0),
+		};
+		emit(&p, ld[0]);
+		emit(&p, ld[1]);
+	}
+	emit(&p, MOV_REG(BPF_REG_2, BPF_REG_10));
+	emit(&p, ADD_IMM(BPF_REG_2, -4));
+	emit(&p, ST_W(BPF_REG_10, -4, 0));
+	emit(&p, CALL(BPF_FUNC_map_lookup_elem));
+	emit(&p, JEQ_IMM(BPF_REG_0, 0, 2));
+	emit(&p, MOV_IMM(BPF_REG_1, 1));
+	emit(&p, ATOMIC_ADD_DW(BPF_REG_0, BPF_REG_1, 0));
+	emit(&p, MOV_IMM(BPF_REG_0, 0));
+	emit(&p, EXIT());
+	patch(&p, p.to_allow, p.n_allow, p.n);
+	emit(&p, MOV_IMM(BPF_REG_0, 1));
+	emit(&p, EXIT());
+	{
+		LIBBPF_OPTS(bpf_prog_load_opts, opts, .log_buf = log, .log_size = sizeof(log), .log_level = 0,
+			    .expected_attach_type = egress_types[hook]);
+		fd = bpf_prog_load(BPF_PROG_TYPE_CGROUP_SOCK_ADDR, egress_names[hook], "GPL", p.insn, p.n, &opts);
+	}
+	free(p.insn);
+	free(p.to_deny);
+	free(p.to_allow);
+loaded:
+	if (fd < 0) {
+		errno = -fd;
+		return pc_syserr(err, "cgroup-bpf", "bpf(BPF_PROG_LOAD) of the egress filter %s%s%s", egress_names[hook],
+				 log[0] ? ": " : "", log);
+	}
+	return fd;
+}
+
+int cgroup_bpf_egress_attach(int prog_fd, int cgroup_fd, enum egress_hook hook, struct pc_err *err)
+{
+	int rc = bpf_prog_attach(prog_fd, cgroup_fd, egress_types[hook], 0);
+	if (rc < 0) {
+		errno = -rc;
+		return pc_syserr(err, "cgroup-bpf", "bpf(BPF_PROG_ATTACH) of an egress filter to the run's cgroup");
+	}
+	return 0;
+}
+
 #else
+
+int cgroup_bpf_counter_new(struct pc_err *err)
+{
+	return pc_fail(err, ENOTSUP, "cgroup-bpf", "pycell was built --without-libbpf: no egress filter");
+}
+
+uint64_t cgroup_bpf_counter_read(int map_fd)
+{
+	return 0;
+}
+
+int cgroup_bpf_egress_load(enum egress_hook hook, const struct egress_rule *rules, size_t n, int map_fd,
+			   struct pc_err *err)
+{
+	return pc_fail(err, ENOTSUP, "cgroup-bpf", "pycell was built --without-libbpf: no egress filter");
+}
+
+int cgroup_bpf_egress_attach(int prog_fd, int cgroup_fd, enum egress_hook hook, struct pc_err *err)
+{
+	return pc_fail(err, ENOTSUP, "cgroup-bpf", "pycell was built --without-libbpf: no egress filter");
+}
 
 int cgroup_bpf_device_load(struct pc_err *err)
 {

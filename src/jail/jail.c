@@ -260,6 +260,13 @@ struct child {
 	const struct jail_spec *s;
 	int sync_fd;
 	bool as_root;
+	uint32_t net_addr, net_gw;   /* an egress run's, from the release */
+};
+
+/* The release, parent to child: go, with an egress run's addresses. */
+struct jail_go {
+	char go;
+	uint32_t net_addr, net_gw;   /* network byte order; 0: none */
 };
 
 /* Before step 1: nothing can be reported yet (the parent reads errors only
@@ -267,7 +274,7 @@ struct child {
 static void child_start(struct child *c)
 {
 	sigset_t none;
-	char go;
+	struct jail_go go = { 0 };
 
 	/* A clean signal state: the supervisor may block signals it reads
 	 * with a signalfd, and the zygote ignores SIGCHLD; init needs both. */
@@ -284,9 +291,12 @@ static void child_start(struct child *c)
 	 * maps.  Become dumpable and say so (exec resets it anyway). */
 	if (!c->as_root && (prctl(PR_SET_DUMPABLE, 1) < 0 || write(c->sync_fd, "r", 1) != 1))
 		_exit(127);
-	/* wait until the parent has written our id maps */
-	if (read(c->sync_fd, &go, 1) != 1)
+	/* wait until the parent has written our id maps (and made our
+	 * network, for an egress run) */
+	if (read(c->sync_fd, &go, sizeof(go)) != (ssize_t)sizeof(go) || go.go != 'g')
 		_exit(127);
+	c->net_addr = go.net_addr;
+	c->net_gw = go.net_gw;
 	/* maps written: not dumpable again, so python (same uid) cannot read
 	 * init's memory, a copy of the supervisor's, through /proc/1/mem */
 	if (prctl(PR_SET_DUMPABLE, 0) < 0)
@@ -319,7 +329,7 @@ static int step_cgroups(struct child *c, struct pc_err *err)
 /* 2. The root filesystem (rootfs.c). */
 static int step_rootfs(struct child *c, struct pc_err *err)
 {
-	return rootfs_build(c->s, err);
+	return rootfs_build(c->s, c->net_gw, err);
 }
 
 /* 3. Network, hostname, session, fds, limits, privileges, seccomp. */
@@ -327,8 +337,13 @@ static int step_network(struct child *c, struct pc_err *err)
 {
 	/* network "none": no socket of an address family could use lo
 	 * (seccomp), so it stays down, as a new netns makes it (0.3 ms) */
-	if (c->s->policy->network == NET_NONE)
+	if (c->s->policy->network.mode == NET_NONE)
 		return 0;
+	if (c->s->policy->network.mode == NET_EGRESS) {
+		if (!c->net_addr)
+			return pc_fail(err, EINVAL, "net", "an egress run without its veth pair (a bug in pycell)");
+		return net_link_up_inside(c->net_addr, c->net_gw, err);
+	}
 	return net_loopback_up(err);
 }
 
@@ -401,7 +416,7 @@ static const struct {
 	{ step_identity, "root of its user namespace" },
 	{ step_cgroups, "in its cgroups" },
 	{ step_rootfs, "root filesystem built" },
-	{ step_network, "loopback up" },
+	{ step_network, "network up" },
 	{ step_hostname, "hostname set" },
 	{ step_session, "own session" },
 	{ step_fds, NULL },
@@ -568,6 +583,8 @@ int jail_clone(const struct jail_spec *s, struct jail *j, struct pc_err *err)
 
 int jail_release(const struct jail_spec *s, struct jail *j, struct pc_err *err)
 {
+	struct jail_go go = { .go = 'g' };
+
 	log_debug("%6llu us: jail %d: cloned", (unsigned long long)log_elapsed_us(), (int)j->pid);
 	if ((fault_at("idmap") ? pc_fail(err, EPERM, "idmap", "write the id maps of jail %d: %s (injected fault)",
 					 (int)j->pid, strerror(EPERM))
@@ -576,9 +593,13 @@ int jail_release(const struct jail_spec *s, struct jail *j, struct pc_err *err)
 		return -1;
 	}
 	log_debug("%6llu us: jail %d: id maps written", (unsigned long long)log_elapsed_us(), (int)j->pid);
+	if (s->net_setup && s->net_setup(s->net_ctx, j->pid, &go.net_addr, &go.net_gw, err) < 0) {
+		jail_abort(j);
+		return -1;
+	}
 	/* From here the child goes on alone: into its cgroups, root, limits,
 	 * privileges, exec; a step that fails comes back on the sync socket. */
-	if (write(j->sync_fd, "g", 1) != 1) {
+	if (write(j->sync_fd, &go, sizeof(go)) != (ssize_t)sizeof(go)) {
 		pc_syserr(err, "spawn", "release the jail child");
 		jail_abort(j);
 		return -1;

@@ -37,8 +37,16 @@ struct jail_spec {
 	struct jail_file files[JAIL_MAX_FILES]; /* written read-only to /run/pycell/ */
 	int n_files;
 	const char *runtime_dir;              /* bound read-only at /run/pycell/lib */
+	const char *packages_dir;             /* NULL, or bound read-only at /run/pycell/packages */
 	int stdio[3];                         /* child ends: stdin, stdout, stderr */
 	int tool_fd;                          /* child end, becomes fd 3 */
+	/* An egress run's network (run/egress.c): called at the release, once
+	 * the jail's namespaces exist and before it goes on, to make its veth
+	 * pair (and what goes with it); gives the jail's address and gateway
+	 * (network byte order), which the child sets up.  NULL for every
+	 * other network. */
+	int (*net_setup)(void *ctx, pid_t pid, uint32_t *addr, uint32_t *gw, struct pc_err *err);
+	void *net_ctx;
 	/* A jail made ahead of its request (a ready jail, from the zygote,
 	 * cells only): files stays empty, and the child goes through the
 	 * whole sequence, python included; python then waits for its program

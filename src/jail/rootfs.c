@@ -7,6 +7,7 @@
  * /newroot becomes / with a second pivot_root, then read-only. */
 #include "config.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -56,27 +57,6 @@ static int tmpfs(const char *dst, uint64_t size, const char *mode, const struct 
 		snprintf(opts + n, sizeof(opts) - (size_t)n, ",uid=%u,gid=%u", (unsigned)owner->jail_uid,
 			 (unsigned)owner->jail_gid);
 	return do_mount("tmpfs", dst, "tmpfs", MS_NOSUID | MS_NODEV | extra, opts, err);
-}
-
-static int mkdir_p(const char *path, mode_t mode, struct pc_err *err)
-{
-	char buf[PATH_MAX];
-	size_t len = strlen(path);
-	if (len >= sizeof(buf))
-		return pc_fail(err, ENAMETOOLONG, "mkdir", "path too long: %s", path);
-	memcpy(buf, path, len + 1);
-	for (char *p = buf + 1;; p++) {
-		if (*p == '/' || *p == '\0') {
-			char c = *p;
-			*p = '\0';
-			if (mkdir(buf, mode) < 0 && errno != EEXIST)
-				return pc_syserr(err, "mkdir", "mkdir %s", buf);
-			if (c == '\0')
-				break;
-			*p = c;
-		}
-	}
-	return 0;
 }
 
 static int write_text(const char *path, const char *data, size_t len, mode_t mode, struct pc_err *err)
@@ -250,6 +230,19 @@ static int build_etc(const struct policy *p, struct pc_err *err)
 	return 0;
 }
 
+/* An egress run asks names of its supervisor's responder (run/egress.c),
+ * at the other end of its veth; no other run has a resolver to ask. */
+static int build_resolv(uint32_t dns, struct pc_err *err)
+{
+	char buf[160], ip[INET_ADDRSTRLEN];
+	int n;
+	if (!dns)
+		return 0;
+	inet_ntop(AF_INET, &dns, ip, sizeof(ip));
+	n = snprintf(buf, sizeof(buf), "nameserver %s\noptions timeout:2 attempts:2\n", ip);
+	return write_text(NEW "/etc/resolv.conf", buf, (size_t)n, 0444, err);
+}
+
 static int build_dev(const struct policy *p, struct pc_err *err)
 {
 	static const char *const devs[] = { "null", "zero", "full", "random", "urandom" };
@@ -327,6 +320,8 @@ static int build_run_dir(const struct jail_spec *s, struct pc_err *err)
 		return -1;
 	if (s->runtime_dir && bind_path(s->runtime_dir, JAIL_LIB_DIR, false, false, err) < 0)
 		return -1;
+	if (s->packages_dir && bind_path(s->packages_dir, JAIL_PACKAGES_DIR, false, false, err) < 0)
+		return -1;
 	return make_readonly(NEW JAIL_RUN_DIR, false, err);
 }
 
@@ -335,7 +330,7 @@ static int pivot_root(const char *new_root, const char *put_old)
 	return (int)syscall(SYS_pivot_root, new_root, put_old);
 }
 
-int rootfs_build(const struct jail_spec *s, struct pc_err *err)
+int rootfs_build(const struct jail_spec *s, uint32_t dns, struct pc_err *err)
 {
 	const struct policy *p = s->policy;
 	static const char *const aliases[] = { "bin", "sbin", "lib", "lib32", "lib64", "libx32" };
@@ -359,7 +354,7 @@ int rootfs_build(const struct jail_spec *s, struct pc_err *err)
 	for (size_t i = 0; i < ARRAY_SIZE(aliases); i++)
 		if (usr_alias(aliases[i], err) < 0)
 			return -1;
-	if (build_etc(p, err) < 0 || build_dev(p, err) < 0)
+	if (build_etc(p, err) < 0 || build_resolv(dns, err) < 0 || build_dev(p, err) < 0)
 		return -1;
 	if (mkdir(NEW "/proc", 0555) < 0)
 		return pc_syserr(err, "rootfs", "mkdir /proc");

@@ -7,10 +7,14 @@
 
 /* In the jail child (own mount namespace, caps in its userns): build the
  * root, pivot into it, detach the host, make / read-only, cwd /workspace. */
-int rootfs_build(const struct jail_spec *spec, struct pc_err *err);
+/* dns: an egress run's resolver (its gateway, network byte order) for
+ * /etc/resolv.conf; 0: none. */
+int rootfs_build(const struct jail_spec *spec, uint32_t dns, struct pc_err *err);
 
 #define JAIL_RUN_DIR "/run/pycell"
 #define JAIL_LIB_DIR "/run/pycell/lib"
+/* A run's packages (run/packages.h), bound read-only; on PYTHONPATH after the runtime. */
+#define JAIL_PACKAGES_DIR "/run/pycell/packages"
 #define JAIL_WORKSPACE "/workspace"
 /* ptys one jail may hold open at once (its devpts instance's max=) */
 #define JAIL_MAX_PTYS "64"

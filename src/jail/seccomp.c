@@ -519,7 +519,7 @@ static int compile_program(const struct plan *pl, struct sock_filter **out, size
  * program would serve a policy it was not built for. */
 static int filter_build(const struct policy *p, struct seccomp_filter **out, struct pc_err *err)
 {
-	struct plan pl = { .loopback = p->network == NET_LOOPBACK };
+	struct plan pl = { .loopback = p->network.mode != NET_NONE };
 	cleanup_free struct sock_filter *jail = NULL;
 	cleanup_free struct sock_filter *prog = NULL;
 	size_t njail = 0, nprog = 0, ngroups = 0;

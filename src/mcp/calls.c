@@ -28,6 +28,13 @@ void mcp_call_free(struct mcp_call *c)
 	outbuf_free(&c->whole_out);
 	outbuf_free(&c->whole_err);
 	free(c->files_json);
+	packages_cancel(c->pkg_op);
+	if (c->pkg_dir)
+		packages_put(c->pkg_dir);
+	free(c->pkg_dir);
+	for (size_t i = 0; i < c->n_packages; i++)
+		free(c->packages[i]);
+	free(c->packages);
 	free(c->session_id);
 	free(c->news);
 	json_decref(c->id);
@@ -371,10 +378,49 @@ void mcp_run_request(struct mcp_server *s, struct run_request *req, const char *
 		s->cfg.attach_tools(s->cfg.tool_ctx, req);
 }
 
+/* A call that ends before its run could start (its packages could not
+ * be had, or it was cancelled meanwhile): a result of its own, answered
+ * as any run's is (finish_run_python). */
+static void call_end_unstarted(struct mcp_call *c, enum run_status status, const struct pc_err *err)
+{
+	struct run_result *r = xcalloc(1, sizeof(*r));
+	result_init(r);
+	r->status = status;
+	if (err)
+		r->setup_error = *err;
+	c->cell_res = r;
+	mcp_call_ended(c);
+}
+
+static int call_start_run(struct mcp_call *c, struct pc_err *err);
+
+static void call_packages_done(void *ctx, const char *dir, const struct pc_err *err)
+{
+	struct mcp_call *c = ctx;
+	struct pc_err start_err = { 0 };
+	c->pkg_op = NULL;
+	if (!dir) {
+		mcp_call_log(c, MLOG_ERROR, "run %llu: %s", c->seq, err->msg);
+		call_end_unstarted(c, RUN_SETUP_FAILED, err);
+		return;
+	}
+	c->pkg_dir = xstrdup(dir);
+	if (call_start_run(c, &start_err) < 0)
+		call_end_unstarted(c, RUN_SETUP_FAILED, &start_err);
+}
+
+/* Cancelled while its packages were being had: nothing ran. */
+void mcp_call_cancel_packages(struct mcp_call *c)
+{
+	packages_cancel(c->pkg_op);
+	c->pkg_op = NULL;
+	c->cancelled = true;
+	call_end_unstarted(c, RUN_KILLED, NULL);
+}
+
 static int call_start(struct mcp_call *c, struct pc_err *err)
 {
 	struct mcp_server *s = c->srv;
-	struct run_request req;
 
 	if (c->sess) {
 		/* a cell of a session: its jail is there */
@@ -383,6 +429,23 @@ static int call_start(struct mcp_call *c, struct pc_err *err)
 		return mcp_session_start_cell(c, err);
 	}
 	c->env = s->env;
+	if (c->n_packages && !c->pkg_dir) {
+		/* the run starts once its packages are there (on the loop) */
+		struct run_request base;
+		mcp_run_request(s, &base, mcp_call_owner(c), false);
+		c->state = CALL_RUNNING;
+		c->t_started = now_ms();
+		c->pkg_op = packages_get(s->loop, &base, c->packages, c->n_packages, call_packages_done, c, err);
+		return c->pkg_op ? 0 : -1;
+	}
+	return call_start_run(c, err);
+}
+
+static int call_start_run(struct mcp_call *c, struct pc_err *err)
+{
+	struct mcp_server *s = c->srv;
+	struct run_request req;
+
 	mcp_run_request(s, &req, mcp_call_owner(c),
 			c->kind == CALL_RUN_PYTHON);
 	req.mode = c->kind == CALL_PY_VERSION ? RUN_MODE_SCRIPT : RUN_MODE_CELL;
@@ -396,6 +459,7 @@ static int call_start(struct mcp_call *c, struct pc_err *err)
 	req.timeout_ms = c->timeout_ms;
 	req.output_bytes = c->output_bytes;
 	req.outputs = c->kind == CALL_RUN_PYTHON;
+	req.packages_dir = c->pkg_dir;
 	if (c->kind == CALL_RUN_PYTHON)
 		req.on_output = call_on_output;
 	req.on_done = call_on_done;
@@ -405,7 +469,7 @@ static int call_start(struct mcp_call *c, struct pc_err *err)
 	/* the next ready jail is made once this run has been answered
 	 * (on_defer): made now, it would compete with this run for the CPU
 	 * and hold the loop for the zygote's round trip */
-	if (c->kind == CALL_RUN_PYTHON && (c->run = run_pool_start(s->pool, &req)))
+	if (c->kind == CALL_RUN_PYTHON && !c->pkg_dir && (c->run = run_pool_start(s->pool, &req)))
 		return 0;
 	return run_start(s->loop, &req, &c->run, err);
 }

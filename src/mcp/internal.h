@@ -21,6 +21,7 @@
 #include "base/loop.h"
 #include "config/result.h"
 #include "mcp/mcp.h"
+#include "run/packages.h"
 #include "run/pool.h"
 #include "run/run.h"
 
@@ -155,6 +156,10 @@ struct mcp_call {
 	char *stdin_data;
 	size_t stdin_len;
 	char *files_json;             /* run_python's files, checked */
+	char **packages;              /* run_python's packages, checked against the policy */
+	size_t n_packages;
+	struct pkg_op *pkg_op;        /* their install (or cache lookup) in progress */
+	char *pkg_dir;                /* the set, once there (held: packages_put) */
 	char *session_id;             /* run_python's session_id, as given */
 	uint64_t timeout_ms;
 	struct run *run;
@@ -320,6 +325,8 @@ json_t *mcp_session_result(const struct mcp_call *c);
 void mcp_session_release(struct mcp_call *c);
 /* Kill what c is running: its run, or its session's cell. */
 void mcp_call_cancel_run(struct mcp_call *c);
+/* calls.c: the call is cancelled while its packages were being had. */
+void mcp_call_cancel_packages(struct mcp_call *c);
 /* The id of the session c runs a cell of, and that cell's number. */
 const char *mcp_session_id(const struct mcp_call *c);
 unsigned mcp_session_cell(const struct mcp_call *c);

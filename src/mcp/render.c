@@ -8,6 +8,7 @@
 
 #include "base/jsonrpc.h"
 #include "config/json_check.h"
+#include "config/policy_fields.h"
 #include "mcp/internal.h"
 
 struct sbuf {
@@ -199,6 +200,9 @@ json_t *mcp_sandbox_info(struct mcp_server *s)
 		"pycell_version", PACKAGE_VERSION);
 	json_decref(pj);
 	json_object_set_new(info, "packages", s->packages ? json_incref(s->packages) : json_array());
+	if (p->packages.index)
+		json_object_set_new(info, "installable", json_pack("{s:s,s:o}", "index", p->packages.index, "allow",
+								   pv_strv_json(p->packages.allow, p->packages.n_allow)));
 	return info;
 }
 

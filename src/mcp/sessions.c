@@ -43,6 +43,10 @@ struct pysess {
 	bool ready;                   /* the jail said so */
 	bool closed;                  /* off the list for good; freed once not held */
 	struct pc_err open_err;       /* the open failed (open_err.msg[0]) */
+	/* its packages (session_open's): being had, then held while it lives */
+	struct pkg_op *pkg_op;
+	char *pkg_dir;
+	uint64_t t_jail;              /* when its jail was asked for */
 };
 
 static void sess_arm(struct mcp_server *s)
@@ -58,6 +62,10 @@ static void sess_arm(struct mcp_server *s)
 static void pysess_free(struct pysess *p)
 {
 	session_free(p->sess);
+	packages_cancel(p->pkg_op);
+	if (p->pkg_dir)
+		packages_put(p->pkg_dir);
+	free(p->pkg_dir);
 	free(p->owner);
 	free(p);
 }
@@ -73,6 +81,12 @@ static void pysess_close(struct pysess *p, const char *why)
 	mcp_resources_drop_session(p->srv, p->id);   /* its files and output go with it */
 	if (p->sess)
 		session_kill(p->sess);
+	if (p->pkg_op) {
+		packages_cancel(p->pkg_op);
+		p->pkg_op = NULL;
+		pc_fail(&p->open_err, ECANCELED, "packages", "the session was closed (%s) before its packages were "
+			"installed", why);
+	}
 	mcp_kick(p->srv);
 }
 
@@ -110,6 +124,30 @@ static void on_gone(struct session *ss, void *ctx)
 	(void)ss;
 }
 
+/* Its packages are there (dir), or could not be had: the jail next. */
+static void on_packages(void *ctx, const char *dir, const struct pc_err *err)
+{
+	struct pysess *p = ctx;
+	struct mcp_server *s = p->srv;
+	struct run_request req;
+	struct pc_err open_err = { 0 };
+
+	p->pkg_op = NULL;
+	if (dir) {
+		p->pkg_dir = xstrdup(dir);
+		mcp_run_request(s, &req, p->owner, true);
+		req.packages_dir = p->pkg_dir;
+		p->t_jail = now_ms();
+		p->sess = session_open(s->loop, &req, NULL, on_ready, on_gone, p, &open_err);
+		err = p->sess ? NULL : &open_err;
+	}
+	if (err) {
+		p->open_err = *err;
+		p->closed = true;
+	}
+	mcp_kick(s);
+}
+
 static void on_cell(struct session *ss, struct run_result *res, void *ctx)
 {
 	struct mcp_call *c = ctx;
@@ -129,7 +167,7 @@ static void on_sess_timer(struct loop_watch *w, uint32_t events, void *data)
 		if (p->closed)
 			continue;
 		if (!p->ready) {
-			if (now - p->t_opened >= SESS_OPEN_MAX_MS)
+			if (!p->pkg_op && now - p->t_jail >= SESS_OPEN_MAX_MS)
 				pysess_close(p, "its interpreter did not get ready");
 			continue;
 		}
@@ -265,8 +303,34 @@ static void session_open_tool(const struct mcp_req *r, const json_t *args)
 	struct pysess *p;
 	struct mcp_call *c;
 
-	if (!check_keys(r, "session_open", args, ",idle_timeout_s,", "only idle_timeout_s"))
+	cleanup_strv char **pkgs = NULL;
+	size_t n_pkgs = 0;
+	json_t *pv = json_object_get(args, "packages");
+
+	if (!check_keys(r, "session_open", args, ",idle_timeout_s,packages,", "idle_timeout_s and packages"))
 		return;
+	if (pv && !json_is_null(pv)) {
+		size_t i;
+		json_t *e;
+		if (!json_is_array(pv) || json_array_size(pv) > PACKAGES_MAX) {
+			TOOL_ERROR(r, "Invalid arguments for session_open: \"packages\" must be an array of at most %d "
+				   "requirements such as [\"pandas==2.2.3\"]", PACKAGES_MAX);
+			return;
+		}
+		pkgs = xcalloc(json_array_size(pv) + 1, sizeof(char *));
+		json_array_foreach(pv, i, e) {
+			if (!json_is_string(e) || strlen(json_string_value(e)) != json_string_length(e)) {
+				TOOL_ERROR(r, "Invalid arguments for session_open: packages[%zu] must be a string such as "
+					   "\"pandas==2.2.3\"", i);
+				return;
+			}
+			pkgs[n_pkgs++] = xstrdup(json_string_value(e));
+		}
+		if (packages_check(pol, pkgs, n_pkgs, &err) < 0) {
+			TOOL_ERROR(r, "Invalid arguments for session_open: %s", err.msg);
+			return;
+		}
+	}
 	if (v && !json_is_null(v)) {
 		double t = json_number_value(v);
 		if (!json_is_number(v) || !(t > 0) || !isfinite(t)) {
@@ -305,8 +369,12 @@ static void session_open_tool(const struct mcp_req *r, const json_t *args)
 	p->lifetime_ms = pol->sessions.lifetime_ms;
 
 	mcp_run_request(s, &req, principal, true);
-	p->sess = session_open(s->loop, &req, s->pool, on_ready, on_gone, p, &err);
-	if (!p->sess) {
+	p->t_jail = p->t_opened;
+	if (n_pkgs)
+		p->pkg_op = packages_get(s->loop, &req, pkgs, n_pkgs, on_packages, p, &err);
+	else
+		p->sess = session_open(s->loop, &req, s->pool, on_ready, on_gone, p, &err);
+	if (!p->sess && !p->pkg_op) {
 		TOOL_ERROR(r, "The session could not be opened: %s: %s", err.step, err.msg);
 		pysess_free(p);
 		return;
@@ -464,7 +532,9 @@ void mcp_session_release(struct mcp_call *c)
 
 void mcp_call_cancel_run(struct mcp_call *c)
 {
-	if (c->run)
+	if (c->pkg_op)
+		mcp_call_cancel_packages(c);
+	else if (c->run)
 		run_cancel(c->run);
 	else if (c->sess && c->sess->sess && c->sess->call == c)
 		session_cancel_cell(c->sess->sess);

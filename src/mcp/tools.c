@@ -13,20 +13,28 @@
 static bool policy_open_world(const struct policy *p)
 {
 	/* Loopback is the jail's own network namespace: nothing outside is
-	 * reachable through it.  Allowed tool calls do reach outside. */
-	return p->n_tools_allow > 0;
+	 * reachable through it.  Allowed tool calls and egress do reach outside. */
+	return p->n_tools_allow > 0 || p->network.mode == NET_EGRESS;
 }
 
 static json_t *run_python_tool(const struct policy *p)
 {
 	char mem[32], out[32], timeout[48] = "no time limit";
 	json_t *input, *output, *tool;
-	cleanup_free char *desc = NULL;
+	cleanup_free char *desc = NULL, *net = NULL;
 
 	jc_format_size(mem, sizeof(mem), p->limits.memory_bytes);
 	jc_format_size(out, sizeof(out), p->limits.output_bytes);
 	if (p->limits.timeout_ms)
 		snprintf(timeout, sizeof(timeout), "%g s wall clock", (double)p->limits.timeout_ms / 1000);
+	if (p->network.mode == NET_EGRESS) {
+		cleanup_free char *list = strv_join(p->network.egress, p->network.n_egress, ", ");
+		net = xasprintf("network limited to the sandbox's own loopback and these destinations (HOST:PORT; "
+				"names resolve only to them): %s", list);
+	} else {
+		net = xstrdup(p->network.mode == NET_NONE ? "no network access"
+							   : "network limited to the sandbox's own loopback");
+	}
 	desc = xasprintf(
 		"Run Python code in a fresh, isolated sandbox (CPython in a Linux jail) and get its output.\n\n"
 		"Each call starts a new interpreter: nothing (variables, imports, files) persists between calls, "
@@ -36,13 +44,16 @@ static json_t *run_python_tool(const struct policy *p)
 		"when it can be serialised, else its repr); print() output is in stdout. An uncaught exception "
 		"fails the call with the traceback in stderr.\n\n"
 		"Limits: %s (`timeout_s` may lower it), %s of memory%s, %s of output per stream, %s. Writable: "
-		"/tmp and the working directory /workspace, both empty at the start and discarded after. Only the "
-		"Python standard library and packages installed on the server are available; pip install does not "
-		"work.%s",
+		"/tmp and the working directory /workspace, both empty at the start and discarded after. %s%s",
 		p->sessions.max ? "; or open a session (session_open) and pass its session_id: its cells share "
 				  "globals, imports and /workspace" : "",
 		timeout, p->limits.memory_bytes ? mem : "no limit", "", out,
-		p->network == NET_NONE ? "no network access" : "network limited to the sandbox's own loopback",
+		net,
+		p->packages.index ? "The standard library and the server's packages are available, and `packages` "
+				    "installs more of those sandbox_info lists as installable (pip install itself does "
+				    "not work)."
+				  : "Only the Python standard library and packages installed on the server are "
+				    "available; pip install does not work.",
 		p->n_tools_allow ? "\n\nThe code may call the MCP tools this server allows: import pycell; "
 				   "pycell.call_tool(\"server.tool\", {...}). sandbox_info lists them."
 				 : "");
@@ -54,6 +65,9 @@ static json_t *run_python_tool(const struct policy *p)
 		json_decref(output);
 		return NULL;
 	}
+	/* packages only where the policy names an index to install from */
+	if (!p->packages.index)
+		json_object_del(json_object_get(input, "properties"), "packages");
 	/* the policy's limit is the most a call may ask for */
 	if (p->limits.timeout_ms)
 		json_object_set_new(json_object_get(json_object_get(input, "properties"), "timeout_s"),
@@ -127,6 +141,8 @@ static int add_session_tools(json_t *tools, const struct policy *p)
 			return -1;
 		}
 	}
+	if (!p->packages.index)
+		json_object_del(json_object_get(json_object_get(t[0], "inputSchema"), "properties"), "packages");
 	for (int i = 0; i < 3; i++)
 		json_array_append_new(tools, t[i]);
 	return 0;
@@ -280,9 +296,10 @@ int mcp_run_python_args(struct mcp_server *s, const json_t *args, struct mcp_cal
 		if (strcmp(key, "code") != 0 && strcmp(key, "variables") != 0 && strcmp(key, "stdin") != 0 &&
 		    strcmp(key, "timeout_s") != 0 && strcmp(key, "files") != 0 &&
 		    strcmp(key, "session_id") != 0 && strcmp(key, "max_output_bytes") != 0 &&
-		    strcmp(key, RAW_VARIABLES_KEY) != 0) {
+		    strcmp(key, "packages") != 0 && strcmp(key, RAW_VARIABLES_KEY) != 0) {
 			return BAD_ARGS("unknown argument \"%.*s\"; run_python takes code, variables, "
-				 "stdin, timeout_s, files, session_id and max_output_bytes", utf8_prefix(key, 64), key);
+				 "stdin, timeout_s, files, session_id, max_output_bytes and packages", utf8_prefix(key, 64),
+				 key);
 		}
 	}
 	v = json_object_get(args, "code");
@@ -328,6 +345,29 @@ int mcp_run_python_args(struct mcp_server *s, const json_t *args, struct mcp_cal
 			return BAD_ARGS("\"stdin\" cannot be given to a session's cell: pass the data as a "
 				 "variable or a file");
 		c->session_id = xstrdup(json_string_value(v));
+	}
+	v = json_object_get(args, "packages");
+	if (v && !json_is_null(v)) {
+		size_t i;
+		json_t *e;
+		struct pc_err why = { 0 };
+		if (!json_is_array(v))
+			return BAD_ARGS("\"packages\" must be an array of requirements such as [\"pandas==2.2.3\"], got %s",
+				 json_type_name(v));
+		if (c->session_id)
+			return BAD_ARGS("\"packages\" cannot be given to a session's cell: a session's interpreter "
+				 "has its packages from the start");
+		if (json_array_size(v) > PACKAGES_MAX)
+			return BAD_ARGS("\"packages\": %zu requirements, at most %d", json_array_size(v), PACKAGES_MAX);
+		c->packages = xcalloc(json_array_size(v) + 1, sizeof(char *));
+		json_array_foreach(v, i, e) {
+			if (!json_is_string(e) || strlen(json_string_value(e)) != json_string_length(e))
+				return BAD_ARGS("packages[%zu] must be a string such as \"pandas==2.2.3\", got %s", i,
+					 json_type_name(e));
+			c->packages[c->n_packages++] = xstrdup(json_string_value(e));
+		}
+		if (packages_check(&s->env->policy, c->packages, c->n_packages, &why) < 0)
+			return BAD_ARGS("%s", why.msg);
 	}
 	v = json_object_get(args, "max_output_bytes");
 	if (v && !json_is_null(v)) {

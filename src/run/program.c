@@ -36,7 +36,7 @@ char **program_argv(const struct policy *p, const struct program *prog)
 	return v;
 }
 
-char **program_envp(const struct policy *p)
+char **program_envp(const struct policy *p, bool packages)
 {
 	static const char *const base[] = {
 		"PATH=/usr/local/bin:/usr/bin:/bin",
@@ -60,7 +60,12 @@ char **program_envp(const struct policy *p)
 		for (size_t j = 0; j < p->n_env; j++)
 			if (strncmp(p->env[j], base[i], klen + 1) == 0)
 				overridden = true;
-		if (!overridden)
+		if (overridden)
+			continue;
+		/* a run with packages finds them after the runtime */
+		if (packages && strncmp(base[i], "PYTHONPATH=", 11) == 0)
+			v[n++] = xstrdup("PYTHONPATH=" JAIL_LIB_DIR ":" JAIL_PACKAGES_DIR);
+		else
 			v[n++] = xstrdup(base[i]);
 	}
 	for (size_t j = 0; j < p->n_env; j++)

@@ -35,8 +35,9 @@ struct program {
  * malloc'd strings (program_strv_free). */
 char **program_argv(const struct policy *p, const struct program *prog);
 /* The environment a jailed program starts with: a fixed base plus the
- * policy's, in the same form. */
-char **program_envp(const struct policy *p);
+ * policy's, in the same form; with packages, PYTHONPATH has
+ * JAIL_PACKAGES_DIR after the runtime. */
+char **program_envp(const struct policy *p, bool packages);
 /* The program's files in spec: main.py (or the script's name), and a
  * cell's variables.json, files.json (when it has files) and outputs (when
  * it sends them); *vars owns the variables' copy. */

@@ -29,6 +29,7 @@
 #include "run/outputs.h"
 #include "run/run.h"
 #include "run/program.h"
+#include "run/egress.h"
 #include "run/spawner.h"
 
 #define READ_CHUNK (64 << 10)
@@ -54,6 +55,7 @@ struct run {
 	run_parked_fn parked;
 	void *parked_ctx;
 	struct cgroup_run *cgroup;
+	struct egress *egress;    /* an egress run's network; NULL for others */
 	uint64_t cpu_base_us;  /* the cgroup's CPU time before the run (ready jails) */
 	uint64_t t0;
 	uint64_t timeout_ms;
@@ -94,6 +96,8 @@ int run_env_prepare(struct run_env *env, struct pc_err *err)
 	log_debug("%6llu us: cgroups probed", (unsigned long long)log_elapsed_us());
 	seccomp_filter_free(env->filter);
 	env->filter = NULL;
+	if (env->policy.network.mode == NET_EGRESS && egress_host_check(env->cgroups, err) < 0)
+		return pc_err_wrap(err, "policy %s", env->policy.name ? env->policy.name : "");
 	return seccomp_filter_compile(&env->policy, &env->filter, err);
 }
 
@@ -106,6 +110,9 @@ int run_env_init(struct run_env *env, const char *policy_name, struct pc_err *er
 
 int run_env_warm(struct run_env *env, struct pc_err *err)
 {
+	if (env->policy.network.mode == NET_EGRESS)
+		return pc_fail(err, ENOTSUP, "warm", "the runs of an egress policy start cold (each jail's veth pair and "
+			       "filters are made for it before its clone)");
 	struct spawner *sp;
 	if (env->warm)
 		return 0;
@@ -180,6 +187,8 @@ static void finish_if_complete(struct run *r)
 	}
 	/* the counters only: the cgroups go in run_free, after the caller
 	 * has answered (removing them takes longer than reading them) */
+	if (r->egress)
+		egress_report(r->egress, res);
 	if (r->cgroup && cgroup_run_stats(r->cgroup, &st) == 0) {
 		if (st.cpu_us)
 			res->cpu_ms = (st.cpu_us > r->cpu_base_us ? st.cpu_us - r->cpu_base_us : 0) / 1000;
@@ -686,6 +695,13 @@ static int run_spawn(struct run *r, bool park, struct pc_err *setup_err)
 	log_debug("%6llu us: run cgroup created", (unsigned long long)log_elapsed_us());
 	if (!q->cgroups)
 		result_add_warning(&r->result, "no cgroup support: memory, pids and cpu limits rely on rlimits");
+	if (p->network.mode == NET_EGRESS) {
+		if (park)
+			return pc_fail(setup_err, ENOTSUP, "egress", "an egress run is never made ahead");
+		if (egress_new(r->loop, p, cgroup_run_clone_fd(r->cgroup), &r->egress, setup_err) < 0)
+			return -1;
+		egress_spec(r->egress, &spec);
+	}
 
 	if (make_pipe(in, false, setup_err) < 0 || make_pipe(o, true, setup_err) < 0 ||
 	    make_pipe(e, true, setup_err) < 0)
@@ -706,7 +722,7 @@ static int run_spawn(struct run *r, bool park, struct pc_err *setup_err)
 	tool_sndbuf(tool[1]);
 	prog = program_of(q);
 	r->argv = program_argv(p, &prog);
-	r->envp = program_envp(p);
+	r->envp = program_envp(p, q->packages_dir != NULL);
 	spec.policy = p;
 	spec.filter = q->filter;
 	spec.argv = r->argv;
@@ -715,6 +731,7 @@ static int run_spawn(struct run *r, bool park, struct pc_err *setup_err)
 	if (!park)
 		program_files(&spec, &prog, &vars);
 	spec.runtime_dir = q->runtime_dir;
+	spec.packages_dir = q->packages_dir;
 	spec.stdio[0] = in[0];
 	spec.stdio[1] = o[1];
 	spec.stdio[2] = e[1];
@@ -736,7 +753,7 @@ static int run_spawn(struct run *r, bool park, struct pc_err *setup_err)
 		goto asked;
 	}
 	sp = q->spawner;
-	if (sp && sp->ops->serves(sp, p)) {
+	if (sp && !spec.net_setup && !spec.packages_dir && sp->ops->serves(sp, p)) {
 		/* a spawner that makes jails ahead starts a cell the same way,
 		 * and gives it its cell at once */
 		struct pc_err sp_err = { 0 };
@@ -916,6 +933,14 @@ void run_cancel(struct run *r)
 
 bool run_done(const struct run *r) { return r->done; }
 const struct run_result *run_result(const struct run *r) { return &r->result; }
+bool run_egress_counts(const struct run *r, uint64_t *connections, uint64_t *dns_queries)
+{
+	if (!r->egress)
+		return false;
+	egress_counts(r->egress, connections, dns_queries);
+	return true;
+}
+
 struct run_result *run_result_mut(struct run *r) { return &r->result; }
 
 void run_settle(struct run *r, int timeout_ms)
@@ -1025,6 +1050,7 @@ void run_free(struct run *r)
 		cgroup_run_kill(r->cgroup);
 		cgroup_run_destroy(r->cgroup, r->loop);
 	}
+	egress_free(r->egress);
 	blob_rx_reset(&r->blob);
 	free(r->src_buf);
 	program_strv_free(r->argv);

@@ -43,6 +43,10 @@ struct run_request {
 	int stdin_fd;                         /* -1 for none */
 
 	const char *runtime_dir;              /* host dir with the pycell module */
+	/* A set of packages (packages.h: packages_get's dir; the caller holds
+	 * it until the run is freed), bound read-only at /run/pycell/packages;
+	 * the run starts cold.  NULL: none. */
+	const char *packages_dir;
 
 	/* Optional: called for every chunk of output read; the result keeps
 	 * its first kept bytes as they are (the head of the stream; a
@@ -146,6 +150,8 @@ void run_drain_output(struct run *r);
 int run_signal(struct run *r, int sig);
 /* The result being built, for the tool bridge to add tool_calls. */
 struct run_result *run_result_mut(struct run *r);
+/* An egress run's counts so far (egress.h); false for other runs. */
+bool run_egress_counts(const struct run *r, uint64_t *connections, uint64_t *dns_queries);
 /* Wait up to timeout_ms for a finished run's jail to exit on its own
  * (finish_on_report), in this process or in a child forked after the
  * run finished: the jail is then gone whoever reaps it. */

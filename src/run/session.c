@@ -39,6 +39,7 @@ struct session {
 	struct session_cell cell;
 	bool cancelled, timed_out;
 	uint64_t t0;
+	uint64_t net0_conn, net0_dns;   /* an egress session's counts when the cell began */
 	int timer_fd;
 	struct loop_watch w_timer;
 };
@@ -98,6 +99,12 @@ static void cell_finish(struct session *s, json_t *end)
 	res->images = steal_ptr(&jail->images);
 	res->files = steal_ptr(&jail->files);
 	res->duration_ms = now_ms() - s->t0;
+	{
+		uint64_t c, d;
+		if (run_egress_counts(s->run, &c, &d))
+			res->network = json_pack("{s:I,s:I}", "refused_connections", (json_int_t)(c - s->net0_conn),
+						 "refused_dns_queries", (json_int_t)(d - s->net0_dns));
+	}
 	res->cpu_ms = (uint64_t)json_integer_value(json_object_get(end, "cpu_ms"));
 	res->memory_peak_bytes = (uint64_t)json_integer_value(json_object_get(end, "maxrss_kb")) * 1024;
 	for (int i = 0; i < jail->n_limits; i++)
@@ -268,7 +275,7 @@ struct session *session_open(struct loop *l, const struct run_request *q, struct
 	req.on_tool_message = on_tool_message;
 	req.on_tool_done = on_tool_done;
 	req.tool_ctx = s;
-	if (pool && (s->run = run_pool_start(pool, &req)))
+	if (pool && !req.packages_dir && (s->run = run_pool_start(pool, &req)))
 		return s;
 	if (run_start(l, &req, &s->run, err) < 0) {
 		session_free(s);
@@ -319,6 +326,7 @@ int session_run_cell(struct session *s, const struct session_cell *cell, struct 
 	s->cell = *cell;
 	s->state = CELL_RUNNING;
 	s->t0 = now_ms();
+	run_egress_counts(s->run, &s->net0_conn, &s->net0_dns);
 	s->cancelled = s->timed_out = false;
 	/* what came between cells (a thread's late output) is this cell's */
 	if (cell->timeout_ms)

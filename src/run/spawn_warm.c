@@ -313,7 +313,8 @@ fail:
 static bool warm_serves(const struct spawner *sp, const struct policy *p)
 {
 	const struct zygote *z = zygote_of_const(sp);
-	return z->have_policy && policy_equal(&z->policy, p);
+	/* an egress jail's veth and filters are made for it before its clone */
+	return z->have_policy && p->network.mode != NET_EGRESS && policy_equal(&z->policy, p);
 }
 
 static void warm_revive(struct spawner *sp)

@@ -197,7 +197,7 @@ static int load_python(const char *libname, const struct policy *p, const char *
 	/* the interpreter starts with the environment a cold run's python
 	 * sees, plus the flags' equivalents */
 	clearenv();
-	envp = program_envp(p);
+	envp = program_envp(p, false);
 	for (char **e = envp; *e; e++) {
 		putenv(*e); /* owned by environ from here on */
 	}
@@ -233,7 +233,7 @@ static int load_python(const char *libname, const struct policy *p, const char *
 		json_t *env = json_object();
 		cleanup_free char *text = NULL;
 		bool ok = true;
-		envp = program_envp(p);
+		envp = program_envp(p, false);
 		for (char **e = envp; *e; e++) {
 			char *eq = strchr(*e, '=');
 			*eq = '\0';

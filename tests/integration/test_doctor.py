@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PYCELL, pycell_env, run_json
+from conftest import HOST_IS_ROOT, PYCELL, pycell_env, run_json
 
 CHECKS = ["user namespaces", "apparmor userns", "max user namespaces", "seccomp", "cgroup v2",
-          "cgroup v1", "limits", "device filter", "python"]
+          "cgroup v1", "limits", "device filter", "egress", "python"]
 
 
 def doctor(*args, prefix=(), timeout=60):
@@ -171,3 +171,19 @@ def test_help():
     rc, out, err = doctor("--help")
     assert rc == 0
     assert out.startswith("Usage: pycell doctor [--json]")
+
+
+def test_egress_is_ok_as_root_and_refused_otherwise():
+    """Egress policies need root (veth pairs) and cgroup BPF: doctor says
+    which, and that such policies are refused without them."""
+    if not HOST_IS_ROOT:
+        pytest.skip("needs root to compare root's answer with uid 65534's")
+    _, d, _ = doctor_json()
+    egress = {c["name"]: c for c in d["checks"]}["egress"]
+    assert egress["status"] == "ok", egress
+    assert egress["detail"].startswith("egress policies can run: veth pairs, socket-address filters below "), egress
+    _, d, _ = doctor_json(prefix=["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"])
+    egress = {c["name"]: c for c in d["checks"]}["egress"]
+    assert egress["status"] == "warn", egress
+    assert egress["detail"].endswith("egress policies are refused"), egress
+    assert egress["fix"].startswith("run pycell as root"), egress

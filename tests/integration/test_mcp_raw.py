@@ -298,11 +298,11 @@ def test_tool_argument_errors_are_tool_results(server):
     # an unknown argument: 63 x b, then é (bytes 64-65)
     ({"code": "1", "b" * 63 + "é": 1},
      'Invalid arguments for run_python: unknown argument "' + "b" * 63 + '"; run_python takes code, '
-     'variables, stdin, timeout_s, files, session_id and max_output_bytes'),
+     'variables, stdin, timeout_s, files, session_id, max_output_bytes and packages'),
     # the whole name fits: it is kept whole
     ({"code": "1", "b" * 62 + "é": 1},
      'Invalid arguments for run_python: unknown argument "' + "b" * 62 + 'é"; run_python takes code, '
-     'variables, stdin, timeout_s, files, session_id and max_output_bytes'),
+     'variables, stdin, timeout_s, files, session_id, max_output_bytes and packages'),
 ])
 def test_a_name_cut_in_a_message_keeps_whole_characters(start, args, text):
     """A message cut at a byte count split a UTF-8 character: jansson

@@ -66,7 +66,7 @@ START_TEST(overrides_apply)
 	ck_assert_uint_eq(p.limits.cpu_millis, 500);
 	ck_assert_uint_eq(p.limits.pids, 10);
 	ck_assert_uint_eq(p.limits.output_bytes, 2048);
-	ck_assert_int_eq(p.network, NET_LOOPBACK);
+	ck_assert_int_eq(p.network.mode, NET_LOOPBACK);
 	ck_assert_str_eq(p.python, "/opt/py/bin/python3");
 	policy_free(&p);
 }

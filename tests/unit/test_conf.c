@@ -1,6 +1,7 @@
 /* pycell: unit tests for the configuration file (src/config/conf.c, man pycell.conf(5)). */
 #include "config.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +31,7 @@ static const struct { const char *json; const char *msg; } bad[] = {
 	/* unknown keys */
 	{ "{'max_message': '1K'}", "config c.conf: max_message: expected a size from 4K to 1G, got \"1K\"" },
 	{ "{'max_message': 'big'}", "config c.conf: max_message: expected a size such as 512M, got \"big\"" },
-	{ "{'polciy': 'strict'}", "config c.conf: polciy: unknown key (expected one of policy, max_concurrent_runs, max_message, audit_log, upstreams, host_uid_base, warm, http)" },
+	{ "{'polciy': 'strict'}", "config c.conf: polciy: unknown key (expected one of policy, max_concurrent_runs, max_message, audit_log, upstreams, host_uid_base, warm, http, network, packages)" },
 	{ "{'upstreams': {'memory': {'command': ['x'], 'args': []}}}", "config c.conf: upstreams.memory.args: unknown key (expected one of command, env, timeout)" },
 	{ "{'warm': {'size': 2}}", "config c.conf: warm.size: unknown key (expected one of enabled, ready)" },
 	{ "{'warm': {'pool_size': 2}}", "config c.conf: warm.pool_size: unknown key (expected one of enabled, ready)" },
@@ -79,6 +80,15 @@ static const struct { const char *json; const char *msg; } bad[] = {
 	{ "{'warm': {'ready': 17}}", "config c.conf: warm.ready: expected an integer from 0 to 16, got 17" },
 	{ "{'warm': {'ready': -1}}", "config c.conf: warm.ready: expected an integer from 0 to 16, got -1" },
 	{ "{'warm': {'ready': '2'}}", "config c.conf: warm.ready: expected an integer from 0 to 16, got \"2\"" },
+	{ "{'network': {'pool': '10.0.0.0'}}", "config c.conf: network.pool: expected a private IPv4 network as a CIDR, such as \"10.231.0.0/16\", got \"10.0.0.0\"" },
+	{ "{'network': {'pool': '10.0.0.1/16'}}", "config c.conf: network.pool: expected a private IPv4 network as a CIDR, such as \"10.231.0.0/16\", got \"10.0.0.1/16\"" },
+	{ "{'network': {'pool': '10.0.0.0/31'}}", "config c.conf: network.pool: \"10.0.0.0/31\": a prefix from /8 to /30 (each run takes a /30)" },
+	{ "{'network': {'hosts': {'a.test': '1.2.3'}}}", "config c.conf: network.hosts.a.test: expected an IPv4 address, got \"1.2.3\"" },
+	{ "{'network': {'hosts': {'a.test': []}}}", "config c.conf: network.hosts.a.test: from 1 to 8 addresses" },
+	{ "{'network': {'hosts': {'a.test': ['1.2.3.4', 5]}}}", "config c.conf: network.hosts.a.test[1]: expected an IPv4 address, got 5" },
+	{ "{'network': {'hosts': {'not a name': '1.2.3.4'}}}", "config c.conf: network.hosts.not a name: not a host name (labels of letters, digits, - and _, dots between)" },
+	{ "{'network': {'hosts': {'A.test': '1.2.3.4', 'a.TEST': '1.2.3.5'}}}", "config c.conf: network.hosts.a.TEST: listed twice (names are not case-sensitive)" },
+	{ "{'network': {'mtu': 1400}}", "config c.conf: network.mtu: unknown key (expected one of pool, hosts)" },
 };
 
 START_TEST(test_bad)
@@ -109,7 +119,39 @@ START_TEST(test_defaults)
 	ck_assert(c.warm_enabled);   /* warm starts are the default */
 	ck_assert_uint_eq(c.warm_ready, 2);
 	ck_assert_ptr_null(c.path);
+	ck_assert_uint_eq(c.net.pool_addr, htonl(0x0ae70000));   /* 10.231.0.0/16 */
+	ck_assert_uint_eq(c.net.pool_mask, htonl(0xffff0000));
+	ck_assert_uint_eq(c.net.pool_prefix, 16);
+	ck_assert_uint_eq(c.net.n_hosts, 0);
 	conf_free(&c);
+}
+END_TEST
+
+START_TEST(test_network)
+{
+	cleanup_free char *json = jq("{'network': {'pool': '198.19.0.0/20',"
+				     " 'hosts': {'Index.Test': '198.18.0.2', 'multi.test': ['198.18.0.2', '198.18.0.3']}}}");
+	struct pycell_conf c;
+	struct net_conf copy = { 0 };
+	struct pc_err err = { 0 };
+	const struct net_host *h;
+	ck_assert_msg(conf_parse(json, "c.conf", &c, &err) == 0, "%s", err.msg);
+	ck_assert_uint_eq(c.net.pool_addr, htonl(0xc6130000));
+	ck_assert_uint_eq(c.net.pool_mask, htonl(0xfffff000));
+	ck_assert_uint_eq(c.net.pool_prefix, 20);
+	ck_assert_uint_eq(c.net.n_hosts, 2);
+	h = net_conf_host(&c.net, "index.test");   /* names are kept in lower case */
+	ck_assert_ptr_nonnull(h);
+	ck_assert_uint_eq(h->n_addr, 1);
+	ck_assert_uint_eq(h->addr[0], htonl(0xc6120002));
+	ck_assert_ptr_null(net_conf_host(&c.net, "Index.Test"));
+	net_conf_copy(&copy, &c.net);
+	conf_free(&c);
+	h = net_conf_host(&copy, "multi.test");   /* the copy owns its names */
+	ck_assert_ptr_nonnull(h);
+	ck_assert_uint_eq(h->n_addr, 2);
+	ck_assert_uint_eq(h->addr[1], htonl(0xc6120003));
+	net_conf_free(&copy);
 }
 END_TEST
 
@@ -282,6 +324,7 @@ Suite *conf_suite(void)
 	tcase_add_test(good, test_defaults);
 	tcase_add_test(good, test_full);
 	tcase_add_test(good, test_http_settings);
+	tcase_add_test(good, test_network);
 	tcase_add_test(good, test_load_files);
 	tcase_add_test(good, test_load_default_path);
 	tcase_add_test(good, test_same_upstreams);

@@ -1,6 +1,7 @@
 /* pycell: unit tests for policy files (src/config/policy.c, man pycell-policy(5)). */
 #include "config.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,8 +38,8 @@ static const struct { const char *json; const char *msg; } bad[] = {
 	  "policy t.json:1:30: invalid JSON: NUL byte in object key not supported near '\"A\\u0000B\"'" },
 	{ "[]", "policy t.json: expected a JSON object at the top level, got []" },
 	/* unknown keys */
-	{ "{'frobnicate': 1}", "policy t.json: frobnicate: unknown key (expected one of extends, description, limits, filesystem, network, seccomp, python, tools, backend, sessions, identity)" },
-	{ "{'Limits': {}}", "policy t.json: Limits: unknown key (expected one of extends, description, limits, filesystem, network, seccomp, python, tools, backend, sessions, identity)" },
+	{ "{'frobnicate': 1}", "policy t.json: frobnicate: unknown key (expected one of extends, description, limits, filesystem, network, seccomp, python, tools, packages, backend, sessions, identity)" },
+	{ "{'Limits': {}}", "policy t.json: Limits: unknown key (expected one of extends, description, limits, filesystem, network, seccomp, python, tools, packages, backend, sessions, identity)" },
 	{ "{'limits': {'mem': '1G'}}", "policy t.json: limits.mem: unknown key (expected one of timeout, memory, cpu, pids, output, tmp, workspace, file_size, open_files)" },
 	{ "{'filesystem': {'tmp': true}}", "policy t.json: filesystem.tmp: unknown key (expected one of binds, ca_certificates, dev_shm)" },
 	{ "{'filesystem': {'binds': [{'src': '/opt', 'mode': 'ro'}]}}", "policy t.json: filesystem.binds[0].mode: unknown key (expected one of src, dst, optional, writable)" },
@@ -114,7 +115,34 @@ static const struct { const char *json; const char *msg; } bad[] = {
 	/* network, backend */
 	{ "{'network': 'host'}", "policy t.json: network: expected \"none\" or \"loopback\", got \"host\"" },
 	{ "{'network': 'None'}", "policy t.json: network: expected \"none\" or \"loopback\", got \"None\"" },
-	{ "{'network': 0}", "policy t.json: network: expected \"none\" or \"loopback\", got 0" },
+	{ "{'network': 0}", "policy t.json: network: expected \"none\", \"loopback\" or {\"egress\": [\"HOST:PORT\", ...]}, got 0" },
+	{ "{'network': 'egress'}", "policy t.json: network: an egress network lists its destinations: {\"egress\": [\"api.example.com:443\"]}" },
+	{ "{'network': {}}", "policy t.json: network.egress: missing (the destinations a run may reach, e.g. [\"api.example.com:443\"])" },
+	{ "{'network': {'egress': ['a.test:1'], 'dns': 1}}", "policy t.json: network.dns: unknown key (expected one of egress)" },
+	{ "{'network': {'egress': 'a.test:443'}}", "policy t.json: network.egress: expected an array of strings, got \"a.test:443\"" },
+	{ "{'network': {'egress': []}}", "policy t.json: network.egress: empty: give at least one destination, or use \"none\"" },
+	{ "{'network': {'egress': ['a.test']}}", "policy t.json: network.egress[0]: \"a.test\": no port: write HOST:PORT, or HOST:* for any port" },
+	{ "{'network': {'egress': ['a.test:']}}", "policy t.json: network.egress[0]: \"a.test:\": the port is not a number from 1 to 65535 (or *)" },
+	{ "{'network': {'egress': ['a.test:65536']}}", "policy t.json: network.egress[0]: \"a.test:65536\": the port is not a number from 1 to 65535 (or *)" },
+	{ "{'network': {'egress': [':80']}}", "policy t.json: network.egress[0]: \":80\": no host before the port" },
+	{ "{'network': {'egress': ['[2001:db8::1]:443']}}", "policy t.json: network.egress[0]: \"[2001:db8::1]:443\": IPv6 destinations are not supported (an egress run has IPv4 only)" },
+	{ "{'network': {'egress': ['10.1.0.0/33:5432']}}", "policy t.json: network.egress[0]: \"10.1.0.0/33:5432\": the prefix length after / is not a number from 0 to 32" },
+	{ "{'network': {'egress': ['10.1.2.0/16:5432']}}", "policy t.json: network.egress[0]: \"10.1.2.0/16:5432\": the address has bits set past its prefix length (write the network's first address)" },
+	{ "{'network': {'egress': ['a.test/8:80']}}", "policy t.json: network.egress[0]: \"a.test/8:80\": a prefix length goes after an IPv4 address only" },
+	{ "{'network': {'egress': ['10.1.2:80']}}", "policy t.json: network.egress[0]: \"10.1.2:80\": not an IPv4 address (four numbers from 0 to 255)" },
+	{ "{'network': {'egress': ['-a.test:80']}}", "policy t.json: network.egress[0]: \"-a.test:80\": not a host name (labels of letters, digits, - and _, dots between)" },
+	{ "{'network': {'egress': ['a b.test:80']}}", "policy t.json: network.egress[0]: \"a b.test:80\": not a host name (labels of letters, digits, - and _, dots between)" },
+	{ "{'packages': {'index': 'ftp://x.test/simple/'}}", "policy t.json: packages.index: \"ftp://x.test/simple/\": an http:// or https:// URL" },
+	{ "{'packages': {'index': 'https://x.test:99999/simple/'}}", "policy t.json: packages.index: \"https://x.test:99999/simple/\": the host and port (x.test:99999): the port is not a number from 1 to 65535 (or *)" },
+	{ "{'packages': {'index': 'http:///simple/'}}", "policy t.json: packages.index: \"http:///simple/\": the host and port (:80): no host before the port" },
+	{ "{'packages': {'index': 'https://x.test/simple/?q=1'}}", "policy t.json: packages.index: \"https://x.test/simple/?q=1\": the path has characters other than letters, digits and - . _ ~ / %" },
+	{ "{'packages': {'index': 'https://u@x.test/'}}", "policy t.json: packages.index: \"https://u@x.test/\": the host and port (u@x.test:443): not a host name (labels of letters, digits, - and _, dots between)" },
+	{ "{'packages': {'index': 5}}", "policy t.json: packages.index: expected an index URL such as \"https://pypi.org/simple/\", got 5" },
+	{ "{'packages': {'allow': ['pandas >=2']}}", "policy t.json: packages.allow[0]: \"pandas >=2\": after the name: version specifiers such as ==1.2 or >=2,<3 (no extras, markers, spaces or URLs)" },
+	{ "{'packages': {'allow': ['-x']}}", "policy t.json: packages.allow[0]: \"-x\": not a package name (letters, digits, . _ -, starting and ending with a letter or digit)" },
+	{ "{'packages': {'allow': ['x==']}}", "policy t.json: packages.allow[0]: \"x==\": a version specifier without a version" },
+	{ "{'packages': {'mirror': 1}}", "policy t.json: packages.mirror: unknown key (expected one of index, ca_bundle, allow)" },
+	{ "{'network': {'egress': ['a.test:80', 'a.test:80']}}", "policy t.json: network.egress[1]: \"a.test:80\" is listed twice" },
 	{ "{'network': 'none\\u0000x'}", "policy t.json: network: expected \"none\" or \"loopback\", got \"none\\u0000x\"" },
 	{ "{'backend': 'docker'}", "policy t.json: backend: expected \"native\", got \"docker\"" },
 	{ "{'backend': ['native']}", "policy t.json: backend: expected \"native\", got [\"native\"]" },
@@ -299,7 +327,7 @@ START_TEST(test_default_values)
 	ck_assert_uint_eq(d.n_binds, 0);
 	ck_assert(!d.ca_certificates);
 	ck_assert(d.dev_shm);
-	ck_assert_int_eq(d.network, NET_LOOPBACK);   /* a private loopback by default */
+	ck_assert_int_eq(d.network.mode, NET_LOOPBACK);   /* a private loopback by default */
 	ck_assert_str_eq(d.python, DEFAULT_PYTHON);
 	ck_assert_uint_eq(d.n_python_flags, 0);
 	ck_assert_uint_eq(d.n_env, 0);
@@ -356,7 +384,7 @@ START_TEST(test_full_values)
 	ck_assert(p.binds[1].optional && p.binds[1].writable);
 	ck_assert(p.ca_certificates);
 	ck_assert(!p.dev_shm);
-	ck_assert_int_eq(p.network, NET_LOOPBACK);
+	ck_assert_int_eq(p.network.mode, NET_LOOPBACK);
 	ck_assert_uint_eq(p.n_seccomp_rules, 4);
 	ck_assert_str_eq(p.seccomp_rules[0].syscall, "ptrace");
 	ck_assert(p.seccomp_rules[0].kill);
@@ -415,6 +443,43 @@ START_TEST(test_round_trip)
 		 " 'output': 1025, 'tmp': '1.25M', 'workspace': '2G'}}", &p);
 	round_trip(&p);
 	policy_free(&p);
+	parse_ok("{'network': {'egress': ['API.Example.com:443', '10.20.0.0/16:5432', '192.0.2.7:*']}}", &p);
+	ck_assert_int_eq(p.network.mode, NET_EGRESS);
+	ck_assert_uint_eq(p.network.n_egress, 3);
+	ck_assert_str_eq(p.network.egress[0], "API.Example.com:443");   /* as written; matched in lower case */
+	round_trip(&p);
+	/* a later "none" drops the list */
+	policy_set_network(&p, NET_NONE);
+	ck_assert_uint_eq(p.network.n_egress, 0);
+	ck_assert_ptr_null(p.network.egress);
+	round_trip(&p);
+	policy_free(&p);
+}
+END_TEST
+
+START_TEST(test_egress_destinations)
+{
+	struct egress_dest d;
+	const char *why = NULL;
+	ck_assert_int_eq(policy_egress_parse("API.Example.com:443", &d, &why), 0);
+	ck_assert_str_eq(d.name, "api.example.com");
+	ck_assert_uint_eq(d.port, 443);
+	ck_assert_int_eq(policy_egress_parse("10.20.0.0/16:5432", &d, &why), 0);
+	ck_assert_str_eq(d.name, "");
+	ck_assert_uint_eq(d.addr, htonl(0x0a140000));
+	ck_assert_uint_eq(d.mask, htonl(0xffff0000));
+	ck_assert_uint_eq(d.prefix, 16);
+	ck_assert_uint_eq(d.port, 5432);
+	ck_assert_int_eq(policy_egress_parse("192.0.2.7:*", &d, &why), 0);
+	ck_assert_uint_eq(d.addr, htonl(0xc0000207));
+	ck_assert_uint_eq(d.mask, 0xffffffffu);
+	ck_assert_uint_eq(d.port, 0);
+	ck_assert_int_eq(policy_egress_parse("0.0.0.0/0:80", &d, &why), 0);
+	ck_assert_uint_eq(d.mask, 0);
+	ck_assert_int_eq(policy_egress_parse("under_score.test:1", &d, &why), 0);
+	ck_assert_int_eq(policy_egress_parse("a.test.:1", &d, &why), -1);   /* no empty label, no trailing dot */
+	ck_assert_int_eq(policy_egress_parse("1.2.3.4.5:1", &d, &why), -1);
+	ck_assert_str_eq(why, "not an IPv4 address (four numbers from 0 to 255)");
 }
 END_TEST
 
@@ -511,7 +576,7 @@ START_TEST(test_strict_is_stricter)
 	ck_assert(s.limits.tmp_bytes < d.limits.tmp_bytes);
 	ck_assert(s.limits.open_files < d.limits.open_files);
 	ck_assert(!s.dev_shm);
-	ck_assert_int_eq(s.network, NET_NONE);
+	ck_assert_int_eq(s.network.mode, NET_NONE);
 	ck_assert_uint_eq(s.tools_budget, 0);
 	/* a strict subset of the default groups */
 	ck_assert(s.n_seccomp_groups < d.n_seccomp_groups);
@@ -533,8 +598,8 @@ START_TEST(test_loopback_is_default_plus_network)
 	setenv("PYCELL_DATADIR", unit_srcdir(), 1);
 	ck_assert_msg(policy_load("loopback", &l, &err) == 0, "%s", err.msg);
 	policy_init_default(&d);
-	ck_assert_int_eq(l.network, NET_LOOPBACK);
-	d.network = NET_LOOPBACK;
+	ck_assert_int_eq(l.network.mode, NET_LOOPBACK);
+	d.network.mode = NET_LOOPBACK;
 	free(d.description);
 	d.description = xstrdup(l.description);
 	ck_assert(policy_equal(&l, &d));
@@ -704,7 +769,7 @@ START_TEST(test_extends_overrides)
 	ck_assert_str_eq(p.env[2], "C=4");
 	ck_assert_uint_eq(p.n_tools_allow, 1);
 	ck_assert_uint_eq(p.tools_budget, 5);
-	ck_assert_int_eq(p.network, NET_LOOPBACK);
+	ck_assert_int_eq(p.network.mode, NET_LOOPBACK);
 	ck_assert_ptr_null(p.description);                         /* not inherited */
 	round_trip(&p);
 	policy_free(&p);
@@ -893,6 +958,15 @@ static void mutate(struct policy *p, const struct policy_field *f)
 		++*cnt;
 		break;
 	}
+	case PF_NETWORK: {
+		struct net_policy *np = v;
+		jc_strv_free(np->egress, np->n_egress);
+		np->egress = xcalloc(1, sizeof(char *));
+		np->egress[0] = xstrdup("api.example.com:443");
+		np->n_egress = 1;
+		np->mode = NET_EGRESS;
+		break;
+	}
 	case PF_RULES: {
 		struct seccomp_rule *r = xcalloc(*cnt + 1, sizeof(*r));
 		if (*cnt)
@@ -970,6 +1044,7 @@ Suite *policy_suite(void)
 	tcase_add_test(good, test_default_values);
 	tcase_add_test(good, test_full_values);
 	tcase_add_test(good, test_round_trip);
+	tcase_add_test(good, test_egress_destinations);
 	tcase_add_test(good, test_to_json_units);
 	tcase_add_test(good, test_accepted_forms);
 	tcase_add_test(good, test_names);
