@@ -1,7 +1,8 @@
 /* pycell: packages on request (packages.h).
  *
  * The install is an ordinary run of runtime/pycell/_install.py (pip,
- * in-process) under a policy made from the caller's: its network is an
+ * in-process) under a policy made from the caller's (its interpreter,
+ * flags, identity and binds): its network is an
  * egress list of the index's host and port alone, its only writable
  * place a staging directory of the cache bound at /pkg, its limits
  * those of an install (5 minutes, at least 1 GiB).  Nothing the jail
@@ -540,7 +541,7 @@ static char *constraints(const struct policy *p)
  * place besides /tmp, an install's limits, no tools. */
 static int install_policy(struct pkg_op *op, const struct policy *base, struct pc_err *err)
 {
-	json_t *pj = policy_to_json(base), *lim;
+	json_t *pj = policy_to_json(base), *lim, *fs, *binds;
 	cleanup_free char *dest = policy_index_dest(base->packages.index), *text = NULL;
 	uint64_t mem = base->limits.memory_bytes;
 	int rc;
@@ -549,8 +550,11 @@ static int install_policy(struct pkg_op *op, const struct policy *base, struct p
 	json_object_del(pj, "sessions");
 	json_object_del(pj, "tools");
 	json_object_set_new(pj, "network", json_pack("{s:[s]}", "egress", dest));
-	json_object_set_new(pj, "filesystem", json_pack("{s:[{s:s,s:s,s:b}],s:b}", "binds", "src", op->staging, "dst",
-							 "/pkg", "writable", 1, "ca_certificates", 1));
+	/* the caller's binds stay (its interpreter may be a bound venv's) */
+	fs = json_object_get(pj, "filesystem");
+	binds = json_object_get(fs, "binds");
+	json_array_append_new(binds, json_pack("{s:s,s:s,s:b}", "src", op->staging, "dst", "/pkg", "writable", 1));
+	json_object_set_new(fs, "ca_certificates", json_true());
 	lim = json_object_get(pj, "limits");
 	json_object_set_new(lim, "timeout", json_integer(INSTALL_TIMEOUT_MS / 1000));
 	json_object_set_new(lim, "memory", json_integer((json_int_t)(mem && mem < INSTALL_MEMORY ? INSTALL_MEMORY : mem)));

@@ -306,3 +306,19 @@ def test_the_cache_keeps_to_its_size_least_recently_used_first(net):
         assert oct((cache).stat().st_mode & 0o777) == "0o711"
     finally:
         m.close()
+
+
+def test_an_interpreter_the_policy_binds_installs_too(net):
+    """The install jail keeps the policy's binds: an interpreter that is
+    there only through one (a venv under /opt, say) installs and runs."""
+    policy = net.tmp / "pkgs-bound.json"
+    policy.write_text(json.dumps({**json.loads(net.policy.read_text()),
+                                  "filesystem": {"binds": [{"src": "/usr/bin", "dst": "/opt/pybin"}]},
+                                  "python": {"interpreter": "/opt/pybin/python3"}}))
+    policy.chmod(0o644)
+    m = Mcp(net, policy)
+    try:
+        sc = m.run("import sys, tinylib; print(sys.executable, tinylib.__version__)", ["tinylib"])["structuredContent"]
+        assert (sc["status"], sc["stdout"]) == ("ok", "/opt/pybin/python3 1.0\n"), sc.get("setup_error")
+    finally:
+        m.close()
