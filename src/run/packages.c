@@ -341,27 +341,18 @@ static int fail(struct pkg_op *op, int errnum, const char *fmt, ...)
 /* pip's last words, for the error: its ERROR lines, else the tail. */
 static void pip_error(const struct run_result *r, char *out, size_t cap)
 {
-	const char *s = r->err.data ? r->err.data : "", *e = s + r->err.len, *first = NULL;
+	const char *s = r->err.data ? r->err.data : "", *e = s + r->err.len, *nl;
 	size_t used = 0;
-	for (const char *p = s; p < e; p = memchr(p, '\n', (size_t)(e - p)) ? (char *)memchr(p, '\n', (size_t)(e - p)) + 1 : e)
-		if ((size_t)(e - p) > 6 && strncmp(p, "ERROR:", 6) == 0) {
-			const char *nl = memchr(p, '\n', (size_t)(e - p));
-			size_t len = (size_t)((nl ? nl : e) - p);
-			if (!first)
-				first = p;
-			used += (size_t)snprintf(out + used, used < cap ? cap - used : 0, "%s%.*s", used ? " " : "",
-						 (int)len, p);
-			if (used >= cap)
-				break;
-		}
-	if (!first)
+	for (const char *p = s; p < e && used < cap; p = nl ? nl + 1 : e) {
+		size_t len;
+		nl = memchr(p, '\n', (size_t)(e - p));
+		len = (size_t)((nl ? nl : e) - p);
+		if ((size_t)(e - p) > 6 && strncmp(p, "ERROR:", 6) == 0)
+			used += (size_t)snprintf(out + used, cap - used, "%s%.*s", used ? " " : "", (int)len, p);
+	}
+	if (!used)
 		snprintf(out, cap, "%.*s", (int)(r->err.len > ERROR_TAIL ? ERROR_TAIL : r->err.len),
 			 r->err.len > ERROR_TAIL ? e - ERROR_TAIL : s);
-}
-
-static int read_small(const char *path, size_t max, char **out, size_t *len)
-{
-	return read_file(path, max, out, len);
 }
 
 /* A new file of ours (mode 0644), whole or not at all. */
@@ -392,7 +383,7 @@ static int check_report(struct pkg_op *op, char key[65])
 	cleanup_free char *text = NULL;
 	int rc = -1;
 
-	if (read_small(rpath, REPORT_MAX, &report, &rlen) < 0 || read_small(apath, 128, &abi, &alen) < 0)
+	if (read_file(rpath, REPORT_MAX, &report, &rlen) < 0 || read_file(apath, 128, &abi, &alen) < 0)
 		return fail(op, EPROTO, "the install left no report (pip ended without one)");
 	if (alen == 0 || strspn(abi, "abcdefghijklmnopqrstuvwxyz0123456789._-\n") != alen)
 		return fail(op, EPROTO, "the install's interpreter tag is not plain text");
