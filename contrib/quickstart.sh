@@ -26,6 +26,11 @@ deps() {
 }
 
 build() {
+	# the WASM backend's pinned Pyodide (configure finds it there)
+	if [ ! -f runtime/wasm/node_modules/pyodide/pyodide.asm.wasm ] && command -v npm >/dev/null; then
+		npm ci --prefix runtime/wasm --no-audit --no-fund >/dev/null 2>&1 ||
+			echo "quickstart: npm ci --prefix runtime/wasm failed: pycell is built without the wasm backend" >&2
+	fi
 	[ -x configure ] || autoreconf -fi >/dev/null
 	[ -f Makefile ] || ./configure --enable-werror ${CONFIGURE_FLAGS:-} >/dev/null
 	make -j"$(nproc)" >/dev/null

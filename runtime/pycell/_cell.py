@@ -288,6 +288,7 @@ def _encode_value(value, limit):
 
 
 def _send_value(value):
+    import errno
     import os
     limit = MAX_VALUE_BYTES
     while True:
@@ -299,10 +300,10 @@ def _send_value(value):
             return
         except OSError as e:
             # EMSGSIZE: the socket's buffer is smaller than the packet
-            if e.errno == 90 and limit > 4096:
+            if e.errno == errno.EMSGSIZE and limit > 4096:
                 limit //= 4
                 continue
-            if e.errno not in (9, 32):  # EBADF, EPIPE: the code closed fd 3
+            if e.errno not in (errno.EBADF, errno.EPIPE):  # the code closed fd 3
                 sys.stderr.write("pycell: could not return the value: %s\n" % e)
             return
 
@@ -406,6 +407,7 @@ def _send_blob(params, data):
     first carries params, each a part of data as base64, the last one
     "more": false.  False when the socket would not take it."""
     import binascii
+    import errno
     import json
     import os
     global _CHUNK
@@ -419,7 +421,7 @@ def _send_blob(params, data):
             os.write(TOOL_FD, json.dumps({"jsonrpc": "2.0", "method": "pycell/blob",
                                          "params": p}).encode("utf-8"))
         except OSError as e:
-            if e.errno == 90 and _CHUNK > 3 * 4096:   # EMSGSIZE: a smaller socket buffer
+            if e.errno == errno.EMSGSIZE and _CHUNK > 3 * 4096:   # a smaller socket buffer
                 _CHUNK = _CHUNK // 12 * 3
                 continue
             return False

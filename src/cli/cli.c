@@ -19,6 +19,7 @@ const char cli_run_usage[] =
 	"      --pids N          maximum number of tasks\n"
 	"      --output-limit SIZE  bytes kept per stream (stdout, stderr): head and tail\n"
 	"      --network MODE    none, or loopback (the jail's own; the default policy's)\n"
+	"      --backend NAME    native (CPython), or wasm (Pyodide in Node, in the same jail)\n"
 	"      --policy FILE|NAME  policy to run under (default: default)\n"
 	"      --config FILE     configuration file (default /etc/pycell/pycell.conf)\n"
 	"      --python PATH     interpreter inside the jail (default " DEFAULT_PYTHON ")\n"
@@ -35,6 +36,7 @@ const char cli_run_usage[] =
 #define RUN_GIVEN(field) OPT_GIVEN(struct run_opts, field)
 
 static const char *const network_modes[] = { "none", "loopback", NULL };
+static const char *const backends[] = { "native", "wasm", NULL };
 
 static const struct opt run_options[] = {
 	{ OPT_ROW("help", 'h', OPT_HELP, RUN(help)) },
@@ -47,6 +49,7 @@ static const struct opt run_options[] = {
 	{ OPT_ROW("python", 0, OPT_PATH, RUN(python)) },
 	{ OPT_ROW("stdin", 0, OPT_STRING, RUN(stdin_file)) },
 	{ OPT_ROW("network", 0, OPT_CHOICE, RUN(network)), .choices = network_modes },
+	{ OPT_ROW("backend", 0, OPT_CHOICE, RUN(backend)), .choices = backends },
 	{ OPT_ROW("timeout", 0, OPT_DURATION, RUN(timeout_ms)), .given = RUN_GIVEN(has_timeout), .min = 1, .max = UINT64_MAX,
 	  .range = "must be more than 0" },
 	{ OPT_ROW("memory", 0, OPT_SIZE, RUN(memory_bytes)), .given = RUN_GIVEN(has_memory), .min = 16 << 20,
@@ -102,6 +105,10 @@ int cli_apply_overrides(const struct run_opts *o, struct policy *p, struct pc_er
 		free(p->python);
 		p->python = xstrdup(o->python);
 	}
-	(void)err;
+	if (o->backend && policy_set_backend(p, o->backend, err) < 0)
+		return -1;
+	if (o->python && policy_is_wasm(p))
+		return pc_fail(err, EINVAL, "usage", "--python: the wasm backend runs Pyodide's own Python, "
+			       "not an interpreter of the host");
 	return 0;
 }

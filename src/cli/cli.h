@@ -14,6 +14,7 @@ struct run_opts {
 	const char *config;         /* --config FILE */
 	const char *python;         /* --python PATH */
 	const char *stdin_file;     /* --stdin FILE ("-" = our stdin) */
+	const char *backend;        /* --backend native|wasm */
 	const char *network;        /* --network none|loopback */
 	bool has_timeout, has_memory, has_output, has_cpu, has_pids;
 	uint64_t timeout_ms, memory_bytes, output_bytes;

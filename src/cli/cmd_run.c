@@ -210,7 +210,11 @@ int cmd_run(int argc, char **argv)
 		conf_free(&conf);
 		return cli_input_error("run", &err);
 	}
-	cli_apply_overrides(&o, &env.policy, &err);
+	if (cli_apply_overrides(&o, &env.policy, &err) < 0) {
+		run_env_free(&env);
+		conf_free(&conf);
+		return cli_input_error("run", &err);
+	}
 	log_debug("%6llu us: policy %s loaded", (unsigned long long)log_elapsed_us(), env.policy.name);
 	if (run_env_prepare(&env, &err) < 0) {
 		run_env_free(&env);

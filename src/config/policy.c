@@ -88,6 +88,36 @@ void policy_set_network(struct policy *p, enum net_mode mode)
 	p->network.mode = mode;
 }
 
+static int check_backend(const struct jc *c, const struct policy *p);
+
+int policy_set_backend(struct policy *p, const char *backend, struct pc_err *err)
+{
+	struct jc c = { "option", "--backend", err };
+	cleanup_free char *was = p->backend;
+	p->backend = xstrdup(backend);
+#ifndef HAVE_WASM
+	if (policy_is_wasm(p))
+		goto refuse;
+#endif
+	if (check_backend(&c, p) == 0)
+		return 0;
+#ifndef HAVE_WASM
+refuse:
+	if (policy_is_wasm(p))
+		pc_fail(err, ENOTSUP, "backend", "the wasm backend (Pyodide) is not built into this pycell "
+			"(configure --with-wasm)");
+#endif
+	free(p->backend);
+	p->backend = was;
+	was = NULL;
+	return -1;
+}
+
+bool policy_is_wasm(const struct policy *p)
+{
+	return p->backend && strcmp(p->backend, "wasm") == 0;
+}
+
 void policy_free(struct policy *p)
 {
 	if (p)
@@ -207,6 +237,32 @@ static int build_base(const struct jc *c, const json_t *ext, const char *self_re
 	return ret;
 }
 
+/* What the wasm backend cannot give is refused where the policy asks for
+ * it, never accepted and left out: Pyodide has no sockets (an egress
+ * list), pip's installs are for CPython (packages), and Node would read
+ * NODE_OPTIONS from the environment (which could turn its permission model
+ * off). */
+static int check_backend(const struct jc *c, const struct policy *p)
+{
+	if (!policy_is_wasm(p))
+		return 0;
+	if (p->network.mode == NET_EGRESS)
+		return jc_fail(c, "network", "an egress list needs the native backend: the wasm backend "
+			       "(Pyodide) has no sockets");
+	if (p->packages.index)
+		return jc_fail(c, "packages", "packages on request need the native backend: pip installs "
+			       "CPython wheels, which Pyodide cannot load");
+	if (p->limits.open_files == 0 || p->limits.open_files > WASM_EXEC_FD)
+		return jc_fail(c, "limits.open_files", "at most %d with the wasm backend (node is "
+			       "executed from descriptor %d, which its program must never be able to "
+			       "open)", WASM_EXEC_FD, WASM_EXEC_FD);
+	for (size_t i = 0; i < p->n_env; i++)
+		if (strncmp(p->env[i], "NODE_", 5) == 0)
+			return jc_fail(c, "python.env", "%.*s: not with the wasm backend (Node, which runs "
+				       "it, would read it)", (int)strcspn(p->env[i], "="), p->env[i]);
+	return 0;
+}
+
 static int build(const char *text, const char *origin, const char *self_real,
 		 struct chain *chain, struct policy *out, struct pc_err *err)
 {
@@ -223,7 +279,7 @@ static int build(const char *text, const char *origin, const char *self_real,
 	} else {
 		policy_init_default(&p);
 	}
-	if (policy_fields_apply(&c, root, &p) < 0) {
+	if (policy_fields_apply(&c, root, &p) < 0 || check_backend(&c, &p) < 0) {
 		policy_free(&p);
 		return -1;
 	}

@@ -130,6 +130,18 @@ struct policy {
 	char *hostname;             /* default "pycell" */
 };
 
+/* backend "wasm": Node runs Pyodide in the jail (runtime/wasm/runner.mjs) */
+/* Its pid 2 executes node from this descriptor (execveat(...,
+ * AT_EMPTY_PATH)), the only exec its seccomp filter allows.  The policy's
+ * open_files (RLIMIT_NOFILE) is at most this number, so once the exec has
+ * closed it (O_CLOEXEC) no descriptor of that number can exist again: no
+ * exec after the start. */
+#define WASM_EXEC_FD 1000
+/* Backend "native" or "wasm" (pycell run --backend): refused, the policy
+ * unchanged, when this build has no wasm or the policy asks for what it
+ * cannot give (an egress list, packages, ...). */
+int policy_set_backend(struct policy *p, const char *backend, struct pc_err *err);
+bool policy_is_wasm(const struct policy *p);
 /* The built-in defaults, equal to policy/default.json. */
 void policy_init_default(struct policy *p);
 /* Load NAME (a shipped policy in the policy dir or /etc/pycell/policy.d)

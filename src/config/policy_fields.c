@@ -76,7 +76,7 @@ const struct policy_field policy_fields[] = {
 	{ "packages", "allow", PF_STRV, MEMBER(packages.allow), COUNT(packages.n_allow), .check = pv_check_allow,
 	  .doc = "packages runs may install: names with optional version bounds, or \"*\"" },
 	{ .key = "backend", .type = PF_NAME, MEMBER(backend), .choices = policy_backend_names, .parse = pv_parse_backend,
-	  .doc = "how Python runs: native CPython" },
+	  .flags = PF_FILTER, .doc = "how Python runs: native CPython, or Pyodide in Node (wasm)" },
 	{ "sessions", "max", PF_U32, MEMBER(sessions.max), .min = 0, .max = 1024,
 	  .doc = "sessions open at once on a server; 0: none" },
 	{ "sessions", "max_per_client", PF_U32, MEMBER(sessions.max_per_client), .min = 1, .max = 1024,

@@ -14,7 +14,7 @@
 
 #include "config/policy_fields.h"
 
-const char *const policy_backend_names[] = { "native", NULL };
+const char *const policy_backend_names[] = { "native", "wasm", NULL };
 static const char *const bind_keys[] = { "src", "dst", "optional", "writable", NULL };
 static const char *const rule_keys[] = { "syscall", "action", NULL };
 
@@ -415,10 +415,12 @@ int pv_parse_env(const struct jc *c, const char *key, const json_t *v, struct po
 int pv_parse_backend(const struct jc *c, const char *key, const json_t *v, struct policy *p)
 {
 	int choice;
-	/* refused, never accepted and run as CPython, until it exists */
+#ifndef HAVE_WASM
+	/* refused, never accepted and run as CPython */
 	if (json_is_string(v) && strcmp(json_string_value(v), "wasm") == 0)
-		return jc_fail(c, key, "\"wasm\" (Pyodide) is not built in this version: "
-			       "use \"native\" or leave backend out");
+		return jc_fail(c, key, "\"wasm\" (Pyodide) is not built into this pycell "
+			       "(configure --with-wasm): use \"native\" or leave backend out");
+#endif
 	if (pv_apply_choice(c, key, v, policy_backend_names, &choice) < 0)
 		return -1;
 	free(p->backend);

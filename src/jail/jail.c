@@ -363,13 +363,30 @@ static int step_session(struct child *c, struct pc_err *err)
 	return 0;
 }
 
+/* The wasm backend's program, node, is executed from WASM_EXEC_FD
+ * (config/policy.h says why), opened here in the new root, before the
+ * rlimits put that number out of the program's reach. */
+static int open_exec_fd(const struct jail_spec *s, struct pc_err *err)
+{
+	int fd = open(s->argv[0], O_PATH | O_CLOEXEC);
+	if (fd < 0)
+		return pc_syserr(err, "exec", "open %s", s->argv[0]);
+	if (dup3(fd, WASM_EXEC_FD, O_CLOEXEC) < 0) {
+		pc_syserr(err, "exec", "give %s descriptor %d", s->argv[0], WASM_EXEC_FD);
+		close(fd);
+		return -1;
+	}
+	close(fd);
+	return 0;
+}
+
 static int step_fds(struct child *c, struct pc_err *err)
 {
 	int fd = place_fds(c->s, c->sync_fd, err);
 	if (fd < 0)
 		return -1;
 	c->sync_fd = fd;
-	return 0;
+	return policy_is_wasm(c->s->policy) ? open_exec_fd(c->s, err) : 0;
 }
 
 static int step_rlimits(struct child *c, struct pc_err *err)
@@ -461,7 +478,10 @@ static __attribute__((noreturn)) void start_python(struct child *c)
 		/* through syscall(2): a coverage build's gcov wraps execve() to
 		 * write its counters first, which here would land in the jail's
 		 * /tmp, in the program's view (coverage.h) */
-		syscall(SYS_execve, s->argv[0], s->argv, s->envp);
+		if (policy_is_wasm(s->policy))
+			syscall(SYS_execveat, WASM_EXEC_FD, "", s->argv, s->envp, AT_EMPTY_PATH);
+		else
+			syscall(SYS_execve, s->argv[0], s->argv, s->envp);
 		pc_syserr(&err, "exec", "execute %s", s->argv[0]);
 		child_fail(c->sync_fd, &err);
 	}

@@ -16,6 +16,8 @@ int rootfs_build(const struct jail_spec *spec, uint32_t dns, struct pc_err *err)
 /* A run's packages (run/packages.h), bound read-only; on PYTHONPATH after the runtime. */
 #define JAIL_PACKAGES_DIR "/run/pycell/packages"
 #define JAIL_WORKSPACE "/workspace"
+/* The wasm backend's program (runtime/wasm/runner.mjs), in the runtime */
+#define JAIL_WASM_RUNNER JAIL_LIB_DIR "/wasm/runner.mjs"
 /* ptys one jail may hold open at once (its devpts instance's max=) */
 #define JAIL_MAX_PTYS "64"
 

@@ -222,7 +222,7 @@ struct decision {
 struct plan {
 	struct decision *d;
 	size_t n;
-	bool threads, process, loopback;
+	bool threads, process, loopback, wasm;
 };
 
 static void plan_set(struct plan *pl, int nr, const char *name, uint32_t action, bool builtin)
@@ -485,6 +485,21 @@ static int compile_jail(const struct policy *p, struct plan *pl, struct sock_fil
  * have "process": every way of forking answers EPERM.  Threads (clone with
  * CLONE_THREAD) are left to the first filter.  A policy rule for one of
  * these calls takes it out of here too. */
+/* The wasm backend's program (node) also loses exec once started: execve
+ * EPERM, execveat only from WASM_EXEC_FD with AT_EMPTY_PATH (the start
+ * itself, jail.c). */
+static int add_exec_once(scmp_filter_ctx ctx)
+{
+	int rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(execve), 0);
+	if (rc == 0)
+		rc = add_cmp(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(execveat),
+			     SCMP_A0(SCMP_CMP_NE, WASM_EXEC_FD));
+	if (rc == 0)
+		rc = add_cmp(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(execveat),
+			     SCMP_A4(SCMP_CMP_NE, AT_EMPTY_PATH));
+	return rc;
+}
+
 static int compile_program(const struct plan *pl, struct sock_filter **out, size_t *n,
 			   struct pc_err *err)
 {
@@ -494,6 +509,8 @@ static int compile_program(const struct plan *pl, struct sock_filter **out, size
 
 	if (!(ctx = new_ctx(SCMP_ACT_ALLOW, err)))
 		return -1;
+	if (pl->wasm && (rc = add_exec_once(ctx)) < 0)
+		rule_fail(err, rc, "execve");
 	for (size_t i = 0; i < ARRAY_SIZE(forks) && rc == 0; i++) {
 		const struct decision *d = plan_find(pl, forks[i]);
 		int nr = seccomp_syscall_resolve_name(forks[i]);
@@ -519,7 +536,14 @@ static int compile_program(const struct plan *pl, struct sock_filter **out, size
  * program would serve a policy it was not built for. */
 static int filter_build(const struct policy *p, struct seccomp_filter **out, struct pc_err *err)
 {
-	struct plan pl = { .loopback = p->network.mode != NET_NONE };
+	/* Node, for the wasm backend: threads (V8's and libuv's), the
+	 * workspace's files, and nothing else of the groups, whatever the
+	 * policy lists for CPython: no sockets (fd 3 is open already), no
+	 * processes, no exec after its own (compile_program). */
+	static const char *const wasm_groups[] = { "base", "threads", "fs_write", NULL };
+	static const char *const wasm_calls[] = { "execveat", NULL };
+	bool wasm = policy_is_wasm(p);
+	struct plan pl = { .loopback = p->network.mode != NET_NONE && !wasm, .wasm = wasm };
 	cleanup_free struct sock_filter *jail = NULL;
 	cleanup_free struct sock_filter *prog = NULL;
 	size_t njail = 0, nprog = 0, ngroups = 0;
@@ -528,7 +552,10 @@ static int filter_build(const struct policy *p, struct seccomp_filter **out, str
 	bool sockets = false;
 	int rc = -1;
 
-	if (p->n_seccomp_groups > 0) {
+	if (wasm) {
+		names = wasm_groups;
+		ngroups = ARRAY_SIZE(wasm_groups) - 1;
+	} else if (p->n_seccomp_groups > 0) {
 		names = (const char *const *)p->seccomp_groups;
 		ngroups = p->n_seccomp_groups;
 	} else {
@@ -550,6 +577,8 @@ static int filter_build(const struct policy *p, struct seccomp_filter **out, str
 	/* a loopback network is of no use without sockets */
 	if (pl.loopback && !sockets)
 		plan_calls(&pl, socket_calls, SCMP_ACT_ALLOW);
+	if (wasm)
+		plan_calls(&pl, wasm_calls, SCMP_ACT_ALLOW);
 
 	if (compile_jail(p, &pl, &jail, &njail, err) < 0)
 		goto out;

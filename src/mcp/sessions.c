@@ -309,6 +309,12 @@ static void session_open_tool(const struct mcp_req *r, const json_t *args)
 
 	if (!check_keys(r, "session_open", args, ",idle_timeout_s,packages,", "idle_timeout_s and packages"))
 		return;
+	if (policy_is_wasm(pol)) {
+		TOOL_ERROR(r, "Sessions need the native backend: this server's policy %s runs Python on the "
+			   "wasm backend, which keeps no interpreter between calls in this version",
+			   pol->name ? pol->name : "");
+		return;
+	}
 	if (pv && !json_is_null(pv)) {
 		size_t i;
 		json_t *e;

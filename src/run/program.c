@@ -15,12 +15,45 @@ void program_strv_free(char **v)
 	free(v);
 }
 
+#ifdef HAVE_WASM
+/* node with its permission model (reads of the run's files and the
+ * workspace, writes to the workspace; no child processes, workers, native
+ * addons or WASI) and no code from strings (eval, new Function: the way
+ * from any JavaScript object to the global scope), running the runner. */
+static char **wasm_argv(const struct program *prog, size_t nargs)
+{
+	static const char *const node[] = {
+		PYCELL_NODE, PYCELL_NODE_PERMISSION, "--allow-fs-read=" JAIL_RUN_DIR,
+		"--allow-fs-read=" JAIL_WORKSPACE, "--allow-fs-write=" JAIL_WORKSPACE,
+		"--disallow-code-generation-from-strings", "--no-warnings", PYCELL_NODE_WASM_TIER,
+		JAIL_WASM_RUNNER, JAIL_RUN_DIR, JAIL_WORKSPACE,
+	};
+	size_t n = 0;
+	char **v = xcalloc(ARRAY_SIZE(node) + nargs + 3, sizeof(char *));
+	for (size_t i = 0; i < ARRAY_SIZE(node); i++)
+		v[n++] = xstrdup(node[i]);
+	if (prog->mode == RUN_MODE_CELL) {
+		v[n++] = xstrdup("cell");
+	} else {
+		v[n++] = xstrdup("script");
+		v[n++] = xstrdup(prog->prog_name ? prog->prog_name : "main.py");
+	}
+	for (size_t i = 0; i < nargs; i++)
+		v[n++] = xstrdup(prog->args[i]);
+	return v;
+}
+#endif
+
 char **program_argv(const struct policy *p, const struct program *prog)
 {
 	size_t n = 0, nargs = 0;
 	char **v;
 	while (prog->args && prog->args[nargs])
 		nargs++;
+#ifdef HAVE_WASM
+	if (policy_is_wasm(p))
+		return wasm_argv(prog, nargs);
+#endif
 	v = xcalloc(p->n_python_flags + nargs + 5, sizeof(char *));
 	v[n++] = xstrdup(p->python);
 	for (size_t i = 0; i < p->n_python_flags; i++)

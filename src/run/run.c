@@ -113,6 +113,9 @@ int run_env_warm(struct run_env *env, struct pc_err *err)
 	if (env->policy.network.mode == NET_EGRESS)
 		return pc_fail(err, ENOTSUP, "warm", "the runs of an egress policy start cold (each jail's veth pair and "
 			       "filters are made for it before its clone)");
+	if (policy_is_wasm(&env->policy))
+		return pc_fail(err, ENOTSUP, "warm", "the runs of the wasm backend start cold in this version "
+			       "(from Pyodide's memory snapshot)");
 	struct spawner *sp;
 	if (env->warm)
 		return 0;
@@ -616,6 +619,7 @@ static struct run *run_new(struct loop *l, const struct run_request *q, struct p
 	r->loop = l;
 	r->req = *q;
 	result_init(&r->result);
+	r->result.backend = policy_is_wasm(q->policy) ? "wasm" : "native";
 	r->out = (struct out_stream){ .fd = -1, .id = RUN_STDOUT, .buf = &r->result.out };
 	r->err = (struct out_stream){ .fd = -1, .id = RUN_STDERR, .buf = &r->result.err };
 	output_init(r);

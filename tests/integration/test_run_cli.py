@@ -25,7 +25,7 @@ def limit(res, name):
 
 
 RESULT_KEYS = {"status", "exit_code", "signal", "stdout", "stderr", "truncated",
-               "return_value", "duration_ms", "cpu_ms", "memory_peak_bytes", "limits",
+               "return_value", "duration_ms", "cpu_ms", "memory_peak_bytes", "backend", "limits",
                "warnings"}
 
 

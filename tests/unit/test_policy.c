@@ -144,10 +144,17 @@ static const struct { const char *json; const char *msg; } bad[] = {
 	{ "{'packages': {'mirror': 1}}", "policy t.json: packages.mirror: unknown key (expected one of index, ca_bundle, allow)" },
 	{ "{'network': {'egress': ['a.test:80', 'a.test:80']}}", "policy t.json: network.egress[1]: \"a.test:80\" is listed twice" },
 	{ "{'network': 'none\\u0000x'}", "policy t.json: network: expected \"none\" or \"loopback\", got \"none\\u0000x\"" },
-	{ "{'backend': 'docker'}", "policy t.json: backend: expected \"native\", got \"docker\"" },
-	{ "{'backend': ['native']}", "policy t.json: backend: expected \"native\", got [\"native\"]" },
-	/* not built yet: refused by name, never run as CPython */
-	{ "{'backend': 'wasm'}", "policy t.json: backend: \"wasm\" (Pyodide) is not built in this version: use \"native\" or leave backend out" },
+	{ "{'backend': 'docker'}", "policy t.json: backend: expected \"native\" or \"wasm\", got \"docker\"" },
+	{ "{'backend': ['native']}", "policy t.json: backend: expected \"native\" or \"wasm\", got [\"native\"]" },
+	/* wasm: refused by name where it is not built in, never run as CPython;
+	 * where it is, what it cannot give is refused */
+#ifndef HAVE_WASM
+	{ "{'backend': 'wasm'}", "policy t.json: backend: \"wasm\" (Pyodide) is not built into this pycell (configure --with-wasm): use \"native\" or leave backend out" },
+#else
+	{ "{'backend': 'wasm', 'network': {'egress': ['192.0.2.1:443']}}", "policy t.json: network: an egress list needs the native backend: the wasm backend (Pyodide) has no sockets" },
+	{ "{'backend': 'wasm', 'limits': {'open_files': 1001}}", "policy t.json: limits.open_files: at most 1000 with the wasm backend (node is executed from descriptor 1000, which its program must never be able to open)" },
+	{ "{'backend': 'wasm', 'python': {'env': {'NODE_OPTIONS': '-r x'}}}", "policy t.json: python.env: NODE_OPTIONS: not with the wasm backend (Node, which runs it, would read it)" },
+#endif
 	/* seccomp */
 	{ "{'seccomp': []}", "policy t.json: seccomp: expected an object, got []" },
 	{ "{'seccomp': {'groups': 'base'}}", "policy t.json: seccomp.groups: expected an array of strings, got \"base\"" },

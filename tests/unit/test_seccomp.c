@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -427,6 +428,65 @@ START_TEST(test_groups_threads_no_process)
 }
 END_TEST
 
+/* The wasm backend's filter (SECURITY.md, "The wasm backend"): node is
+ * executed from WASM_EXEC_FD and from nowhere else, and the program can
+ * never own a descriptor of that number (RLIMIT_NOFILE at most it), so no
+ * exec is left once node has started; no sockets, no forks, whatever the
+ * policy's groups say.  The child reports each refusal, then starts
+ * /bin/true the one allowed way. */
+START_TEST(test_wasm_exec_only_from_its_descriptor)
+{
+	static const int want[] = { EPERM, EPERM, EPERM, EPERM, EBADF, ENOSYS, EPERM, 0 };
+	int got[ARRAY_SIZE(want)], pfd[2], status;
+	struct policy p;
+	struct seccomp_filter *f;
+	pid_t pid;
+
+	policy_init_default(&p);
+	free(p.backend);
+	p.backend = xstrdup("wasm");
+	f = compile(&p);
+	ck_assert_int_eq(pipe2(pfd, O_CLOEXEC), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		char *argv[] = { "true", NULL }, *envp[] = { NULL };
+		struct rlimit rl = { WASM_EXEC_FD, WASM_EXEC_FD };
+		struct pc_err err;
+		int n = 0, fd = open("/bin/true", O_PATH | O_CLOEXEC);
+		if (fd < 0 || dup3(fd, WASM_EXEC_FD, O_CLOEXEC) < 0 || setrlimit(RLIMIT_NOFILE, &rl) < 0)
+			_exit(100);
+		if (seccomp_filter_install(f, &err) < 0 || seccomp_filter_install_program(f, &err) < 0)
+			_exit(101);
+#define TRY(call) (got[n++] = (call) < 0 ? errno : 0)
+		TRY(syscall(SYS_execve, "/bin/true", argv, envp));
+		TRY(syscall(SYS_execveat, AT_FDCWD, "/bin/true", argv, envp, 0));
+		TRY(syscall(SYS_execveat, fd, "", argv, envp, AT_EMPTY_PATH));
+		TRY(syscall(SYS_execveat, WASM_EXEC_FD, "", argv, envp, 0));
+		TRY(dup2(0, WASM_EXEC_FD));
+		TRY(socket(AF_UNIX, SOCK_STREAM, 0));
+		TRY(syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0));
+		got[n++] = (fcntl(WASM_EXEC_FD, F_GETFD) & FD_CLOEXEC) ? 0 : -1;
+#undef TRY
+		if (write(pfd[1], got, sizeof(got)) != sizeof(got))
+			_exit(102);
+		syscall(SYS_execveat, WASM_EXEC_FD, "", argv, envp, AT_EMPTY_PATH);
+		_exit(103);
+	}
+	close(pfd[1]);
+	ck_assert_int_eq(read(pfd[0], got, sizeof(got)), sizeof(got));
+	close(pfd[0]);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	for (size_t i = 0; i < ARRAY_SIZE(want); i++)
+		ck_assert_msg(got[i] == want[i], "check %zu: got %d (%s), expected %d", i, got[i],
+			      strerror(got[i]), want[i]);
+	/* /bin/true ran: the one way in worked */
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %#x", status);
+	seccomp_filter_free(f);
+	policy_free(&p);
+}
+END_TEST
+
 START_TEST(test_groups_optional)
 {
 	char *groups[] = { "base", "memlock", "aio", "numa" };
@@ -734,6 +794,7 @@ Suite *seccomp_suite(void)
 
 	tcase_add_test(groups, test_groups_minimal);
 	tcase_add_test(groups, test_groups_threads_no_process);
+	tcase_add_test(groups, test_wasm_exec_only_from_its_descriptor);
 	tcase_add_test(groups, test_groups_optional);
 	tcase_add_test(groups, test_group_names);
 	tcase_add_test(groups, test_unknown_group);

@@ -1,0 +1,156 @@
+// pycell: the WASM backend's runner.  Node runs it as the jail's program
+// (pid 2), in place of python, with Node's permission model on and code
+// generation from strings off (src/run/program.c builds the command):
+//
+//   node ... runner.mjs RUN_DIR WORKSPACE cell
+//   node ... runner.mjs RUN_DIR WORKSPACE script PROG [ARGS...]
+//
+// It loads Pyodide (from the memory snapshot made at build time when there
+// is one), gives it stdin, stdout and stderr as raw bytes on fds 0-2, the
+// run's files (RUN_DIR, read-only) and /workspace (the jail's, writable),
+// and fd 3, the tool socket, as its own fd 3; then runs the program with
+// the native path's contract (runtime/pycell/_cell.py for a cell) and exits
+// with python's status.
+//
+// What Python can reach of JavaScript holds nothing of Node: `js` is an
+// empty object, `pyodide_js` (the Pyodide API) is unregistered, and before
+// any user code runs the Node globals are deleted from globalThis
+// (process, require's kin, fetch, WebSocket, ...); the functions this file
+// needs are held in its own bindings, which no object reachable from Python
+// refers to.  The kernel jail around it is the same as a native run's.
+//
+//   node ... runner.mjs --make-snapshot OUT   (make: the snapshot)
+
+import { closeSync, constants, openSync, readFileSync, readSync, writeFileSync, writeSync } from "node:fs";
+
+const exitNow = process.reallyExit.bind(process);  // no exit handlers of anyone's
+const env = { ...process.env };  // the jail's environment, for os.environ
+const argv = process.argv.slice(2);
+const here = new URL(".", import.meta.url).pathname;
+const indexURL = here + "pyodide/";
+const SNAPSHOT = indexURL + "snapshot.bin";
+
+// Pyodide's NODEFS reads the fs constants through process.binding, which
+// the permission model refuses: hand it the same table from node:fs.
+process.binding = (name) => {
+	if (name === "constants")
+		return { fs: constants };
+	throw new Error("process.binding(" + name + ") is not available");
+};
+
+function fail(msg) {
+	writeSync(2, "pycell wasm runner: " + msg + "\n");
+	exitNow(70);
+}
+
+// Bytes to fd, all of them (a pipe may take fewer at once).
+function writeAll(fd, buf) {
+	let off = 0;
+	while (off < buf.length) {
+		try {
+			off += writeSync(fd, buf, off, buf.length - off);
+		} catch (e) {
+			if (e.code === "EAGAIN")
+				continue;
+			throw e;
+		}
+	}
+	return buf.length;
+}
+
+const { loadPyodide } = await import(indexURL + "pyodide.mjs");
+
+async function load(options) {
+	let snapshot;
+	try {
+		snapshot = readFileSync(SNAPSHOT);
+	} catch {
+		snapshot = undefined;  // no snapshot: a full start (about 2 s more)
+	}
+	return loadPyodide({ indexURL, jsglobals: Object.create(null), env: { HOME: "/workspace" },
+			     _loadSnapshot: snapshot, ...options });
+}
+
+if (argv[0] === "--make-snapshot") {
+	const py = await loadPyodide({ indexURL, jsglobals: Object.create(null), _makeSnapshot: true });
+	// what every cell imports, loaded once into the image
+	py.runPython("import json, ast, traceback, linecache, codecs, binascii, io");
+	writeFileSync(argv[1], py.makeMemorySnapshot());
+	exitNow(0);
+}
+
+if (argv.length < 3 || (argv[2] !== "cell" && argv[2] !== "script") || (argv[2] === "script" && argv.length < 4))
+	fail("usage: runner.mjs RUN_DIR WORKSPACE cell | script PROG [ARGS...]");
+const [runDir, workspace, mode, ...progArgs] = argv;
+
+let py;
+try {
+	py = await load({});
+} catch (e) {
+	fail("could not load Pyodide: " + (e && e.message ? e.message : e));
+}
+const FS = py.FS;
+
+// fds 0-2: raw bytes, as a native python's are
+py.setStdin({ read: (buf) => { try { return readSync(0, buf, 0, buf.length); } catch (e) { if (e.code === "EAGAIN") return 0; throw e; } }, isatty: false });
+py.setStdout({ write: (buf) => writeAll(1, buf), isatty: false });
+py.setStderr({ write: (buf) => writeAll(2, buf), isatty: false });
+
+// The run's files and the workspace, where the native path has them
+// (RUN_DIR and WORKSPACE are those paths in a jail; a test may give others).
+FS.mkdirTree("/run/pycell");
+FS.mount(FS.filesystems.NODEFS, { root: runDir }, "/run/pycell");
+FS.mkdirTree("/workspace");
+FS.mount(FS.filesystems.NODEFS, { root: workspace }, "/workspace");
+FS.chdir("/workspace");
+
+// fd 3: the tool socket.  One read is one packet, one write one packet
+// (SOCK_SEQPACKET), as on the native path.
+const toolDev = FS.makedev(64, 3);
+FS.registerDevice(toolDev, {
+	read(stream, buf, off, len) {
+		try {
+			return readSync(3, buf, off, len);
+		} catch (e) {
+			throw new FS.ErrnoError(py.ERRNO_CODES[e.code] || py.ERRNO_CODES.EIO);
+		}
+	},
+	write(stream, buf, off, len) {
+		try {
+			return writeSync(3, buf, off, len);
+		} catch (e) {
+			throw new FS.ErrnoError(py.ERRNO_CODES[e.code] || py.ERRNO_CODES.EIO);
+		}
+	},
+});
+FS.mkdev("/dev/pycell-tools", toolDev);
+let toolStream = FS.open("/dev/pycell-tools", "r+");
+if (toolStream.fd !== 3) {
+	// keep the numbering of the native path: fd 3 is the tool socket
+	FS.dupStream(toolStream, 3);
+	FS.closeStream(toolStream.fd);
+}
+
+// Nothing of Node for Python: `pyodide_js` goes; the Node globals go.
+py.unregisterJsModule("pyodide_js");
+for (const name of ["process", "require", "module", "exports", "fetch", "WebSocket", "Worker",
+		    "Request", "Response", "Headers", "FormData", "EventSource", "BroadcastChannel",
+		    "MessageChannel", "MessagePort", "navigator", "global"])
+	delete globalThis[name];
+
+const bootstrap = py.runPython(`
+def _pycell_bootstrap(run_dir, mode, argv, env):
+    import sys
+    sys.path.insert(0, run_dir + "/lib")
+    import pycell._wasm as w
+    return w.run(run_dir, mode, argv, env)
+_pycell_bootstrap
+`);
+let status;
+try {
+	status = bootstrap("/run/pycell", mode, py.toPy(progArgs), py.toPy(env));
+} catch (e) {
+	fail("the program could not run: " + (e && e.message ? e.message : e));
+}
+bootstrap.destroy();
+exitNow(typeof status === "number" ? status : 1);

@@ -1,0 +1,71 @@
+#!/usr/bin/python3
+"""The wasm backend's cold start, side by side with python3 and native runs.
+
+    tests/bench/wasm.py [--iterations N] [--tree DIR]
+
+Alternating every iteration, it times bare /usr/bin/python3 -c
+'print("hello")', `pycell run` of the same (native), `pycell run --backend
+wasm` of the same (Node, Pyodide from its memory snapshot, in the same
+jail), and bare node loading Pyodide from the same snapshot outside any
+jail (what the jail adds).  Prints p50 and p90 and each against python3.
+DIR is a built source tree with the wasm backend (default: this one).
+"""
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+CODE = 'print("hello")'
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--iterations", type=int, default=20)
+    ap.add_argument("--tree", default=str(Path(__file__).resolve().parents[2]))
+    a = ap.parse_args()
+    tree = Path(a.tree)
+    wasm = tree / "runtime" / "wasm"
+    if not (wasm / "pyodide" / "snapshot.bin").exists():
+        sys.exit("wasm.py: %s has no built wasm backend (configure found no Node 20 or Pyodide?)" % tree)
+    env = dict(os.environ, PYCELL_DATADIR=str(tree))
+    work = Path("/tmp/pycell-bench-wasm")
+    (work / "run").mkdir(parents=True, exist_ok=True)
+    (work / "ws").mkdir(exist_ok=True)
+    (work / "run" / "main.py").write_text(CODE)
+    import shutil
+    shutil.rmtree(work / "run" / "lib", ignore_errors=True)
+    shutil.copytree(tree / "runtime" / "pycell", work / "run" / "lib" / "pycell")
+    runners = {
+        "python3": ["/usr/bin/python3", "-c", CODE],
+        "pycell run (native)": [str(tree / "pycell"), "run", "-c", CODE],
+        "pycell run --backend wasm": [str(tree / "pycell"), "run", "--backend", "wasm", "-c", CODE],
+        "node + Pyodide, no jail": ["node", "--experimental-permission", "--allow-fs-read=%s" % wasm,
+                                    "--allow-fs-read=%s" % work, "--allow-fs-write=%s" % (work / "ws"),
+                                    "--disallow-code-generation-from-strings", "--liftoff-only",
+                                    "--no-warnings", str(wasm / "runner.mjs"),
+                                    str(work / "run"), str(work / "ws"), "script", "main.py"],
+    }
+    times = {k: [] for k in runners}
+    for _ in range(a.iterations):
+        for name, argv in runners.items():
+            t0 = time.perf_counter()
+            out = subprocess.run(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            dt = time.perf_counter() - t0
+            if out.returncode != 0 or out.stdout != b"hello\n":
+                sys.exit("wasm.py: %s failed (%d): %r %r" % (name, out.returncode, out.stdout, out.stderr[-500:]))
+            times[name].append(dt * 1000)
+    base = statistics.median(times["python3"])
+    print("load average %.2f, %d iterations, alternating" % (os.getloadavg()[0], a.iterations))
+    print("%-28s %9s %9s %9s" % ("", "p50 ms", "p90 ms", "/python3"))
+    for name, t in times.items():
+        t.sort()
+        p50, p90 = statistics.median(t), t[int(len(t) * 0.9) - 1]
+        print("%-28s %9.1f %9.1f %8.2fx" % (name, p50, p90, p50 / base))
+
+
+if __name__ == "__main__":
+    main()

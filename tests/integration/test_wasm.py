@@ -1,0 +1,346 @@
+"""The WASM backend (issue 15): Pyodide in Node, in the same kernel jail as
+a native run.
+
+The run matrix runs on both backends with the same assertions, where the
+backends agree; what differs is tested as a difference.  The escapes from
+Python to JavaScript (the `js` module, pyodide_js, run_js, the Function
+constructor, dynamic import) are probed by ESCAPE_PROBE, which is shown to
+report an escape on a deliberately weakened runner (a copy of the data dir
+whose runner leaves Node's globals to Python), never on the host.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from conftest import (DATADIR, EXIT_TIMEOUT, EXIT_MEMORY_LIMIT, PYCELL, children_of,
+                      pycell_run, run_json)
+from test_tools import Tools
+
+BACKENDS = ["native", "wasm"]
+
+_built = []
+
+
+def need_wasm():
+    if not _built:
+        rc, out, err = pycell_run(["run", "--backend", "wasm", "-c", "pass"], timeout=60)
+        _built.append((rc, err.decode(errors="replace").strip()))
+    rc, why = _built[0]
+    if rc != 0:
+        pytest.skip("the wasm backend is not usable here: " + why)
+
+
+def run(backend, code, *opts, **kw):
+    if backend == "wasm":
+        need_wasm()
+    return run_json(textwrap.dedent(code), "--backend", backend, *opts, timeout=kw.pop("timeout", 60), **kw)
+
+
+# ------------------------------------------------------------ the matrix
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_output_argv_and_exit_status(backend):
+    res = run(backend, """
+        import sys
+        print("out", sys.argv[1:])
+        sys.stderr.write("err\\n")
+        raise SystemExit(3)
+    """, args=["a", "b c"])
+    assert (res["status"], res["exit_code"]) == ("error", 3)
+    assert res["stdout"] == "out ['a', 'b c']\n"
+    assert res["stderr"] == "err\n"
+    assert res["backend"] == backend
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_stdin_is_the_programs(backend):
+    res = run(backend, "import sys; data = sys.stdin.buffer.read(); print(len(data), data[:5])",
+              "--stdin", "-", input=b"hello" + b"x" * 100000)
+    assert res["status"] == "ok", res["stderr"]
+    assert res["stdout"] == "100005 b'hello'\n"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_uncaught_exception_is_a_traceback_and_status_1(backend):
+    res = run(backend, "def f():\n    return 1 / 0\nf()\n")
+    assert (res["status"], res["exit_code"]) == ("error", 1)
+    lines = res["stderr"].splitlines()
+    assert lines[0] == "Traceback (most recent call last):"
+    assert lines[-1] == "ZeroDivisionError: division by zero"
+    assert '  File "/run/pycell/main.py", line 3, in <module>' in lines
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_timeout(backend):
+    res = run(backend, "while True: pass", "--timeout", "3")
+    assert res["status"] == "timeout"
+    assert res.rc == EXIT_TIMEOUT
+    assert 3000 <= res["duration_ms"] < 8000
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_memory_limit(backend):
+    # the wasm heap grows in place; Node itself takes about 150 MiB
+    res = run(backend, """
+        chunks = []
+        while True:
+            chunks.append(bytearray(16 << 20))
+    """, "--memory", "400M")
+    assert res["status"] == "memory_limit", (res["status"], res["stderr"][-500:])
+    assert res.rc == EXIT_MEMORY_LIMIT
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_output_cap(backend):
+    res = run(backend, "import sys\nfor i in range(200000): sys.stdout.write('%07d\\n' % i)\n",
+              "--output-limit", "4K")
+    assert res["status"] == "ok", res["stderr"]
+    assert res["truncated"]["stdout"] is True
+    assert res["stdout"].startswith("0000000\n0000001\n")
+    assert res["stdout"].endswith("0199998\n0199999\n")
+    assert len(res["stdout"].encode()) <= 4096 + 200
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_files_in_the_workspace_and_tmp(backend):
+    res = run(backend, """
+        import os
+        open("/workspace/a.txt", "w").write("x" * 10)
+        open("/tmp/t", "w").write("t")
+        print(os.getcwd(), sorted(os.listdir(".")), os.path.getsize("a.txt"))
+    """)
+    assert res["status"] == "ok", res["stderr"]
+    assert res["stdout"] == "/workspace ['a.txt'] 10\n"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_tool_calls_through_fd_3(backend, tmp_path):
+    if backend == "wasm":
+        need_wasm()
+    tools = Tools(tmp_path)
+    res = tools.run("""
+        import pycell
+        print(pycell.call_tool("fake.echo", {"text": "hi"}))
+        try:
+            pycell.call_tool("fake.pid", {})
+        except pycell.ToolDenied as e:
+            print("denied", e.reason)
+    """, allow=["fake.echo"], extra=("--backend", backend))
+    assert res["status"] == "ok", res["stderr"]
+    assert res["stdout"].splitlines() == ["{'echo': 'hi'}", "denied not_allowed"]
+    assert (res["tool_calls"]["count"], res["tool_calls"]["denied"]) == (2, 1)
+    assert res["tool_calls"]["tools"]["fake.echo"]["calls"] == 1
+    events = [(a["event"], a.get("tool"), a.get("reason")) for a in tools.audit_lines()]
+    assert events == [("tool_denied", "fake.pid", "not_allowed"), ("run", None, None)]
+
+
+# ------------------------------------------------------------ the differences
+
+def test_what_pyodide_cannot_do_names_the_native_backend():
+    res = run("wasm", """
+        import threading, subprocess, socket
+        for name, f in [("thread", lambda: threading.Thread(target=print).start()),
+                        ("subprocess", lambda: subprocess.run(["true"])),
+                        ("socket", lambda: socket.socket()),
+                        ("numpy", lambda: __import__("numpy"))]:
+            try:
+                f()
+                print(name, "ran")
+            except Exception as e:
+                print(name, type(e).__name__, "native backend" in str(e))
+    """)
+    assert res["status"] == "ok", res["stderr"]
+    assert res["stdout"].splitlines() == ["thread WasmUnsupported True", "subprocess WasmUnsupported True",
+                                          "socket WasmUnsupported True", "numpy ModuleNotFoundError True"]
+
+
+def test_the_policy_refuses_what_wasm_cannot_give(tmp_path):
+    need_wasm()
+    cases = [({"network": {"egress": ["192.0.2.1:443"]}}, "network: an egress list needs the native backend"),
+             ({"packages": {"index": "http://127.0.0.1:1/simple/", "allow": ["*"]}},
+              "packages: packages on request need the native backend"),
+             ({"python": {"env": {"NODE_OPTIONS": "--allow-child-process"}}}, "python.env: NODE_OPTIONS: not with"),
+             ({"limits": {"open_files": 4096}}, "limits.open_files: at most 1000 with the wasm backend")]
+    for i, (extra, msg) in enumerate(cases):
+        pol = tmp_path / ("p%d.json" % i)
+        pol.write_text(json.dumps(dict({"extends": "default", "backend": "wasm"}, **extra)))
+        rc, out, err = pycell_run(["run", "--policy", str(pol), "-c", "pass"])
+        assert rc == 2, (extra, rc, err)
+        assert msg in err.decode(), err
+    rc, out, err = pycell_run(["run", "--backend", "wasm", "--python", "/usr/bin/python3", "-c", "pass"])
+    assert rc == 2 and b"--python: the wasm backend runs Pyodide's own Python" in err
+
+
+ESCAPE_PROBE = r"""
+import json
+found = {}
+def probe(name, f):
+    try:
+        found[name] = repr(f())[:80]
+    except BaseException as e:
+        found[name] = "refused: " + type(e).__name__
+import js
+probe("js.process", lambda: js.process)
+probe("js.require", lambda: js.require)
+probe("js.globalThis.process", lambda: js.globalThis.process)
+probe("import pyodide_js", lambda: __import__("pyodide_js").FS)
+from pyodide.ffi import to_js
+arr = to_js([1, 2])
+probe("Function constructor", lambda: arr.constructor.constructor("return globalThis.process")())
+probe("dynamic import", lambda: arr.constructor.constructor("return import('node:child_process')")())
+def run_js():
+    from pyodide.code import run_js
+    return run_js("process")
+probe("run_js", run_js)
+def eval_js():
+    from js import eval as e
+    return e("process")
+probe("js.eval", eval_js)
+print(json.dumps(found, sort_keys=True))
+"""
+
+
+def escapes(res):
+    assert res["status"] == "ok", res["stderr"]
+    found = json.loads(res["stdout"])
+    return {k: v for k, v in found.items() if not v.startswith("refused: ")}
+
+
+def test_python_reaches_nothing_of_node():
+    res = run("wasm", ESCAPE_PROBE)
+    assert escapes(res) == {}
+    found = json.loads(res["stdout"])
+    assert found["js.process"] == "refused: AttributeError"
+    assert found["Function constructor"] == "refused: JsException"   # EvalError: code generation disallowed
+
+
+@pytest.fixture
+def weakened_datadir():
+    """A copy of the data dir whose runner hands Node's globalThis to Python
+    as `js` and keeps every Node global: what the probe must catch.  Out of
+    pytest's tmp_path, which the jail's user may not enter."""
+    d = Path(tempfile.mkdtemp(prefix="pycell-weak-"))
+    d.chmod(0o755)
+    try:
+        yield make_weak(d)
+    finally:
+        shutil.rmtree(d)
+
+
+def make_weak(d):
+    shutil.copytree(Path(DATADIR) / "policy", d / "policy")
+    shutil.copytree(Path(DATADIR) / "runtime" / "pycell", d / "runtime" / "pycell",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(Path(DATADIR) / "runtime" / "wasm" / "pyodide", d / "runtime" / "wasm" / "pyodide")
+    runner = (Path(DATADIR) / "runtime" / "wasm" / "runner.mjs").read_text()
+    weak = runner.replace("jsglobals: Object.create(null)", "jsglobals: globalThis")
+    weak = weak.replace("\tdelete globalThis[name];", "\tvoid name;")
+    assert weak.count("jsglobals: globalThis") == 2 and "void name;" in weak
+    (d / "runtime" / "wasm" / "runner.mjs").write_text(weak)
+    return d
+
+
+def test_the_probe_finds_process_on_a_weakened_runner(weakened_datadir):
+    need_wasm()
+    d = weakened_datadir
+    res = run("wasm", ESCAPE_PROBE, env={"PYCELL_DATADIR": str(d)})
+    found = escapes(res)
+    assert "js.process" in found and "js.require" not in found, found
+    assert "process" in found["js.process"]
+    # even so: Node's permission model refuses child processes
+    res = run("wasm", """
+        import js
+        try:
+            js.process.getBuiltinModule("node:child_process").execFileSync("/bin/true")
+        except Exception as e:
+            print(type(e).__name__, str(e))
+    """, env={"PYCELL_DATADIR": str(d)})
+    assert res["stdout"] == "JsException Error: Access to this API has been restricted\n", res["stderr"]
+
+
+def test_nothing_of_one_run_is_seen_by_the_next():
+    first = run("wasm", """
+        import sys, json, js
+        open("/tmp/left", "w").write("x")
+        open("/left", "w").write("x")
+        json.leak = 1
+        sys.modules["leaky"] = json
+        try:
+            js.leak = 1
+        except Exception:
+            pass
+    """)
+    assert first["status"] == "ok", first["stderr"]
+    second = run("wasm", """
+        import os, sys, json, js
+        print(os.path.exists("/tmp/left"), os.path.exists("/left"), hasattr(json, "leak"),
+              "leaky" in sys.modules, hasattr(js, "leak"))
+    """)
+    assert second["stdout"] == "False False False False False\n", second["stderr"]
+
+
+# ------------------------------------------------------------ over MCP
+
+class Mcp:
+    def __init__(self, policy):
+        self.before = set(children_of(os.getpid()))
+        self.p = subprocess.Popen([PYCELL, "mcp", "--policy", str(policy)], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  env=dict(os.environ, PYCELL_DATADIR=DATADIR))
+        self.next = 1
+        self.call("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                 "clientInfo": {"name": "t", "version": "1"}})
+
+    def call(self, method, params):
+        i, self.next = self.next, self.next + 1
+        self.p.stdin.write(json.dumps({"jsonrpc": "2.0", "id": i, "method": method, "params": params}).encode()
+                           + b"\n")
+        self.p.stdin.flush()
+        while True:
+            line = self.p.stdout.readline()
+            assert line, "the server ended: " + self.p.stderr.read().decode()[-2000:]
+            m = json.loads(line)
+            if m.get("id") == i:
+                return m["result"]
+
+    def tool(self, name, args):
+        return self.call("tools/call", {"name": name, "arguments": args})
+
+    def close(self):
+        self.p.stdin.close()
+        err = self.p.stderr.read()
+        assert self.p.wait(timeout=30) == 0, err
+        return err
+
+
+def test_run_python_cells_on_wasm(tmp_path):
+    need_wasm()
+    pol = tmp_path / "wasm.json"
+    pol.write_text(json.dumps({"extends": "default", "backend": "wasm"}))
+    m = Mcp(pol)
+    try:
+        r = m.tool("run_python", {"code": "y = x * 2\nprint('y', y)\n{'y': y, 'l': [1, 2.5]}",
+                                  "variables": {"x": 21}})
+        sc = r["structuredContent"]
+        assert (sc["status"], sc["stdout"], sc["return_value"], sc["backend"]) == \
+            ("ok", "y 42\n", {"y": 42, "l": [1, 2.5]}, "wasm")
+        r = m.tool("run_python", {"code": "raise ValueError('no')"})
+        sc = r["structuredContent"]
+        assert (sc["status"], sc["exit_code"]) == ("error", 1)
+        assert sc["stderr"].endswith("ValueError: no\n")
+        info = m.tool("sandbox_info", {})["structuredContent"]
+        assert info["backend"] == "wasm"
+        assert info["python_version"].startswith("3.")
+        r = m.tool("session_open", {})
+        assert r["isError"] is True
+        assert "Sessions need the native backend" in r["content"][0]["text"]
+    finally:
+        err = m.close()
+    assert b"runs of the wasm backend start cold" in err
