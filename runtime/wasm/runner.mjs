@@ -90,6 +90,12 @@ try {
 	fail("could not load Pyodide: " + (e && e.message ? e.message : e));
 }
 const FS = py.FS;
+// A refusal of Node's permission model (ERR_ACCESS_DENIED) has no errno:
+// NODEFS would throw an error without one, which Python's open() took for
+// success.  It is EACCES.
+const NODEFS = FS.filesystems.NODEFS;
+const nodeCode = NODEFS.convertNodeCode;
+NODEFS.convertNodeCode = (e) => nodeCode(e) ?? (e.code === "ERR_ACCESS_DENIED" ? py.ERRNO_CODES.EACCES : py.ERRNO_CODES.EIO);
 
 // fds 0-2: raw bytes, as a native python's are
 py.setStdin({ read: (buf) => { try { return readSync(0, buf, 0, buf.length); } catch (e) { if (e.code === "EAGAIN") return 0; throw e; } }, isatty: false });

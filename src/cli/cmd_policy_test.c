@@ -38,10 +38,13 @@
 #include "run/run.h"
 
 #define PROBE_SCRIPT "probes/probe.py"
+#define WASM_PROBE_SCRIPT "probes/wasm_probe.py"
 #define PROBE_MAX (1 << 20)
 #define CANARY_ENV "PYCELL_POLICY_TEST_CANARY"
 /* The bombs run under these (only ever tightening the policy). */
 #define BOMB_MEMORY (64ULL << 20)
+/* Node and Pyodide take about 150 MiB before a bomb starts */
+#define WASM_BOMB_MEMORY (384ULL << 20)
 #define BOMB_PIDS 32
 #define BOMB_TMP (16ULL << 20)
 #define BOMB_TIMEOUT_MS 2000
@@ -60,11 +63,13 @@ static const char usage[] =
 	"      --config FILE        configuration file (default /etc/pycell/pycell.conf)\n"
 	"  -f, --format tap|json    output format (default tap)\n"
 	"  -o, --only CATEGORY[,..] run only these categories\n"
+	"      --backend NAME       test the policy on this backend (native or wasm)\n"
 	"  -l, --list               list the categories and exit\n"
 	"  -h, --help               show this help\n"
 	"\n"
 	"Categories: filesystem devices procfs network ipc identity kernel leaks\n"
-	"bridge resources.  See pycell-policy-test(8).\n";
+	"bridge resources; on the wasm backend javascript filesystem leaks network\n"
+	"resources.  See pycell-policy-test(8).\n";
 
 static const char *const categories[] = {
 	"filesystem", "devices", "procfs", "network", "ipc",
@@ -72,6 +77,30 @@ static const char *const categories[] = {
 };
 static const char *const bombs[] = {
 	"fork-bomb", "thread-bomb", "memory-bomb", "tmp-fill", "fd-exhaustion", "output-flood", "cpu-spin",
+};
+/* The wasm backend's (runtime/probes/wasm_probe.py): the ways out of
+ * Pyodide into JavaScript and Node, and what of the host it could reach */
+static const char *const wasm_categories[] = { "javascript", "filesystem", "leaks", "network", "resources" };
+static const char *const wasm_bombs[] = {
+	"fork-bomb", "thread-bomb", "memory-bomb", "tmp-fill", "output-flood", "cpu-spin",
+};
+
+/* What a backend is tested with */
+struct probe_set {
+	const char *script;
+	const char *const *categories;
+	size_t n_categories;
+	const char *const *bombs;
+	size_t n_bombs;
+	uint64_t bomb_memory;
+};
+
+static const struct probe_set native_probes = {
+	PROBE_SCRIPT, categories, ARRAY_SIZE(categories), bombs, ARRAY_SIZE(bombs), BOMB_MEMORY,
+};
+static const struct probe_set wasm_probes = {
+	WASM_PROBE_SCRIPT, wasm_categories, ARRAY_SIZE(wasm_categories), wasm_bombs, ARRAY_SIZE(wasm_bombs),
+	WASM_BOMB_MEMORY,
 };
 
 enum verdict { V_PENDING = 0, V_CONTAINED, V_ESCAPED, V_ERROR };
@@ -313,6 +342,7 @@ static json_t *canaries_json(const struct canaries *c, const struct policy *p)
 /* ------------------------------------------------------------ runs */
 
 struct pt {
+	const struct probe_set *set;
 	struct loop *loop;
 	struct run_env env;
 	struct bridge *bridge;
@@ -471,7 +501,7 @@ static void run_resources(struct pt *t, json_t *canaries)
 	struct pc_err err = { 0 };
 	struct run *r;
 
-	lim->memory_bytes = tighten(lim->memory_bytes, BOMB_MEMORY);
+	lim->memory_bytes = tighten(lim->memory_bytes, t->set->bomb_memory);
 	lim->pids = (uint32_t)tighten(lim->pids, BOMB_PIDS);
 	lim->tmp_bytes = tighten(lim->tmp_bytes, BOMB_TMP);
 	lim->workspace_bytes = tighten(lim->workspace_bytes, BOMB_TMP);
@@ -482,15 +512,16 @@ static void run_resources(struct pt *t, json_t *canaries)
 				      "open_files", (int)lim->open_files, "output", (json_int_t)lim->output_bytes));
 	{
 		cleanup_free char *cj = json_dumps(canaries, JSON_COMPACT);
-		for (size_t i = 0; i < ARRAY_SIZE(bombs); i++) {
-			cleanup_free char *arg = xasprintf("resources/%s", bombs[i]);
-			struct probe_out *p = suite_add(&t->suite, "resources", bombs[i]);
+		for (size_t i = 0; i < t->set->n_bombs; i++) {
+			const char *bomb = t->set->bombs[i];
+			cleanup_free char *arg = xasprintf("resources/%s", bomb);
+			struct probe_out *p = suite_add(&t->suite, "resources", bomb);
 			r = pt_run(t, arg, cj, timeout_ms, false, &err);
 			if (!r) {
 				probe_set(p, V_ERROR, "could not start: %s", err.msg);
 				continue;
 			}
-			judge_bomb(p, bombs[i], run_result(r), lim, timeout_ms);
+			judge_bomb(p, bomb, run_result(r), lim, timeout_ms);
 			run_free(r);
 		}
 	}
@@ -580,28 +611,31 @@ static bool category_selected(const char *only, const char *cat)
 	return false;
 }
 
-static int check_only(const char *only, struct pc_err *err)
+static int check_only(const char *only, const struct probe_set *set, struct pc_err *err)
 {
 	cleanup_free char *copy = xstrdup(only);
 	char *save = NULL;
 	for (char *w = strtok_r(copy, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
 		bool known = false;
-		for (size_t i = 0; i < ARRAY_SIZE(categories); i++)
-			known |= strcmp(w, categories[i]) == 0;
+		for (size_t i = 0; i < set->n_categories; i++)
+			known |= strcmp(w, set->categories[i]) == 0;
 		if (!known)
-			return pc_fail(err, EINVAL, "usage", "--only: unknown category '%s' (pycell policy-test --list)", w);
+			return pc_fail(err, EINVAL, "usage", "--only: unknown category '%s' for the %s backend "
+				       "(pycell policy-test --list%s)", w, set == &wasm_probes ? "wasm" : "native",
+				       set == &wasm_probes ? " --backend wasm" : "");
 	}
 	return 0;
 }
 
 struct pt_opts {
 	bool help, list;
-	const char *policy, *config, *format, *only;
+	const char *policy, *config, *format, *only, *backend;
 };
 
 #define PT(field) offsetof(struct pt_opts, field)
 
 static const char *const formats[] = { "tap", "json", NULL };
+static const char *const backends[] = { "native", "wasm", NULL };
 
 static const struct opt pt_options[] = {
 	{ OPT_ROW("help", 'h', OPT_HELP, PT(help)) },
@@ -610,6 +644,7 @@ static const struct opt pt_options[] = {
 	{ OPT_ROW("config", 0, OPT_STRING, PT(config)) },
 	{ OPT_ROW("format", 'f', OPT_CHOICE, PT(format)), .choices = formats },
 	{ OPT_ROW("only", 'o', OPT_STRING, PT(only)) },
+	{ OPT_ROW("backend", 0, OPT_CHOICE, PT(backend)), .choices = backends },
 };
 
 const struct opt_cmd cli_policy_test_cmd = { "policy-test", usage, pt_options, ARRAY_SIZE(pt_options), false };
@@ -629,8 +664,6 @@ int cmd_policy_test(int argc, char **argv)
 	int arg;
 
 	arg = opts_parse(&cli_policy_test_cmd, argc, argv, &o, &err);
-	if (arg >= 0 && o.only && !o.help)
-		arg = check_only(o.only, &err);
 	if (arg < 0)
 		return cli_usage_error("policy-test", &err);
 	if (o.help) {
@@ -638,8 +671,9 @@ int cmd_policy_test(int argc, char **argv)
 		return 0;
 	}
 	if (o.list) {
-		for (size_t k = 0; k < ARRAY_SIZE(categories); k++)
-			puts(categories[k]);
+		const struct probe_set *set = o.backend && strcmp(o.backend, "wasm") == 0 ? &wasm_probes : &native_probes;
+		for (size_t k = 0; k < set->n_categories; k++)
+			puts(set->categories[k]);
 		return 0;
 	}
 	format = o.format;
@@ -653,12 +687,19 @@ int cmd_policy_test(int argc, char **argv)
 		conf_free(&conf);
 		return cli_input_error("policy-test", &err);
 	}
+	if ((o.backend && policy_set_backend(&t.env.policy, o.backend, &err) < 0) ||
+	    (t.set = policy_is_wasm(&t.env.policy) ? &wasm_probes : &native_probes,
+	     o.only && check_only(o.only, t.set, &err) < 0)) {
+		run_env_free(&t.env);
+		conf_free(&conf);
+		return cli_usage_error("policy-test", &err);
+	}
 	if (run_env_prepare(&t.env, &err) < 0) {
 		run_env_free(&t.env);
 		conf_free(&conf);
 		return cli_setup_error("policy-test", &err);
 	}
-	script_path = xasprintf("%s/" PROBE_SCRIPT, t.env.runtime_dir);
+	script_path = xasprintf("%s/%s", t.env.runtime_dir, t.set->script);
 	if (read_file(script_path, PROBE_MAX, &script, &t.code_len) < 0) {
 		pc_syserr(&err, "probes", "cannot read the probes %s", script_path);
 		run_env_free(&t.env);
@@ -688,13 +729,14 @@ int cmd_policy_test(int argc, char **argv)
 	cj = canaries_json(&can, &t.env.policy);
 	{
 		cleanup_free char *cjs = json_dumps(cj, JSON_COMPACT);
-		for (size_t i = 0; t.loop && i < ARRAY_SIZE(categories); i++) {
-			if (!category_selected(o.only, categories[i]))
+		for (size_t i = 0; t.loop && i < t.set->n_categories; i++) {
+			const char *cat = t.set->categories[i];
+			if (!category_selected(o.only, cat))
 				continue;
-			if (strcmp(categories[i], "resources") == 0)
+			if (strcmp(cat, "resources") == 0)
 				run_resources(&t, cj);
 			else
-				run_category(&t, categories[i], cjs);
+				run_category(&t, cat, cjs);
 		}
 	}
 	if (t.loop && canaries_touched(&can))

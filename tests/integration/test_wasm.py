@@ -238,6 +238,8 @@ def make_weak(d):
     shutil.copytree(Path(DATADIR) / "policy", d / "policy")
     shutil.copytree(Path(DATADIR) / "runtime" / "pycell", d / "runtime" / "pycell",
                     ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(Path(DATADIR) / "runtime" / "probes", d / "runtime" / "probes",
+                    ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(Path(DATADIR) / "runtime" / "wasm" / "pyodide", d / "runtime" / "wasm" / "pyodide")
     runner = (Path(DATADIR) / "runtime" / "wasm" / "runner.mjs").read_text()
     weak = runner.replace("jsglobals: Object.create(null)", "jsglobals: globalThis")
@@ -263,6 +265,34 @@ def test_the_probe_finds_process_on_a_weakened_runner(weakened_datadir):
             print(type(e).__name__, str(e))
     """, env={"PYCELL_DATADIR": str(d)})
     assert res["stdout"] == "JsException Error: Access to this API has been restricted\n", res["stderr"]
+
+
+def policy_test(*args, env=None):
+    rc, out, err = pycell_run(["policy-test", "--backend", "wasm", "--format", "json", *args], timeout=300,
+                              env=env)
+    return rc, json.loads(out), err
+
+
+def test_policy_test_on_wasm_contains_every_probe():
+    need_wasm()
+    rc, doc, err = policy_test()
+    names = {p["category"] + "/" + p["name"]: p for p in doc["probes"]}
+    bad = {n: p["reason"] for n, p in names.items() if p["status"] != "contained"}
+    assert (rc, bad) == (0, {}), err
+    for n in ("javascript/js-module-empty", "javascript/function-constructor", "javascript/dynamic-import",
+              "filesystem/run-dir-read-only", "network/raw-socket", "resources/memory-bomb",
+              "resources/supervisor-alive", "network/host-listener-untouched"):
+        assert n in names, n
+    assert "stopped: memory_limit" in names["resources/memory-bomb"]["reason"]
+
+
+def test_policy_test_fails_on_a_weakened_runner(weakened_datadir):
+    need_wasm()
+    rc, doc, err = policy_test("--only", "javascript", env={"PYCELL_DATADIR": str(weakened_datadir)})
+    status = {p["name"]: p["status"] for p in doc["probes"]}
+    assert rc == 1
+    assert status["js-module-empty"] == "escaped"
+    assert doc["failed"] >= 1
 
 
 def test_nothing_of_one_run_is_seen_by_the_next():
