@@ -303,6 +303,33 @@ static void check_python(struct doctor *d)
 		       "%s: %s", DEFAULT_PYTHON, strerror(errno));
 }
 
+/* The wasm backend: built in, its Node there, its runner and Pyodide's
+ * memory snapshot in the data dir.  A warning at most: native runs do
+ * not need it, and a wasm policy says why it is refused. */
+static void check_wasm(struct doctor *d)
+{
+#ifdef HAVE_WASM
+	cleanup_free char *runner = xasprintf("%s/runtime/wasm/runner.mjs", pycell_datadir());
+	cleanup_free char *snap = xasprintf("%s/runtime/wasm/pyodide/snapshot.bin", pycell_datadir());
+	if (access(PYCELL_NODE, X_OK) < 0)
+		report(d, CHECK_WARN, "wasm", "install Node >= 20 at " PYCELL_NODE ", or configure --with-wasm where "
+		       "it is", "%s: %s; wasm runs fail to start", PYCELL_NODE, strerror(errno));
+	else if (access(runner, R_OK) < 0)
+		report(d, CHECK_WARN, "wasm", "make install (or PYCELL_DATADIR=the source tree)",
+		       "%s: %s; wasm runs fail to start", runner, strerror(errno));
+	else if (access(snap, R_OK) < 0)
+		report(d, CHECK_WARN, "wasm", "make (it makes the snapshot with Node)",
+		       "%s: %s; wasm runs start without it, about 2 s slower", snap, strerror(errno));
+	else
+		report(d, CHECK_OK, "wasm", NULL, "Pyodide " PYODIDE_VERSION " in " PYCELL_NODE
+		       " (permission model, no code from strings), from a memory snapshot, in the same jail as "
+		       "native runs");
+#else
+	report(d, CHECK_WARN, "wasm", "configure --with-wasm (Node >= 20 and the pinned npm pyodide: npm ci "
+	       "--prefix runtime/wasm)", "not built in: wasm policies are refused");
+#endif
+}
+
 static void print_text(const struct doctor *d)
 {
 	size_t i;
@@ -322,7 +349,7 @@ static void print_text(const struct doctor *d)
 static const char doctor_usage[] =
 	"Usage: pycell doctor [--json]\n"
 	"Check what this host offers the jail (user namespaces, AppArmor, cgroups v2/v1, seccomp,\n"
-	"BPF device filter, egress) and print the exact fix for what is missing.\n"
+	"BPF device filter, egress, the wasm backend) and print the exact fix for what is missing.\n"
 	"Exit status 0 when runs can be jailed, 1 when they cannot.\n"
 	"\n"
 	"  --json      print one JSON object instead of text\n"
@@ -366,6 +393,7 @@ int cmd_doctor(int argc, char **argv)
 	check_cgroups(&d, &ci);
 	check_egress(&d, env, &ci);
 	check_python(&d);
+	check_wasm(&d);
 
 	if (o.json) {
 		json_t *lim = json_object(), *dirs = json_object();

@@ -15,7 +15,7 @@ import pytest
 from conftest import HOST_IS_ROOT, PYCELL, pycell_env, run_json
 
 CHECKS = ["user namespaces", "apparmor userns", "max user namespaces", "seccomp", "cgroup v2",
-          "cgroup v1", "limits", "device filter", "egress", "python"]
+          "cgroup v1", "limits", "device filter", "egress", "python", "wasm"]
 
 
 def doctor(*args, prefix=(), timeout=60):
@@ -171,6 +171,17 @@ def test_help():
     rc, out, err = doctor("--help")
     assert rc == 0
     assert out.startswith("Usage: pycell doctor [--json]")
+
+
+def test_wasm_says_what_it_runs_on():
+    rc, d, err = doctor_json()
+    wasm = {c["name"]: c for c in d["checks"]}["wasm"]
+    if wasm["detail"] == "not built in: wasm policies are refused":   # a build without it
+        assert (wasm["status"], wasm["fix"][:21]) == ("warn", "configure --with-wasm"), wasm
+        return
+    assert wasm["status"] == "ok", wasm
+    assert wasm["detail"].startswith("Pyodide 314.0.7 in "), wasm
+    assert wasm["detail"].endswith("from a memory snapshot, in the same jail as native runs"), wasm
 
 
 def test_egress_is_ok_as_root_and_refused_otherwise():
