@@ -86,21 +86,34 @@ def _script(argv):
     exec(code, main.__dict__)
 
 
-def run(run_dir, mode, argv, env):
-    """Run the program with os.environ env (node's, which the jail set);
-    python's exit status."""
-    from pycell import _cell
+def prepare(env):
+    """Before the program (a ready jail does it ahead): os.environ env
+    (node's, which the jail set), the refusals above, what a cell imports.
+    Returns run."""
+    from pycell import _cell  # noqa: F401 (imported ahead)
     sys.modules.pop("pyodide_js", None)   # unregistered by the runner
     os.environ.clear()
     os.environ.update(env)
     _confine()
     sys.meta_path.append(_Missing)
+    return run
+
+
+def run(mode, argv, files=None):
+    """Run the program: a cell from /run/pycell's files, or from files
+    (the bytes a ready jail was given), or a script (argv: its name, then
+    its arguments).  Python's exit status."""
+    from pycell import _cell
     try:
         try:
-            if mode == "cell":
+            if mode == "cell-ready":
+                f = _cell._unpack(files.to_bytes())
+                _cell.main(f.get("main.py", b""), f.get("variables.json", b""), f.get("files.json", b""),
+                           f.get("outputs", b""))
+            elif mode == "cell":
                 _cell.main()
             else:
-                _script([run_dir + "/" + argv[0]] + list(argv[1:]))
+                _script(["/run/pycell/" + argv[0]] + list(argv[1:]))
         except SystemExit as e:
             return _cell.exit_status(e)
         except BaseException as e:

@@ -79,8 +79,10 @@ if (argv[0] === "--make-snapshot") {
 	exitNow(0);
 }
 
-if (argv.length < 3 || (argv[2] !== "cell" && argv[2] !== "script") || (argv[2] === "script" && argv.length < 4))
-	fail("usage: runner.mjs RUN_DIR WORKSPACE cell | script PROG [ARGS...]");
+const PROG_FD = 15;  // WASM_PROG_FD (src/config/policy.h)
+const modes = ["cell", "cell-ready", "script"];
+if (argv.length < 3 || !modes.includes(argv[2]) || (argv[2] === "script" && argv.length < 4))
+	fail("usage: runner.mjs RUN_DIR WORKSPACE cell | cell-ready | script PROG [ARGS...]");
 const [runDir, workspace, mode, ...progArgs] = argv;
 
 let py;
@@ -144,19 +146,47 @@ for (const name of ["process", "require", "module", "exports", "fetch", "WebSock
 		    "MessageChannel", "MessagePort", "navigator", "global"])
 	delete globalThis[name];
 
-const bootstrap = py.runPython(`
-def _pycell_bootstrap(run_dir, mode, argv, env):
-    import sys
-    sys.path.insert(0, run_dir + "/lib")
-    import pycell._wasm as w
-    return w.run(run_dir, mode, argv, env)
-_pycell_bootstrap
-`);
+// Everything a cell needs before its program: a ready jail (cell-ready)
+// has done it when the cell comes.
+let run;
+try {
+	run = py.runPython(`
+import sys
+sys.path.insert(0, "/run/pycell/lib")
+import pycell._wasm
+pycell._wasm.prepare
+`)(py.toPy(env));
+} catch (e) {
+	fail("the runtime could not start: " + (e && e.message ? e.message : e));
+}
+
+// The cell of a ready jail: its length (8 bytes), then its files.
+function readProgram() {
+	const head = new Uint8Array(8);
+	let got = 0;
+	while (got < 8) {
+		const n = readSync(PROG_FD, head, got, 8 - got);
+		if (n === 0)
+			exitNow(0);  // the ready jail went unused
+		got += n;
+	}
+	const len = Number(new DataView(head.buffer).getBigUint64(0, true));
+	const data = new Uint8Array(len);
+	for (got = 0; got < len;) {
+		const n = readSync(PROG_FD, data, got, len - got);
+		if (n === 0)
+			fail("the program ended after " + got + " of " + len + " bytes");
+		got += n;
+	}
+	closeSync(PROG_FD);
+	return data;
+}
+
 let status;
 try {
-	status = bootstrap("/run/pycell", mode, py.toPy(progArgs), py.toPy(env));
+	const files = mode === "cell-ready" ? readProgram() : null;
+	status = run(mode, py.toPy(progArgs), files);
 } catch (e) {
 	fail("the program could not run: " + (e && e.message ? e.message : e));
 }
-bootstrap.destroy();
 exitNow(typeof status === "number" ? status : 1);

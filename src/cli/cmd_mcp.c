@@ -160,6 +160,8 @@ int cmd_mcp(int argc, char **argv)
 		/* a zygote that cannot start leaves the server on cold starts */
 		if (run_env_warm(&env, &err) < 0)
 			log_warn("mcp: warm starts unavailable, runs start cold: %s", err.msg);
+		else if (policy_is_wasm(&env.policy))
+			log_info("mcp: warm starts on (ready jails whose node has Pyodide loaded)");
 		else
 			log_info("mcp: warm starts on (zygote pid %d)", (int)zygote_pid(env.warm));
 	}

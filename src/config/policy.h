@@ -137,6 +137,9 @@ struct policy {
  * closed it (O_CLOEXEC) no descriptor of that number can exist again: no
  * exec after the start. */
 #define WASM_EXEC_FD 1000
+/* A ready wasm jail's node reads its cell from this descriptor (a pipe
+ * from the jail's init: 8 bytes of length, then the files) */
+#define WASM_PROG_FD 15
 /* Backend "native" or "wasm" (pycell run --backend): refused, the policy
  * unchanged, when this build has no wasm or the policy asks for what it
  * cannot give (an egress list, packages, ...). */

@@ -15,6 +15,7 @@
 #include <sys/prctl.h>
 #include <sys/pidfd.h>
 #include <sys/resource.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -231,6 +232,42 @@ static int forward_program(int sync_fd, int prog_fd, struct pc_err *err)
 	}
 	close(fd);
 	return 0;
+}
+
+/* The same for the wasm backend's node, which cannot take a descriptor
+ * from a socket: init copies the memfd's bytes, after their length (8
+ * bytes, native order), into the pipe node reads (WASM_PROG_FD). */
+static int forward_program_bytes(int sync_fd, int pipe_fd, struct pc_err *err)
+{
+	struct program_msg m;
+	int fd = -1, got;
+	off_t off = 0;
+	ssize_t n;
+
+	do
+		n = recv_fds(sync_fd, &m, sizeof(m), &fd, 1, &got);
+	while (n < 0 && errno == EINTR);
+	if (n == 0)
+		_exit(0); /* the supervisor let the ready jail go unused */
+	if (n != (ssize_t)sizeof(m) || m.type != JAIL_MSG_PROGRAM || m.len > JAIL_PARK_FILES_MAX || got != 1) {
+		if (got == 1)
+			close(fd);
+		return pc_fail(err, EPROTO, "warm", "bad program message for a ready jail");
+	}
+	if (write_all(pipe_fd, &m.len, sizeof(m.len)) < 0)
+		goto fail;
+	while ((uint64_t)off < m.len) {
+		n = sendfile(pipe_fd, fd, &off, m.len - (uint64_t)off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			goto fail;
+	}
+	close(fd);
+	return 0;
+fail:
+	close(fd);
+	return pc_syserr(err, "warm", "hand the program to node");
 }
 
 int jail_receive_program(int prog_fd, uint64_t *len)
@@ -453,7 +490,17 @@ static __attribute__((noreturn)) void start_python(struct child *c)
 	int prog[2] = { -1, -1 };
 	pid_t pid;
 
-	if (s->park && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, prog) < 0) {
+	/* prog[0] init's end, prog[1] the program's; node (wasm) reads a
+	 * pipe, python a socket that carries the memfd */
+	bool bytes = s->park && policy_is_wasm(s->policy);
+	if (bytes && pipe2(prog, O_CLOEXEC) == 0) {
+		int t = prog[0];
+		prog[0] = prog[1];
+		prog[1] = t;
+	} else if (bytes) {
+		pc_syserr(&err, "pipe", "the program pipe");
+		child_fail(c->sync_fd, &err);
+	} else if (s->park && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, prog) < 0) {
 		pc_syserr(&err, "socketpair", "the program socket");
 		child_fail(c->sync_fd, &err);
 	}
@@ -475,6 +522,15 @@ static __attribute__((noreturn)) void start_python(struct child *c)
 				close(prog[0]);
 			s->run_inline(s, s->park ? prog[1] : -1);
 		}
+		if (bytes) {
+			/* at the number the runner reads (argv says "cell-ready") */
+			if (c->sync_fd == WASM_PROG_FD || coverage_fd() == WASM_PROG_FD ||
+			    dup2(prog[1], WASM_PROG_FD) < 0) {
+				pc_fail(&err, EBUSY, "exec", "give node the program pipe as fd %d", WASM_PROG_FD);
+				child_fail(c->sync_fd, &err);
+			}
+			close(prog[0]);
+		}
 		/* through syscall(2): a coverage build's gcov wraps execve() to
 		 * write its counters first, which here would land in the jail's
 		 * /tmp, in the program's view (coverage.h) */
@@ -488,7 +544,8 @@ static __attribute__((noreturn)) void start_python(struct child *c)
 	python_pid = pid;
 	if (s->park) {
 		close(prog[1]);
-		if (forward_program(c->sync_fd, prog[0], &err) < 0)
+		if ((bytes ? forward_program_bytes(c->sync_fd, prog[0], &err)
+			   : forward_program(c->sync_fd, prog[0], &err)) < 0)
 			child_fail(c->sync_fd, &err);
 		close(prog[0]);
 		prctl(PR_SET_NAME, "pycell-init");

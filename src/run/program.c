@@ -33,7 +33,7 @@ static char **wasm_argv(const struct program *prog, size_t nargs)
 	for (size_t i = 0; i < ARRAY_SIZE(node); i++)
 		v[n++] = xstrdup(node[i]);
 	if (prog->mode == RUN_MODE_CELL) {
-		v[n++] = xstrdup("cell");
+		v[n++] = xstrdup(prog->ready ? "cell-ready" : "cell");
 	} else {
 		v[n++] = xstrdup("script");
 		v[n++] = xstrdup(prog->prog_name ? prog->prog_name : "main.py");

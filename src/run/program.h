@@ -28,6 +28,8 @@ struct program {
 	const char *files_json;       /* RUN_MODE_CELL: [{path, text|base64}] written to
 	                                 /workspace before the code runs; NULL: none */
 	bool outputs;                 /* RUN_MODE_CELL: send images and changed files back */
+	bool ready;                   /* RUN_MODE_CELL, wasm: a jail made ahead, whose node
+	                                 reads the cell from WASM_PROG_FD */
 };
 
 /* python [flags] /run/pycell/PROG ARGS... (a script) or python [flags] -c

@@ -113,12 +113,14 @@ int run_env_warm(struct run_env *env, struct pc_err *err)
 	if (env->policy.network.mode == NET_EGRESS)
 		return pc_fail(err, ENOTSUP, "warm", "the runs of an egress policy start cold (each jail's veth pair and "
 			       "filters are made for it before its clone)");
-	if (policy_is_wasm(&env->policy))
-		return pc_fail(err, ENOTSUP, "warm", "the runs of the wasm backend start cold in this version "
-			       "(from Pyodide's memory snapshot)");
 	struct spawner *sp;
 	if (env->warm)
 		return 0;
+	if (policy_is_wasm(&env->policy)) {
+		/* no zygote: ready jails whose node has Pyodide loaded */
+		env->warm = spawner_wasm();
+		return 0;
+	}
 	sp = spawner_warm_new();
 	if (sp->ops->prepare(sp, &env->policy, env->runtime_dir, err) < 0) {
 		sp->ops->free(sp);
@@ -725,6 +727,11 @@ static int run_spawn(struct run *r, bool park, struct pc_err *setup_err)
 	tool_sndbuf(tool[0]);
 	tool_sndbuf(tool[1]);
 	prog = program_of(q);
+	/* a wasm cell from its spawner: node reads it from the pipe, made
+	 * ahead or delivered at once (below) */
+	sp = q->spawner;
+	prog.ready = policy_is_wasm(p) && q->mode == RUN_MODE_CELL && sp && sp->ops->deliver &&
+		     sp->ops->serves(sp, p) && (park || (!spec.net_setup && !q->packages_dir));
 	r->argv = program_argv(p, &prog);
 	r->envp = program_envp(p, q->packages_dir != NULL);
 	spec.policy = p;
@@ -767,6 +774,12 @@ static int run_spawn(struct run *r, bool park, struct pc_err *setup_err)
 		spec.park = false;
 		result_add_warning(&r->result, "%s start failed, started cold: %s: %s", sp->ops->name,
 				   sp_err.step, sp_err.msg);
+		if (prog.ready) {
+			/* node reads the files the cold jail is given */
+			prog.ready = false;
+			program_strv_free(r->argv);
+			spec.argv = r->argv = program_argv(p, &prog);
+		}
 	}
 	sp = spawner_cold();
 	if (spawn_with(sp, &spec, &r->jail, false, setup_err) < 0)

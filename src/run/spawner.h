@@ -3,8 +3,8 @@
  * run.c drives a run through a spawner and never names one, the way crun
  * drives its cgroup managers through one struct of operations.  Each
  * spawner is one file: cold (a clone3 per run, spawn_cold.c), warm (cloned
- * by a zygote that holds an initialised interpreter, spawn_warm.c); the
- * WASM and session starts come the same way.
+ * by a zygote that holds an initialised interpreter, spawn_warm.c), wasm
+ * (cloned cold, node with Pyodide loaded waits for its cell, spawn_wasm.c).
  *
  *	prepare  make it ready to start jails of one policy (warm: the zygote)
  *	serves   can it start a jail of this policy?
@@ -68,5 +68,13 @@ struct spawner {
 struct spawner *spawner_cold(void);
 /* A warm spawner, not yet prepared (spawn_warm.c). */
 struct spawner *spawner_warm_new(void);
+/* The wasm backend's: jails cloned cold whose node loads Pyodide ahead and
+ * waits for its cell (spawn_wasm.c); one for the process. */
+struct spawner *spawner_wasm(void);
+/* The program files of s in one memfd (the ready jails' format: for each
+ * file its name, a NUL, its length in 8 bytes of native order, its
+ * bytes); a script's carry .warm.json for the zygote's prelude too.  The
+ * memfd, *len its size; -1 with err. */
+int spawner_pack_files(const struct jail_spec *s, bool script, uint64_t *len, struct pc_err *err);
 
 #endif

@@ -15,11 +15,12 @@ import shutil
 import subprocess
 import tempfile
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
 
-from conftest import (DATADIR, EXIT_TIMEOUT, EXIT_MEMORY_LIMIT, PYCELL, children_of,
+from conftest import (DATADIR, EXIT_TIMEOUT, EXIT_MEMORY_LIMIT, PYCELL, children_of, descendants,
                       pycell_run, run_json)
 from test_tools import Tools
 
@@ -373,4 +374,67 @@ def test_run_python_cells_on_wasm(tmp_path):
         assert "Sessions need the native backend" in r["content"][0]["text"]
     finally:
         err = m.close()
-    assert b"runs of the wasm backend start cold" in err
+    assert b"warm starts unavailable" not in err, err
+
+
+def ready_nodes(server_pid):
+    """The server's ready wasm jails: node processes started for a cell
+    that has not come (argv "cell-ready")."""
+    found = set()
+    for pid in descendants(server_pid):
+        try:
+            argv = Path("/proc/%d/cmdline" % pid).read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argv[0].endswith(b"node") and b"cell-ready" in argv:
+            found.add(pid)
+    return found
+
+
+def wait_ready(server_pid, n, timeout=30):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        nodes = ready_nodes(server_pid)
+        if len(nodes) >= n:
+            return nodes
+        time.sleep(0.05)
+    raise AssertionError("no %d ready wasm jails within %d s" % (n, timeout))
+
+
+def test_warm_cells_come_from_ready_jails_and_share_nothing(tmp_path):
+    """The pool's jails: each one node that loaded Pyodide ahead and takes
+    one cell; a cell that left state everywhere it could is not seen by
+    the next, which comes from another ready jail."""
+    need_wasm()
+    pol = tmp_path / "wasm.json"
+    pol.write_text(json.dumps({"extends": "default", "backend": "wasm"}))
+    m = Mcp(pol)
+    try:
+        before = wait_ready(m.p.pid, 2)
+        sc = m.tool("run_python", {"code": textwrap.dedent("""
+            import sys, json, js
+            open("/tmp/left", "w").write("x")
+            open("/left", "w").write("x")
+            open("/workspace/left", "w").write("x")
+            json.leak = 1
+            sys.modules["leaky"] = json
+            try:
+                js.leak = 1
+            except Exception:
+                pass
+            x = 41
+            x + 1
+        """)})["structuredContent"]
+        assert (sc["status"], sc["return_value"]) == ("ok", 42), sc
+        used = before - ready_nodes(m.p.pid)
+        assert len(used) == 1, (before, used)
+        before = wait_ready(m.p.pid, 2)
+        sc = m.tool("run_python", {"code": textwrap.dedent("""
+            import os, sys, json, js
+            print(os.path.exists("/tmp/left"), os.path.exists("/left"), os.listdir("/workspace"),
+                  hasattr(json, "leak"), "leaky" in sys.modules, hasattr(js, "leak"), "x" in globals())
+        """)})["structuredContent"]
+        assert sc["stdout"] == "False False [] False False False False\n", sc
+        assert len(before - ready_nodes(m.p.pid)) == 1
+    finally:
+        m.close()
