@@ -43,6 +43,21 @@ function fail(msg) {
 	exitNow(70);
 }
 
+// A read that waits for data: an fd may be non-blocking (EAGAIN), and a
+// synchronous read has nothing else to do; 0 at the end of the data.
+const nap = new Int32Array(new SharedArrayBuffer(4));
+function readWait(fd, buf, off, len) {
+	for (;;) {
+		try {
+			return readSync(fd, buf, off, len);
+		} catch (e) {
+			if (e.code !== "EAGAIN")
+				throw e;
+			Atomics.wait(nap, 0, 0, 1);
+		}
+	}
+}
+
 // Bytes to fd, all of them (a pipe may take fewer at once).
 function writeAll(fd, buf) {
 	let off = 0;
@@ -50,9 +65,9 @@ function writeAll(fd, buf) {
 		try {
 			off += writeSync(fd, buf, off, buf.length - off);
 		} catch (e) {
-			if (e.code === "EAGAIN")
-				continue;
-			throw e;
+			if (e.code !== "EAGAIN")
+				throw e;
+			Atomics.wait(nap, 0, 0, 1);  // a full pipe: its reader will come
 		}
 	}
 	return buf.length;
@@ -100,7 +115,7 @@ const nodeCode = NODEFS.convertNodeCode;
 NODEFS.convertNodeCode = (e) => nodeCode(e) ?? (e.code === "ERR_ACCESS_DENIED" ? py.ERRNO_CODES.EACCES : py.ERRNO_CODES.EIO);
 
 // fds 0-2: raw bytes, as a native python's are
-py.setStdin({ read: (buf) => { try { return readSync(0, buf, 0, buf.length); } catch (e) { if (e.code === "EAGAIN") return 0; throw e; } }, isatty: false });
+py.setStdin({ read: (buf) => readWait(0, buf, 0, buf.length), isatty: false });
 py.setStdout({ write: (buf) => writeAll(1, buf), isatty: false });
 py.setStderr({ write: (buf) => writeAll(2, buf), isatty: false });
 
@@ -118,7 +133,7 @@ const toolDev = FS.makedev(64, 3);
 FS.registerDevice(toolDev, {
 	read(stream, buf, off, len) {
 		try {
-			return readSync(3, buf, off, len);
+			return readWait(3, buf, off, len);
 		} catch (e) {
 			throw new FS.ErrnoError(py.ERRNO_CODES[e.code] || py.ERRNO_CODES.EIO);
 		}
@@ -165,7 +180,7 @@ function readProgram() {
 	const head = new Uint8Array(8);
 	let got = 0;
 	while (got < 8) {
-		const n = readSync(PROG_FD, head, got, 8 - got);
+		const n = readWait(PROG_FD, head, got, 8 - got);
 		if (n === 0)
 			exitNow(0);  // the ready jail went unused
 		got += n;
@@ -173,7 +188,7 @@ function readProgram() {
 	const len = Number(new DataView(head.buffer).getBigUint64(0, true));
 	const data = new Uint8Array(len);
 	for (got = 0; got < len;) {
-		const n = readSync(PROG_FD, data, got, len - got);
+		const n = readWait(PROG_FD, data, got, len - got);
 		if (n === 0)
 			fail("the program ended after " + got + " of " + len + " bytes");
 		got += n;

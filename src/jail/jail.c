@@ -641,6 +641,11 @@ int jail_clone(const struct jail_spec *s, struct jail *j, struct pc_err *err)
 		return pc_fail(err, EAGAIN, "clone3", "clone3 into new namespaces: %s (injected fault)",
 			       strerror(EAGAIN));
 	pid = syscall(SYS_clone3, &args, sizeof(args));
+	if (pid < 0 && (errno == ENOSPC || errno == EUSERS || errno == EPERM))
+		/* the namespace limits (user.max_*_namespaces) or a policy of
+		 * the host (AppArmor, a container's seccomp, a sysctl) */
+		return pc_syserr(err, "clone3", "clone3 into new namespaces: this host does not let pycell make "
+				 "them (`pycell doctor` says what to change)");
 	if (pid < 0)
 		return pc_syserr(err, "clone3", "clone3 into new namespaces");
 	if (pid == 0) {

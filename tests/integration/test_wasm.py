@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import textwrap
 import time
@@ -22,7 +23,7 @@ import pytest
 
 from conftest import (DATADIR, EXIT_TIMEOUT, EXIT_MEMORY_LIMIT, PYCELL, children_of, descendants,
                       pycell_run, run_json)
-from test_tools import Tools
+from test_tools import Tools, need_node_servers
 
 BACKENDS = ["native", "wasm"]
 
@@ -62,10 +63,19 @@ def test_output_argv_and_exit_status(backend):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_stdin_is_the_programs(backend):
-    res = run(backend, "import sys; data = sys.stdin.buffer.read(); print(len(data), data[:5])",
-              "--stdin", "-", input=b"hello" + b"x" * 100000)
+    # from a writer that pauses: the program's reads wait for the rest
+    # (node's read of a pipe with nothing in it yet is EAGAIN, not the end)
+    writer = subprocess.Popen([sys.executable, "-c", "import sys, time\n"
+                               "sys.stdout.buffer.write(b'hello' + b'x' * 70000); sys.stdout.flush()\n"
+                               "time.sleep(0.5); sys.stdout.buffer.write(b'y' * 30000)"], stdout=subprocess.PIPE)
+    try:
+        res = run(backend, "import sys; data = sys.stdin.buffer.read(); print(len(data), data[:5], data[-1:])",
+                  "--stdin", "-", stdin=writer.stdout)
+    finally:
+        writer.stdout.close()
+        writer.wait()
     assert res["status"] == "ok", res["stderr"]
-    assert res["stdout"] == "100005 b'hello'\n"
+    assert res["stdout"] == "100005 b'hello' b'y'\n"
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -140,6 +150,27 @@ def test_tool_calls_through_fd_3(backend, tmp_path):
     assert res["tool_calls"]["tools"]["fake.echo"]["calls"] == 1
     events = [(a["event"], a.get("tool"), a.get("reason")) for a in tools.audit_lines()]
     assert events == [("tool_denied", "fake.pid", "not_allowed"), ("run", None, None)]
+
+
+def test_a_real_npm_server_through_the_wasm_bridge(tmp_path):
+    """@modelcontextprotocol/server-memory (npm) as the upstream of a wasm
+    run: entities written and read back through fd 3, stored by the server
+    outside the jail."""
+    need_wasm()
+    need_node_servers()
+    tools = Tools(tmp_path)
+    res = tools.run("""
+        import json, pycell
+        pycell.call_tool("memory.create_entities", {"entities": [
+            {"name": "Ada", "entityType": "person", "observations": ["wrote the first program"]}]})
+        graph = pycell.call_tool("memory.read_graph")
+        print(json.dumps([(e["name"], e["observations"]) for e in graph["entities"]]))
+    """, allow=["memory.*"], upstreams={"memory": tools.memory()}, extra=("--backend", "wasm"))
+    assert res["status"] == "ok", res["stderr"]
+    assert res["stdout"] == '[["Ada", ["wrote the first program"]]]\n'
+    assert res["backend"] == "wasm"
+    assert (res["tool_calls"]["count"], res["tool_calls"]["errors"]) == (2, 0)
+    assert "Ada" in tools.memory_file.read_text()
 
 
 # ------------------------------------------------------------ the differences
@@ -438,3 +469,23 @@ def test_warm_cells_come_from_ready_jails_and_share_nothing(tmp_path):
         assert len(before - ready_nodes(m.p.pid)) == 1
     finally:
         m.close()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_host_without_user_namespaces_is_named(backend):
+    """A host that lets no user namespace be made (simulated: a child user
+    namespace whose user.max_user_namespaces is 0).  Both backends fail
+    their run with the reason and where to look: the wasm path without
+    namespaces (no_new_privs, seccomp, rlimits only) is not built."""
+    if backend == "wasm":
+        need_wasm()
+    if not shutil.which("unshare"):
+        pytest.skip("no unshare(1) (util-linux)")
+    script = ("echo 0 > /proc/sys/user/max_user_namespaces && exec %s run --backend %s -c 'print(1)'"
+              % (PYCELL, backend))
+    p = subprocess.run(["unshare", "-Ur", "sh", "-c", script], capture_output=True, timeout=60,
+                       env=dict(os.environ, PYCELL_DATADIR=DATADIR))
+    assert p.returncode == 125, p
+    assert p.stderr.decode() == ("pycell: the jail could not be set up: clone3: clone3 into new namespaces: this host "
+                                 "does not let pycell make them (`pycell doctor` says what to change): No space "
+                                 "left on device\n")
