@@ -523,9 +523,10 @@ static __attribute__((noreturn)) void start_python(struct child *c)
 			s->run_inline(s, s->park ? prog[1] : -1);
 		}
 		if (bytes) {
-			/* at the number the runner reads (argv says "cell-ready") */
-			if (c->sync_fd == WASM_PROG_FD || coverage_fd() == WASM_PROG_FD ||
-			    dup2(prog[1], WASM_PROG_FD) < 0) {
+			/* at the number the runner reads (argv says "cell-ready"),
+			 * open across the exec */
+			if (c->sync_fd == WASM_PROG_FD ||
+			    (prog[1] == WASM_PROG_FD ? fcntl(prog[1], F_SETFD, 0) : dup2(prog[1], WASM_PROG_FD)) < 0) {
 				pc_fail(&err, EBUSY, "exec", "give node the program pipe as fd %d", WASM_PROG_FD);
 				child_fail(c->sync_fd, &err);
 			}

@@ -693,6 +693,7 @@ static int run_spawn(struct run *r, bool park, struct pc_err *setup_err)
 	struct jail_spec spec = { 0 };
 	int in[2] = { -1, -1 }, o[2] = { -1, -1 }, e[2] = { -1, -1 }, tool[2] = { -1, -1 };
 	cleanup_free char *vars = NULL;
+	bool served;
 
 	if (q->spawner && q->spawner->ops->revive && q->spawner->ops->serves(q->spawner, p))
 		q->spawner->ops->revive(q->spawner);
@@ -727,11 +728,12 @@ static int run_spawn(struct run *r, bool park, struct pc_err *setup_err)
 	tool_sndbuf(tool[0]);
 	tool_sndbuf(tool[1]);
 	prog = program_of(q);
-	/* a wasm cell from its spawner: node reads it from the pipe, made
-	 * ahead or delivered at once (below) */
+	/* the request's spawner starts this run (else a cold one, below) */
 	sp = q->spawner;
-	prog.ready = policy_is_wasm(p) && q->mode == RUN_MODE_CELL && sp && sp->ops->deliver &&
-		     sp->ops->serves(sp, p) && (park || (!spec.net_setup && !q->packages_dir));
+	served = sp && sp->ops->serves(sp, p) && !spec.net_setup && !q->packages_dir;
+	/* a wasm cell from its spawner: node reads it from the pipe, made
+	 * ahead or delivered at once */
+	prog.ready = policy_is_wasm(p) && q->mode == RUN_MODE_CELL && served && sp->ops->deliver;
 	r->argv = program_argv(p, &prog);
 	r->envp = program_envp(p, q->packages_dir != NULL);
 	spec.policy = p;
@@ -753,8 +755,7 @@ static int run_spawn(struct run *r, bool park, struct pc_err *setup_err)
 	if (park) {
 		/* jails made ahead come from a spawner that can deliver to them,
 		 * and are answered from the loop (on_parked) */
-		sp = q->spawner;
-		if (!sp || !sp->ops->deliver || !sp->ops->spawn_ahead || !sp->ops->serves(sp, p)) {
+		if (!served || !sp->ops->deliver || !sp->ops->spawn_ahead) {
 			pc_fail(setup_err, EINVAL, "warm", "no spawner makes ready jails for this policy");
 			goto fail;
 		}
@@ -763,8 +764,7 @@ static int run_spawn(struct run *r, bool park, struct pc_err *setup_err)
 			goto fail;
 		goto asked;
 	}
-	sp = q->spawner;
-	if (sp && !spec.net_setup && !spec.packages_dir && sp->ops->serves(sp, p)) {
+	if (served) {
 		/* a spawner that makes jails ahead starts a cell the same way,
 		 * and gives it its cell at once */
 		struct pc_err sp_err = { 0 };
