@@ -61,10 +61,12 @@ def _confine():
     subprocess.Popen = _refuse("processes are")
 
 
+# The last finder on sys.meta_path: a module nothing else found is not in
+# Pyodide's distribution, and the error says so.  Compiled under the name
+# of importlib's own frames, which python leaves out of an ImportError's
+# traceback, so that it shows the user's import only, as python's does.
+_MISSING = """
 class _Missing:
-    """The last finder on sys.meta_path: a module nothing else found is not
-    in Pyodide's distribution, and the error says so."""
-
     @staticmethod
     def find_spec(name, path=None, target=None):
         if "." in name:
@@ -72,6 +74,10 @@ class _Missing:
         raise ModuleNotFoundError("No module named %r: the wasm backend has Pyodide's standard "
                                   "library only; run this code on the native backend for %s"
                                   % (name, name), name=name)
+"""
+_ns = {}
+exec(compile(_MISSING, "<frozen importlib._bootstrap>", "exec"), _ns)
+_Missing = _ns["_Missing"]
 
 
 def _script(argv):

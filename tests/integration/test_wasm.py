@@ -193,6 +193,15 @@ def test_what_pyodide_cannot_do_names_the_native_backend():
                                           "socket WasmUnsupported True", "numpy ModuleNotFoundError True"]
 
 
+def test_a_module_pyodide_lacks_is_one_line_of_traceback():
+    res = run("wasm", "import numpy")
+    assert res["stderr"] == ("Traceback (most recent call last):\n"
+                             '  File "/run/pycell/main.py", line 1, in <module>\n'
+                             "    import numpy\n"
+                             "ModuleNotFoundError: No module named 'numpy': the wasm backend has Pyodide's standard "
+                             "library only; run this code on the native backend for numpy\n")
+
+
 def test_the_policy_refuses_what_wasm_cannot_give(tmp_path):
     need_wasm()
     cases = [({"network": {"egress": ["192.0.2.1:443"]}}, "network: an egress list needs the native backend"),
@@ -489,3 +498,21 @@ def test_a_host_without_user_namespaces_is_named(backend):
     assert p.stderr.decode() == ("pycell: the jail could not be set up: clone3: clone3 into new namespaces: this host "
                                  "does not let pycell make them (`pycell doctor` says what to change): No space "
                                  "left on device\n")
+
+
+def test_pycell_serve_runs_wasm_cells_over_http(tmp_path):
+    """A 2026-07-28 call over Streamable HTTP to `pycell serve` with a wasm
+    policy: the same runs, from its ready jails."""
+    need_wasm()
+    from test_serve import Serve
+    pol = tmp_path / "wasm.json"
+    pol.write_text(json.dumps({"extends": "default", "backend": "wasm"}))
+    s = Serve("--listen", "127.0.0.1:0", "--policy", str(pol), tmp_path=tmp_path)
+    try:
+        wait_ready(s.proc.pid, 1)
+        r, data = s.modern(1, "tools/call", {"name": "run_python", "arguments": {"code": "print(6 * 7)\n'done'"}})
+        sc = json.loads(data)["result"]["structuredContent"]
+        assert (r.status, sc["status"], sc["stdout"], sc["return_value"], sc["backend"]) == \
+            (200, "ok", "42\n", "done", "wasm"), sc
+    finally:
+        s.stop()
