@@ -200,32 +200,53 @@ int jail_deliver(const struct jail *j, int memfd, uint64_t len, struct pc_err *e
 	return 0;
 }
 
-/* In a ready jail's init: wait for the program and pass it on to python,
- * which waits for it on prog_fd.  Init never looks inside: python reads
- * the files from the memfd itself.  When python goes first (its end of
- * prog_fd closes), so does the jail: the supervisor makes another. */
-static int forward_program(int sync_fd, int prog_fd, struct pc_err *err)
+/* In a ready jail's init: the program message from the supervisor, and
+ * its memfd (returned; m->len its size).  A supervisor that let the jail
+ * go unused (EOF) ends it. */
+static int recv_program(int sync_fd, struct program_msg *m, struct pc_err *err)
 {
-	struct pollfd pf[2] = { { .fd = sync_fd, .events = POLLIN }, { .fd = prog_fd, .events = POLLIN } };
-	struct program_msg m;
 	int fd = -1, got;
 	ssize_t n;
 
-	while (poll(pf, 2, -1) < 0)
-		if (errno != EINTR)
-			return pc_syserr(err, "warm", "wait for the program");
-	if (!(pf[0].revents & POLLIN) && pf[1].revents)
-		_exit(0);
 	do
-		n = recv_fds(sync_fd, &m, sizeof(m), &fd, 1, &got);
+		n = recv_fds(sync_fd, m, sizeof(*m), &fd, 1, &got);
 	while (n < 0 && errno == EINTR);
 	if (n == 0)
-		_exit(0); /* the supervisor let the ready jail go unused */
-	if (n != (ssize_t)sizeof(m) || m.type != JAIL_MSG_PROGRAM || m.len > JAIL_PARK_FILES_MAX || got != 1) {
+		_exit(0);
+	if (n != (ssize_t)sizeof(*m) || m->type != JAIL_MSG_PROGRAM || m->len > JAIL_PARK_FILES_MAX || got != 1) {
 		if (got == 1)
 			close(fd);
 		return pc_fail(err, EPROTO, "warm", "bad program message for a ready jail");
 	}
+	return fd;
+}
+
+/* Until the supervisor sends the program.  When the jail's program goes
+ * first (its end of prog_fd closes), so does the jail: the supervisor
+ * makes another. */
+static int wait_program(int sync_fd, int prog_fd, struct pc_err *err)
+{
+	struct pollfd pf[2] = { { .fd = sync_fd, .events = POLLIN }, { .fd = prog_fd, .events = 0 } };
+
+	while (poll(pf, 2, -1) < 0)
+		if (errno != EINTR)
+			return pc_syserr(err, "warm", "wait for the program");
+	/* the program's end closed (it died waiting): POLLHUP on a socket,
+	 * POLLERR on a pipe's writing end */
+	if (!(pf[0].revents & POLLIN) && pf[1].revents)
+		_exit(0);
+	return 0;
+}
+
+/* Pass the program on to python, which waits for it on prog_fd.  Init
+ * never looks inside: python reads the files from the memfd itself. */
+static int forward_program(int sync_fd, int prog_fd, struct pc_err *err)
+{
+	struct program_msg m;
+	int fd;
+
+	if (wait_program(sync_fd, prog_fd, err) < 0 || (fd = recv_program(sync_fd, &m, err)) < 0)
+		return -1;
 	if (send_fds(prog_fd, &m, sizeof(m), &fd, 1) < 0) {
 		close(fd);
 		return pc_syserr(err, "warm", "hand the program to python");
@@ -240,20 +261,12 @@ static int forward_program(int sync_fd, int prog_fd, struct pc_err *err)
 static int forward_program_bytes(int sync_fd, int pipe_fd, struct pc_err *err)
 {
 	struct program_msg m;
-	int fd = -1, got;
 	off_t off = 0;
 	ssize_t n;
+	int fd;
 
-	do
-		n = recv_fds(sync_fd, &m, sizeof(m), &fd, 1, &got);
-	while (n < 0 && errno == EINTR);
-	if (n == 0)
-		_exit(0); /* the supervisor let the ready jail go unused */
-	if (n != (ssize_t)sizeof(m) || m.type != JAIL_MSG_PROGRAM || m.len > JAIL_PARK_FILES_MAX || got != 1) {
-		if (got == 1)
-			close(fd);
-		return pc_fail(err, EPROTO, "warm", "bad program message for a ready jail");
-	}
+	if (wait_program(sync_fd, pipe_fd, err) < 0 || (fd = recv_program(sync_fd, &m, err)) < 0)
+		return -1;
 	if (write_all(pipe_fd, &m.len, sizeof(m.len)) < 0)
 		goto fail;
 	while ((uint64_t)off < m.len) {

@@ -334,7 +334,7 @@ pid_t zygote_pid(const struct spawner *sp)
  * length (8 bytes, native order) and its bytes.  A script's also carry
  * .warm.json: its sys.argv, environment and sys.path[0], for the prelude
  * (a cell's are the same for every cell, set in the ready jail ahead). */
-int spawner_pack_files(const struct jail_spec *s, bool script, uint64_t *len, struct pc_err *err)
+static int pack_files(const struct jail_spec *s, bool script, uint64_t *len, struct pc_err *err)
 {
 	const struct policy *p = s->policy;
 	cleanup_free char *wtext = NULL;
@@ -383,17 +383,21 @@ int spawner_pack_files(const struct jail_spec *s, bool script, uint64_t *len, st
 	return fd;
 }
 
-/* Hand a ready jail its cell: the files of spec (main.py, variables.json). */
-static int warm_deliver(struct spawner *sp, const struct jail_spec *s, const struct jail *j,
-			struct pc_err *err)
+int spawner_deliver_cell(const struct jail_spec *s, const struct jail *j, struct pc_err *err)
 {
 	uint64_t len;
-	cleanup_close int memfd = spawner_pack_files(s, false, &len, err);
+	cleanup_close int memfd = pack_files(s, false, &len, err);
 	if (memfd < 0)
 		return -1;
 	if (len > JAIL_PARK_FILES_MAX)
 		return pc_fail(err, EFBIG, "warm", "the program is too large for a ready jail");
 	return jail_deliver(j, memfd, len, err);
+}
+
+static int warm_deliver(struct spawner *sp, const struct jail_spec *s, const struct jail *j,
+			struct pc_err *err)
+{
+	return spawner_deliver_cell(s, j, err);
 }
 
 /* Ask the zygote, on control socket fd, for a jail for spec s.  -1 with
@@ -410,7 +414,7 @@ static int send_request(struct zygote *z, int fd, const struct jail_spec *s, str
 		if (memfd < 0)
 			return pc_syserr(err, "warm", "memfd_create");
 	} else {
-		memfd = spawner_pack_files(s, true, &req.files_len, err);
+		memfd = pack_files(s, true, &req.files_len, err);
 		if (memfd < 0)
 			return -1;
 	}

@@ -49,13 +49,7 @@ static int wasm_release(struct spawner *sp, const struct jail_spec *s, struct ja
 static int wasm_deliver(struct spawner *sp, const struct jail_spec *s, const struct jail *j,
 			struct pc_err *err)
 {
-	uint64_t len;
-	cleanup_close int memfd = spawner_pack_files(s, false, &len, err);
-	if (memfd < 0)
-		return -1;
-	if (len > JAIL_PARK_FILES_MAX)
-		return pc_fail(err, EFBIG, "warm", "the program is too large for a ready jail");
-	return jail_deliver(j, memfd, len, err);
+	return spawner_deliver_cell(s, j, err);
 }
 
 static void ahead_end(struct spawn_ahead *a)

@@ -71,10 +71,9 @@ struct spawner *spawner_warm_new(void);
 /* The wasm backend's: jails cloned cold whose node loads Pyodide ahead and
  * waits for its cell (spawn_wasm.c); one for the process. */
 struct spawner *spawner_wasm(void);
-/* The program files of s in one memfd (the ready jails' format: for each
+/* Hand the ready jail j its cell, the files of s, in one memfd (for each
  * file its name, a NUL, its length in 8 bytes of native order, its
- * bytes); a script's carry .warm.json for the zygote's prelude too.  The
- * memfd, *len its size; -1 with err. */
-int spawner_pack_files(const struct jail_spec *s, bool script, uint64_t *len, struct pc_err *err);
+ * bytes): the deliver of the warm and wasm spawners. */
+int spawner_deliver_cell(const struct jail_spec *s, const struct jail *j, struct pc_err *err);
 
 #endif

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from conftest import (DATADIR, EXIT_TIMEOUT, EXIT_MEMORY_LIMIT, PYCELL, children_of, descendants,
-                      pycell_run, run_json)
+                      proc_stat, pycell_run, run_json)
 from test_tools import Tools, need_node_servers
 
 BACKENDS = ["native", "wasm"]
@@ -498,6 +498,34 @@ def test_a_host_without_user_namespaces_is_named(backend):
     assert p.stderr.decode() == ("pycell: the jail could not be set up: clone3: clone3 into new namespaces: this host "
                                  "does not let pycell make them (`pycell doctor` says what to change): No space "
                                  "left on device\n")
+
+
+def test_a_ready_jail_whose_node_dies_is_replaced(tmp_path):
+    """Its init sees the program pipe's reader gone and ends the jail; the
+    next call is answered from another, and the pool makes up the number
+    when it refills (as it does for native ready jails, at a call)."""
+    need_wasm()
+    pol = tmp_path / "wasm.json"
+    pol.write_text(json.dumps({"extends": "default", "backend": "wasm"}))
+    m = Mcp(pol)
+    try:
+        before = wait_ready(m.p.pid, 2)
+        victim = min(before)
+        init = proc_stat(victim)[1]
+        os.kill(victim, 9)
+        # until its init has ended (a call in between may still be given
+        # that jail, and fail with the signal: as a native ready jail would)
+        deadline = time.monotonic() + 10
+        while (proc_stat(init) or ("Z",))[0] != "Z" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert (proc_stat(init) or ("Z",))[0] == "Z"
+        for _ in range(2):
+            sc = m.tool("run_python", {"code": "6 * 7"})["structuredContent"]
+            assert (sc["status"], sc["return_value"], sc["warnings"]) == ("ok", 42, []), json.dumps(sc)
+        now = wait_ready(m.p.pid, 2)
+        assert victim not in now and not (before & now), (before, now)
+    finally:
+        m.close()
 
 
 def test_pycell_serve_runs_wasm_cells_over_http(tmp_path):
