@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """The wasm backend's cold start, side by side with python3 and native runs.
 
-    tests/bench/wasm.py [--iterations N] [--tree DIR]
+    tests/bench/wasm.py [--iterations N] [--pace S] [--tree DIR] [--out FILE]
 
 Alternating every iteration, it times bare /usr/bin/python3 -c
 'print("hello")', `pycell run` of the same (native), `pycell run --backend
@@ -24,7 +24,7 @@ from pathlib import Path
 CODE = 'print("hello")'
 
 
-def mcp_calls(tree, env, backend, n, pace):
+def mcp_calls(pycell, env, backend, n, pace):
     """p50 of tools/call run_python print("hello") on the wire (request
     written to response read), one call every `pace` seconds: the pool
     refills between calls, as it does at an agent's pace."""
@@ -32,7 +32,7 @@ def mcp_calls(tree, env, backend, n, pace):
     import tempfile
     pol = Path(tempfile.mkdtemp(prefix="pycell-bench-wasm-")) / "p.json"
     pol.write_text(json.dumps({"extends": "default", "backend": backend[0] if backend else "native"}))
-    p = subprocess.Popen([str(tree / "pycell"), "mcp", "--policy", str(pol)], stdin=subprocess.PIPE,
+    p = subprocess.Popen([pycell, "mcp", "--policy", str(pol)], stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
 
     def call(i, method, params):
@@ -62,9 +62,13 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--iterations", type=int, default=20)
     ap.add_argument("--pace", type=float, default=1.0, help="seconds between MCP calls (default 1)")
-    ap.add_argument("--tree", default=str(Path(__file__).resolve().parents[2]))
+    ap.add_argument("--out", help="also write the report to this file (tests/bench/RESULTS-wasm.md)")
+    ap.add_argument("--tree", default=os.environ.get("PYCELL_DATADIR") or str(Path(__file__).resolve().parents[2]),
+                    help="a built source tree (default: $PYCELL_DATADIR, else this one); "
+                         "its pycell, or $PYCELL")
     a = ap.parse_args()
     tree = Path(a.tree)
+    pycell = os.environ.get("PYCELL") or str(tree / "pycell")
     wasm = tree / "runtime" / "wasm"
     if not (wasm / "pyodide" / "snapshot.bin").exists():
         sys.exit("wasm.py: %s has no built wasm backend (configure found no Node 20 or Pyodide?)" % tree)
@@ -78,18 +82,19 @@ def main():
     shutil.copytree(tree / "runtime" / "pycell", work / "run" / "lib" / "pycell")
     runners = {
         "python3": ["/usr/bin/python3", "-c", CODE],
-        "pycell run (native)": [str(tree / "pycell"), "run", "-c", CODE],
-        "pycell run --backend wasm": [str(tree / "pycell"), "run", "--backend", "wasm", "-c", CODE],
+        "pycell run (native)": [pycell, "run", "-c", CODE],
+        "pycell run --backend wasm": [pycell, "run", "--backend", "wasm", "-c", CODE],
         "node + Pyodide, no jail": ["node", "--experimental-permission", "--allow-fs-read=%s" % wasm,
                                     "--allow-fs-read=%s" % work, "--allow-fs-write=%s" % (work / "ws"),
                                     "--disallow-code-generation-from-strings", "--liftoff-only",
                                     "--no-warnings", str(wasm / "runner.mjs"),
                                     str(work / "run"), str(work / "ws"), "script", "main.py"],
     }
+    load0 = os.getloadavg()[0]
     times = {k: [] for k in runners}
     warm = {}
     for name, extra in (("pycell mcp, native", []), ("pycell mcp --backend wasm", ["wasm"])):
-        warm[name] = mcp_calls(tree, env, extra, a.iterations, a.pace)
+        warm[name] = mcp_calls(pycell, env, extra, a.iterations, a.pace)
     for _ in range(a.iterations):
         for name, argv in runners.items():
             t0 = time.perf_counter()
@@ -99,13 +104,21 @@ def main():
                 sys.exit("wasm.py: %s failed (%d): %r %r" % (name, out.returncode, out.stdout, out.stderr[-500:]))
             times[name].append(dt * 1000)
     base = statistics.median(times["python3"])
-    print("load average %.2f, %d iterations, alternating" % (os.getloadavg()[0], a.iterations))
-    print("%-28s %9s %9s %9s" % ("", "p50 ms", "p90 ms", "/python3"))
+    lines = ["load average %.2f at the start, %.2f at the end; %d iterations" % (load0, os.getloadavg()[0],
+                                                                             a.iterations),
+             "", "| | p50 ms | p90 ms | p50 / python3 |", "|---|---:|---:|---:|"]
     for name, t in list(times.items()) + list(warm.items()):
         t.sort()
         p50, p90 = statistics.median(t), t[int(len(t) * 0.9) - 1]
-        print("%-28s %9.1f %9.1f %8.2fx" % (name, p50, p90, p50 / base))
-    print("(pycell mcp: warm starts, one call every %g s; the rest alternate, one run each)" % a.pace)
+        lines.append("| %s | %.1f | %.1f | %.2fx |" % (name, p50, p90, p50 / base))
+    lines += ["", "`pycell mcp`: warm starts, one call every %g s, request written to response read; "
+              "the rest alternate, one run each, `print(\"hello\")`." % a.pace]
+    report = "\n".join(lines) + "\n"
+    print(report, end="")
+    if a.out:
+        Path(a.out).write_text("# The wasm backend beside python3 and native runs\n\n"
+                               "`%s`, %s\n\n%s" % (" ".join(["tests/bench/wasm.py"] + sys.argv[1:]),
+                                                   time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), report))
 
 
 if __name__ == "__main__":

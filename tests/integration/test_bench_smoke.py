@@ -223,3 +223,30 @@ def test_missing_bwrap_is_a_clear_error(tmp_path):
     assert f"bwrap not found ({missing})" in err
     assert "apt-get install bubblewrap" in err
     assert out == ""
+
+
+def test_wasm_bench_fills_its_table(tmp_path):
+    """tests/bench/wasm.py, two iterations: every row has numbers, the
+    report file is written, nothing is left behind."""
+    rc, out, err = pycell_run_quiet(["run", "--backend", "wasm", "-c", "pass"])
+    if rc != 0:
+        pytest.skip("the wasm backend is not usable here: " + err)
+    env = dict(os.environ, PYCELL=PYCELL, PYCELL_DATADIR=DATADIR, PYTHONDONTWRITEBYTECODE="1")
+    before = set(children_of(os.getpid()))
+    out_file = tmp_path / "wasm.md"
+    p = subprocess.run([PY, str(REPO / "tests" / "bench" / "wasm.py"), "--iterations", "2", "--pace", "0.5",
+                        "--out", str(out_file)], env=env, capture_output=True, timeout=300)
+    check_no_leftovers(before, "wasm.py")
+    assert p.returncode == 0, p.stderr.decode()[-2000:]
+    rows = [line for line in out_file.read_text().splitlines() if line.startswith("| ") and "---" not in line]
+    names = [r.split(" | ")[0][2:] for r in rows[1:]]
+    assert names == ["python3", "pycell run (native)", "pycell run --backend wasm", "node + Pyodide, no jail",
+                     "pycell mcp, native", "pycell mcp --backend wasm"], rows
+    for r in rows[1:]:
+        assert re.fullmatch(r"\| .+ \| %s \| %s \| %sx \|" % (NUM, NUM, NUM), r), r
+
+
+def pycell_run_quiet(args):
+    p = subprocess.run([PYCELL, *args], env=dict(os.environ, PYCELL_DATADIR=DATADIR), capture_output=True,
+                       timeout=120)
+    return p.returncode, p.stdout.decode(), p.stderr.decode().strip()
