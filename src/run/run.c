@@ -819,7 +819,10 @@ static void add_limits(struct run *r)
 	if (r->timeout_ms)
 		result_add_limit(&r->result, "timeout_ms", r->timeout_ms, ENF_SUPERVISOR);
 	result_add_limit(&r->result, "output_bytes", output_cap(&r->req), ENF_SUPERVISOR);
-	result_add_limit(&r->result, "tmp_bytes", lim->tmp_bytes, ENF_TMPFS);
+	/* the wasm backend's /tmp is Pyodide's own, in its heap: memory_bytes
+	 * holds it, not the jail's tmpfs (which node may not write) */
+	if (!policy_is_wasm(q->policy))
+		result_add_limit(&r->result, "tmp_bytes", lim->tmp_bytes, ENF_TMPFS);
 	result_add_limit(&r->result, "workspace_bytes", lim->workspace_bytes, ENF_TMPFS);
 }
 

@@ -129,6 +129,8 @@ def test_files_in_the_workspace_and_tmp(backend):
     """)
     assert res["status"] == "ok", res["stderr"]
     assert res["stdout"] == "/workspace ['a.txt'] 10\n"
+    # the jail's /tmp tmpfs is not the wasm program's: its /tmp is in the heap
+    assert ("tmp_bytes" in [lim["name"] for lim in res["limits"]]) == (backend == "native")
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
