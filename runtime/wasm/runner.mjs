@@ -21,7 +21,8 @@
 //
 //   node ... runner.mjs --make-snapshot OUT   (make: the snapshot)
 
-import { closeSync, constants, openSync, readFileSync, readSync, writeFileSync, writeSync } from "node:fs";
+import { closeSync, constants, readFileSync, readSync, writeFileSync, writeSync } from "node:fs";
+import { endianness } from "node:os";
 
 const exitNow = process.reallyExit.bind(process);  // no exit handlers of anyone's
 const env = { ...process.env };  // the jail's environment, for os.environ
@@ -75,7 +76,7 @@ function writeAll(fd, buf) {
 
 const { loadPyodide } = await import(indexURL + "pyodide.mjs");
 
-async function load(options) {
+async function load() {
 	let snapshot;
 	try {
 		snapshot = readFileSync(SNAPSHOT);
@@ -83,7 +84,7 @@ async function load(options) {
 		snapshot = undefined;  // no snapshot: a full start (about 2 s more)
 	}
 	return loadPyodide({ indexURL, jsglobals: Object.create(null), env: { HOME: "/workspace" },
-			     _loadSnapshot: snapshot, ...options });
+			     _loadSnapshot: snapshot });
 }
 
 if (argv[0] === "--make-snapshot") {
@@ -102,7 +103,7 @@ const [runDir, workspace, mode, ...progArgs] = argv;
 
 let py;
 try {
-	py = await load({});
+	py = await load();
 } catch (e) {
 	fail("could not load Pyodide: " + (e && e.message ? e.message : e));
 }
@@ -147,7 +148,7 @@ FS.registerDevice(toolDev, {
 	},
 });
 FS.mkdev("/dev/pycell-tools", toolDev);
-let toolStream = FS.open("/dev/pycell-tools", "r+");
+const toolStream = FS.open("/dev/pycell-tools", "r+");
 if (toolStream.fd !== 3) {
 	// keep the numbering of the native path: fd 3 is the tool socket
 	FS.dupStream(toolStream, 3);
@@ -175,7 +176,8 @@ pycell._wasm.prepare
 	fail("the runtime could not start: " + (e && e.message ? e.message : e));
 }
 
-// The cell of a ready jail: its length (8 bytes), then its files.
+// The cell of a ready jail: its length (8 bytes, the host's byte order:
+// jail.c writes a uint64_t), then its files.
 function readProgram() {
 	const head = new Uint8Array(8);
 	let got = 0;
@@ -185,7 +187,7 @@ function readProgram() {
 			exitNow(0);  // the ready jail went unused
 		got += n;
 	}
-	const len = Number(new DataView(head.buffer).getBigUint64(0, true));
+	const len = Number(new DataView(head.buffer).getBigUint64(0, endianness() === "LE"));
 	const data = new Uint8Array(len);
 	for (got = 0; got < len;) {
 		const n = readWait(PROG_FD, data, got, len - got);
