@@ -338,25 +338,34 @@ def test_policy_test_fails_on_a_weakened_runner(weakened_datadir):
     assert doc["failed"] >= 1
 
 
+# State a run leaves wherever it can, and the look for it in the next run.
+LEAVE_STATE = """
+import sys, json, js
+open("/tmp/left", "w").write("x")
+open("/left", "w").write("x")
+open("/workspace/left", "w").write("x")
+json.leak = 1
+sys.modules["leaky"] = json
+try:
+    js.leak = 1
+except Exception:
+    pass
+x = 41
+x + 1
+"""
+LOOK_FOR_STATE = """
+import os, sys, json, js
+print(os.path.exists("/tmp/left"), os.path.exists("/left"), os.listdir("/workspace"),
+      hasattr(json, "leak"), "leaky" in sys.modules, hasattr(js, "leak"), "x" in globals())
+"""
+NO_STATE = "False False [] False False False False\n"
+
+
 def test_nothing_of_one_run_is_seen_by_the_next():
-    first = run("wasm", """
-        import sys, json, js
-        open("/tmp/left", "w").write("x")
-        open("/left", "w").write("x")
-        json.leak = 1
-        sys.modules["leaky"] = json
-        try:
-            js.leak = 1
-        except Exception:
-            pass
-    """)
+    first = run("wasm", LEAVE_STATE)
     assert first["status"] == "ok", first["stderr"]
-    second = run("wasm", """
-        import os, sys, json, js
-        print(os.path.exists("/tmp/left"), os.path.exists("/left"), hasattr(json, "leak"),
-              "leaky" in sys.modules, hasattr(js, "leak"))
-    """)
-    assert second["stdout"] == "False False False False False\n", second["stderr"]
+    second = run("wasm", LOOK_FOR_STATE)
+    assert second["stdout"] == NO_STATE, second["stderr"]
 
 
 # ------------------------------------------------------------ over MCP
@@ -453,30 +462,13 @@ def test_warm_cells_come_from_ready_jails_and_share_nothing(tmp_path):
     m = Mcp(pol)
     try:
         before = wait_ready(m.p.pid, 2)
-        sc = m.tool("run_python", {"code": textwrap.dedent("""
-            import sys, json, js
-            open("/tmp/left", "w").write("x")
-            open("/left", "w").write("x")
-            open("/workspace/left", "w").write("x")
-            json.leak = 1
-            sys.modules["leaky"] = json
-            try:
-                js.leak = 1
-            except Exception:
-                pass
-            x = 41
-            x + 1
-        """)})["structuredContent"]
+        sc = m.tool("run_python", {"code": LEAVE_STATE})["structuredContent"]
         assert (sc["status"], sc["return_value"]) == ("ok", 42), sc
         used = before - ready_nodes(m.p.pid)
         assert len(used) == 1, (before, used)
         before = wait_ready(m.p.pid, 2)
-        sc = m.tool("run_python", {"code": textwrap.dedent("""
-            import os, sys, json, js
-            print(os.path.exists("/tmp/left"), os.path.exists("/left"), os.listdir("/workspace"),
-                  hasattr(json, "leak"), "leaky" in sys.modules, hasattr(js, "leak"), "x" in globals())
-        """)})["structuredContent"]
-        assert sc["stdout"] == "False False [] False False False False\n", sc
+        sc = m.tool("run_python", {"code": LOOK_FOR_STATE})["structuredContent"]
+        assert sc["stdout"] == NO_STATE, sc
         assert len(before - ready_nodes(m.p.pid)) == 1
     finally:
         m.close()
