@@ -39,6 +39,12 @@ def need_wasm():
         pytest.skip("the wasm backend is not usable here: " + why)
 
 
+def wasm_policy(tmp_path):
+    pol = tmp_path / "wasm.json"
+    pol.write_text(json.dumps({"extends": "default", "backend": "wasm"}))
+    return pol
+
+
 def run(backend, code, *opts, **kw):
     if backend == "wasm":
         need_wasm()
@@ -404,8 +410,7 @@ class Mcp:
 
 def test_run_python_cells_on_wasm(tmp_path):
     need_wasm()
-    pol = tmp_path / "wasm.json"
-    pol.write_text(json.dumps({"extends": "default", "backend": "wasm"}))
+    pol = wasm_policy(tmp_path)
     m = Mcp(pol)
     try:
         r = m.tool("run_python", {"code": "y = x * 2\nprint('y', y)\n{'y': y, 'l': [1, 2.5]}",
@@ -457,8 +462,7 @@ def test_warm_cells_come_from_ready_jails_and_share_nothing(tmp_path):
     one cell; a cell that left state everywhere it could is not seen by
     the next, which comes from another ready jail."""
     need_wasm()
-    pol = tmp_path / "wasm.json"
-    pol.write_text(json.dumps({"extends": "default", "backend": "wasm"}))
+    pol = wasm_policy(tmp_path)
     m = Mcp(pol)
     try:
         before = wait_ready(m.p.pid, 2)
@@ -499,8 +503,7 @@ def test_a_ready_jail_whose_node_dies_is_replaced(tmp_path):
     next call is answered from another, and the pool makes up the number
     when it refills (as it does for native ready jails, at a call)."""
     need_wasm()
-    pol = tmp_path / "wasm.json"
-    pol.write_text(json.dumps({"extends": "default", "backend": "wasm"}))
+    pol = wasm_policy(tmp_path)
     m = Mcp(pol)
     try:
         before = wait_ready(m.p.pid, 2)
@@ -527,8 +530,7 @@ def test_pycell_serve_runs_wasm_cells_over_http(tmp_path):
     policy: the same runs, from its ready jails."""
     need_wasm()
     from test_serve import Serve
-    pol = tmp_path / "wasm.json"
-    pol.write_text(json.dumps({"extends": "default", "backend": "wasm"}))
+    pol = wasm_policy(tmp_path)
     s = Serve("--listen", "127.0.0.1:0", "--policy", str(pol), tmp_path=tmp_path)
     try:
         wait_ready(s.proc.pid, 1)
