@@ -93,24 +93,20 @@ static int check_backend(const struct jc *c, const struct policy *p);
 int policy_set_backend(struct policy *p, const char *backend, struct pc_err *err)
 {
 	struct jc c = { "option", "--backend", err };
-	cleanup_free char *was = p->backend;
+	char *was = p->backend;
+#ifndef HAVE_WASM
+	if (strcmp(backend, "wasm") == 0)
+		return pc_fail(err, ENOTSUP, "backend", "the wasm backend (Pyodide) is not built into this pycell "
+			       "(configure --with-wasm)");
+#endif
 	p->backend = xstrdup(backend);
-#ifndef HAVE_WASM
-	if (policy_is_wasm(p))
-		goto refuse;
-#endif
-	if (check_backend(&c, p) == 0)
-		return 0;
-#ifndef HAVE_WASM
-refuse:
-	if (policy_is_wasm(p))
-		pc_fail(err, ENOTSUP, "backend", "the wasm backend (Pyodide) is not built into this pycell "
-			"(configure --with-wasm)");
-#endif
-	free(p->backend);
-	p->backend = was;
-	was = NULL;
-	return -1;
+	if (check_backend(&c, p) < 0) {
+		free(p->backend);
+		p->backend = was;
+		return -1;
+	}
+	free(was);
+	return 0;
 }
 
 bool policy_is_wasm(const struct policy *p)

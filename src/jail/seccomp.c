@@ -481,10 +481,6 @@ static int compile_jail(const struct policy *p, struct plan *pl, struct sock_fil
 	return rc < 0 ? -1 : 0;
 }
 
-/* The second filter, for the jailed program only, when the policy does not
- * have "process": every way of forking answers EPERM.  Threads (clone with
- * CLONE_THREAD) are left to the first filter.  A policy rule for one of
- * these calls takes it out of here too. */
 /* The wasm backend's program (node) also loses exec once started: execve
  * EPERM, execveat only from WASM_EXEC_FD with AT_EMPTY_PATH (the start
  * itself, jail.c). */
@@ -500,6 +496,10 @@ static int add_exec_once(scmp_filter_ctx ctx)
 	return rc;
 }
 
+/* The second filter, for the jailed program only, when the policy does not
+ * have "process": every way of forking answers EPERM.  Threads (clone with
+ * CLONE_THREAD) are left to the first filter.  A policy rule for one of
+ * these calls takes it out of here too. */
 static int compile_program(const struct plan *pl, struct sock_filter **out, size_t *n,
 			   struct pc_err *err)
 {
