@@ -31,8 +31,6 @@ def _refuse(what):
 class _Channel:
     """fd 3 as tools.py uses a socket: send() a packet, recv_packet() one."""
 
-    family = type = None
-
     def send(self, data):
         return os.write(TOOL_FD, data)
 

@@ -248,7 +248,7 @@ static int check_backend(const struct jc *c, const struct policy *p)
 	if (p->packages.index)
 		return jc_fail(c, "packages", "packages on request need the native backend: pip installs "
 			       "CPython wheels, which Pyodide cannot load");
-	if (p->limits.open_files == 0 || p->limits.open_files > WASM_EXEC_FD)
+	if (p->limits.open_files > WASM_EXEC_FD)  /* never 0: its row's minimum is 16 */
 		return jc_fail(c, "limits.open_files", "at most %d with the wasm backend (node is "
 			       "executed from descriptor %d, which its program must never be able to "
 			       "open)", WASM_EXEC_FD, WASM_EXEC_FD);

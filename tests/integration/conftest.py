@@ -242,6 +242,43 @@ def check_no_leftovers(before, what):
     assert not leftover, f"{what} left processes behind: {leftover}"
 
 
+class RawMcp:
+    """`pycell mcp ARGS` over raw pipes, initialized (2025-06-18), run under
+    the command prefix when one is given; close() checks that nothing of it
+    is left."""
+
+    def __init__(self, args, prefix=()):
+        self.before = set(children_of(os.getpid()))
+        self.p = subprocess.Popen([*prefix, PYCELL, "mcp", *args], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  env=dict(os.environ, PYCELL_DATADIR=DATADIR))
+        self.next = 1
+        self.call("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                 "clientInfo": {"name": "t", "version": "1"}})
+
+    def call(self, method, params):
+        i, self.next = self.next, self.next + 1
+        self.p.stdin.write(json.dumps({"jsonrpc": "2.0", "id": i, "method": method, "params": params}).encode()
+                           + b"\n")
+        self.p.stdin.flush()
+        while True:
+            line = self.p.stdout.readline()
+            assert line, "the server ended: " + self.p.stderr.read().decode()[-2000:]
+            m = json.loads(line)
+            if m.get("id") == i:
+                return m["result"]
+
+    def tool(self, name, args):
+        return self.call("tools/call", {"name": name, "arguments": args})
+
+    def close(self):
+        self.p.stdin.close()
+        err = self.p.stderr.read()
+        assert self.p.wait(timeout=30) == 0, err
+        check_no_leftovers(self.before, "pycell mcp")
+        return err
+
+
 # ------------------------------------------------------------ running pycell
 
 # Extra options for every `pycell run`, e.g. PYCELL_RUN_FLAGS=--warm reruns

@@ -23,7 +23,7 @@ import time
 
 import pytest
 
-from conftest import DATADIR, HOST_IS_ROOT, PYCELL, check_no_leftovers, children_of
+from conftest import HOST_IS_ROOT, RawMcp
 from test_egress import CONF, net_fixture
 
 pytestmark = pytest.mark.skipif(not HOST_IS_ROOT, reason="package installs run in an egress jail, which "
@@ -115,29 +115,11 @@ def net():
     yield from net_fixture("pycell-packages-", serve_index)
 
 
-class Mcp:
-    """pycell mcp in the test's host namespace, over raw pipes."""
+class Mcp(RawMcp):
+    """pycell mcp in the test's host namespace."""
 
     def __init__(self, net, policy, conf=None):
-        self.before = set(children_of(os.getpid()))
-        argv = net.enter(net.host) + [PYCELL, "mcp", "--config", str(conf or net.conf), "--policy", str(policy)]
-        self.p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  env=dict(os.environ, PYCELL_DATADIR=DATADIR))
-        self.next = 1
-        self.call("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
-                                 "clientInfo": {"name": "t", "version": "1"}})
-
-    def call(self, method, params):
-        i, self.next = self.next, self.next + 1
-        self.p.stdin.write(json.dumps({"jsonrpc": "2.0", "id": i, "method": method, "params": params}).encode()
-                           + b"\n")
-        self.p.stdin.flush()
-        while True:
-            line = self.p.stdout.readline()
-            assert line, "the server ended: " + self.p.stderr.read().decode()[-2000:]
-            m = json.loads(line)
-            if m.get("id") == i:
-                return m["result"]
+        super().__init__(["--config", str(conf or net.conf), "--policy", str(policy)], prefix=net.enter(net.host))
 
     def run(self, code, packages=None):
         args = {"code": code}
@@ -147,13 +129,6 @@ class Mcp:
         res = self.call("tools/call", {"name": "run_python", "arguments": args})
         res["elapsed"] = time.monotonic() - t0
         return res
-
-    def close(self):
-        self.p.stdin.close()
-        err = self.p.stderr.read()
-        assert self.p.wait(timeout=30) == 0, err
-        check_no_leftovers(self.before, "pycell mcp")
-        return err
 
 
 @pytest.fixture

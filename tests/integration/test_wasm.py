@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (DATADIR, EXIT_TIMEOUT, EXIT_MEMORY_LIMIT, PYCELL, children_of, descendants,
-                      proc_stat, pycell_run, run_json)
+from conftest import (DATADIR, EXIT_TIMEOUT, EXIT_MEMORY_LIMIT, PYCELL, RawMcp, descendants, proc_stat,
+                      pycell_run, run_json)
 from test_tools import Tools, need_node_servers
 
 BACKENDS = ["native", "wasm"]
@@ -376,36 +376,8 @@ def test_nothing_of_one_run_is_seen_by_the_next():
 
 # ------------------------------------------------------------ over MCP
 
-class Mcp:
-    def __init__(self, policy):
-        self.before = set(children_of(os.getpid()))
-        self.p = subprocess.Popen([PYCELL, "mcp", "--policy", str(policy)], stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  env=dict(os.environ, PYCELL_DATADIR=DATADIR))
-        self.next = 1
-        self.call("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
-                                 "clientInfo": {"name": "t", "version": "1"}})
-
-    def call(self, method, params):
-        i, self.next = self.next, self.next + 1
-        self.p.stdin.write(json.dumps({"jsonrpc": "2.0", "id": i, "method": method, "params": params}).encode()
-                           + b"\n")
-        self.p.stdin.flush()
-        while True:
-            line = self.p.stdout.readline()
-            assert line, "the server ended: " + self.p.stderr.read().decode()[-2000:]
-            m = json.loads(line)
-            if m.get("id") == i:
-                return m["result"]
-
-    def tool(self, name, args):
-        return self.call("tools/call", {"name": name, "arguments": args})
-
-    def close(self):
-        self.p.stdin.close()
-        err = self.p.stderr.read()
-        assert self.p.wait(timeout=30) == 0, err
-        return err
+def Mcp(policy):
+    return RawMcp(["--policy", str(policy)])
 
 
 def test_run_python_cells_on_wasm(tmp_path):
