@@ -105,8 +105,9 @@ def prepare(env):
 
 def run(mode, argv, files=None):
     """Run the program: a cell from /run/pycell's files, or from files
-    (the bytes a ready jail was given), or a script (argv: its name, then
-    its arguments).  Python's exit status."""
+    (the bytes a ready or bare jail was given), or a script (argv: its
+    name, then its arguments; files, when given, are written to
+    /run/pycell first).  Python's exit status."""
     from pycell import _cell
     try:
         try:
@@ -117,6 +118,11 @@ def run(mode, argv, files=None):
             elif mode == "cell":
                 _cell.main()
             else:
+                if files is not None:
+                    # a bare jail's script: its files, in Pyodide's /run/pycell
+                    for name, data in _cell._unpack(files.to_bytes()).items():
+                        with open("/run/pycell/" + name, "wb") as f:
+                            f.write(data)
                 _script(["/run/pycell/" + argv[0]] + list(argv[1:]))
         except SystemExit as e:
             return _cell.exit_status(e)

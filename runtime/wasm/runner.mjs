@@ -2,8 +2,15 @@
 // (pid 2), in place of python, with Node's permission model on and code
 // generation from strings off (src/run/program.c builds the command):
 //
-//   node ... runner.mjs RUN_DIR WORKSPACE cell
+//   node ... runner.mjs RUN_DIR WORKSPACE cell | cell-ready
 //   node ... runner.mjs RUN_DIR WORKSPACE script PROG [ARGS...]
+//
+// cell-ready: the cell's files come on fd 15 (a ready jail's, or a bare
+// one's).  RUN_DIR and WORKSPACE "-": a bare jail, on a host that refuses
+// namespaces, whose node may read the runtime only and write nowhere: the
+// run's files come on fd 15 whatever the mode, /run/pycell and /workspace
+// are Pyodide's own (in its memory, fresh), and /run/pycell/lib is the
+// runtime this file is in.
 //
 // It loads Pyodide (from the memory snapshot made at build time when there
 // is one), gives it stdin, stdout and stderr as raw bytes on fds 0-2, the
@@ -25,6 +32,7 @@ import { closeSync, constants, readFileSync, readSync, writeFileSync, writeSync 
 import { endianness } from "node:os";
 
 const exitNow = process.reallyExit.bind(process);  // no exit handlers of anyone's
+const uid = process.getuid();
 const env = { ...process.env };  // the jail's environment, for os.environ
 const argv = process.argv.slice(2);
 const here = new URL(".", import.meta.url).pathname;
@@ -123,9 +131,15 @@ py.setStderr({ write: (buf) => writeAll(2, buf), isatty: false });
 // The run's files and the workspace, where the native path has them
 // (RUN_DIR and WORKSPACE are those paths in a jail; a test may give others).
 FS.mkdirTree("/run/pycell");
-FS.mount(FS.filesystems.NODEFS, { root: runDir }, "/run/pycell");
+if (runDir === "-") {
+	FS.mkdirTree("/run/pycell/lib");
+	FS.mount(FS.filesystems.NODEFS, { root: new URL("..", import.meta.url).pathname }, "/run/pycell/lib");
+} else {
+	FS.mount(FS.filesystems.NODEFS, { root: runDir }, "/run/pycell");
+}
 FS.mkdirTree("/workspace");
-FS.mount(FS.filesystems.NODEFS, { root: workspace }, "/workspace");
+if (workspace !== "-")
+	FS.mount(FS.filesystems.NODEFS, { root: workspace }, "/workspace");
 FS.chdir("/workspace");
 
 // fd 3: the tool socket.  One read is one packet, one write one packet
@@ -161,6 +175,10 @@ for (const name of ["process", "require", "module", "exports", "fetch", "WebSock
 		    "Request", "Response", "Headers", "FormData", "EventSource", "BroadcastChannel",
 		    "MessageChannel", "MessagePort", "navigator", "global"])
 	delete globalThis[name];
+// ... but for the one call Pyodide makes through it at run time, unguarded:
+// os.getuid() is process.getuid() in Node (Pyodide's getuid syscall), and
+// without it a fatal error of Pyodide's.  The id the kernel gave node.
+globalThis.process = Object.freeze({ getuid: () => uid });
 
 // Everything a cell needs before its program: a ready jail (cell-ready)
 // has done it when the cell comes.
@@ -201,7 +219,7 @@ function readProgram() {
 
 let status;
 try {
-	const files = mode === "cell-ready" ? readProgram() : null;
+	const files = mode === "cell-ready" || runDir === "-" ? readProgram() : undefined;  // None
 	status = run(mode, py.toPy(progArgs), files);
 } catch (e) {
 	fail("the program could not run: " + (e && e.message ? e.message : e));

@@ -21,6 +21,7 @@
 #include "cli/options.h"
 #include "config/result.h"
 #include "jail/cgroup.h"
+#include "jail/jail.h"
 #include "run/egress.h"
 
 enum check_status { CHECK_OK = 0, CHECK_WARN, CHECK_FAIL };
@@ -311,6 +312,7 @@ static void check_wasm(struct doctor *d)
 #ifdef HAVE_WASM
 	cleanup_free char *runner = xasprintf("%s/runtime/wasm/runner.mjs", pycell_datadir());
 	cleanup_free char *snap = xasprintf("%s/runtime/wasm/pyodide/snapshot.bin", pycell_datadir());
+	struct pc_err why = { 0 };
 	if (access(PYCELL_NODE, X_OK) < 0)
 		report(d, CHECK_WARN, "wasm", "install Node >= 20 at " PYCELL_NODE ", or configure --with-wasm where "
 		       "it is", "%s: %s; wasm runs fail to start", PYCELL_NODE, strerror(errno));
@@ -320,6 +322,13 @@ static void check_wasm(struct doctor *d)
 	else if (access(snap, R_OK) < 0)
 		report(d, CHECK_WARN, "wasm", "make (it makes the snapshot with Node)",
 		       "%s: %s; wasm runs start without it, about 2 s slower", snap, strerror(errno));
+	else if (jail_namespaces_refused(&why))
+		/* the run still goes: it says so itself, and this says what to fix */
+		report(d, CHECK_WARN, "wasm", "let pycell make user namespaces (the user namespaces line)",
+		       "Pyodide " PYODIDE_VERSION " in " PYCELL_NODE " runs without namespaces, as this host "
+		       "refuses them (%s): confined by no capabilities, no_new_privs, seccomp, rlimits, node's "
+		       "permission model and WebAssembly, without a root, pid or network namespace of its own",
+		       why.msg);
 	else
 		report(d, CHECK_OK, "wasm", NULL, "Pyodide " PYODIDE_VERSION " in " PYCELL_NODE
 		       " (permission model, no code from strings), from a memory snapshot, in the same jail as "

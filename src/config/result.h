@@ -75,6 +75,9 @@ void outbuf_free(struct output_buf *b);
 struct run_result {
 	enum run_status status;
 	const char *backend; /* "native" or "wasm" (static); NULL: "native" */
+	/* what confines the program (jail_layers: static), NULL-terminated;
+	 * NULL: not known (the run failed before its jail was chosen) */
+	const char *const *layers;
 	int exit_code;       /* -1 when killed by a signal or never started */
 	int signal;          /* 0 when exited */
 	struct output_buf out, err;

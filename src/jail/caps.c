@@ -70,7 +70,9 @@ static int capset_empty(void)
 	return (int)syscall(SYS_capset, &hdr, data);
 }
 
-static int verify_jail(uid_t uid, gid_t gid, int last, struct pc_err *err)
+/* bounding: the bounding set must be empty too (a bare jail's may not be:
+ * caps_drop_bare) */
+static int verify_jail(uid_t uid, gid_t gid, int last, bool bounding, struct pc_err *err)
 {
 	struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3, .pid = 0 };
 	struct __user_cap_data_struct data[2];
@@ -85,7 +87,7 @@ static int verify_jail(uid_t uid, gid_t gid, int last, struct pc_err *err)
 				       "effective %#x permitted %#x inheritable %#x (word %d)",
 				       data[i].effective, data[i].permitted, data[i].inheritable, i);
 	for (int cap = 0; cap <= last; cap++) {
-		if (prctl(PR_CAPBSET_READ, cap, 0, 0, 0) != 0)
+		if (bounding && prctl(PR_CAPBSET_READ, cap, 0, 0, 0) != 0)
 			return pc_fail(err, EPERM, "caps", "capability %d is still in the bounding set", cap);
 		if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_IS_SET, cap, 0, 0) > 0)
 			return pc_fail(err, EPERM, "caps", "capability %d is still in the ambient set", cap);
@@ -97,6 +99,36 @@ static int verify_jail(uid_t uid, gid_t gid, int last, struct pc_err *err)
 			       (unsigned)ru, (unsigned)eu, (unsigned)su, (unsigned)rg,
 			       (unsigned)eg, (unsigned)sg, (unsigned)uid, (unsigned)gid);
 	return 0;
+}
+
+/* The wasm backend on a host without namespaces (jail.c, bare): no user
+ * namespace to hold a full set in, so this process has what the supervisor
+ * kept.  The bounding set shrinks as far as we may (dropping from it needs
+ * CAP_SETPCAP, which a root supervisor gave up), the supplementary groups
+ * go as root, the ids become uid:gid (KEEP_CAPS is off: the permitted set
+ * empties when a root process changes to non-root ids), and the three
+ * sets are emptied.  Exec then gains nothing, even as uid 0: the seccomp
+ * step sets no_new_privs, under which the kernel caps what an exec may
+ * permit at what the process had, nothing (commoncap.c).  Checked: no
+ * capability in the effective, permitted, inheritable or ambient sets,
+ * and the ids as asked. */
+int caps_drop_bare(uid_t uid, gid_t gid, bool as_root, struct pc_err *err)
+{
+	int last = cap_last();
+
+	for (int cap = 0; cap <= last; cap++)
+		(void)prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
+	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
+		return pc_syserr(err, "caps", "clear the ambient set");
+	if (as_root && setgroups(0, NULL) < 0)
+		return pc_syserr(err, "caps", "drop the supplementary groups");
+	if (setresgid(gid, gid, gid) < 0)
+		return pc_syserr(err, "caps", "setresgid %u", (unsigned)gid);
+	if (setresuid(uid, uid, uid) < 0)
+		return pc_syserr(err, "caps", "setresuid %u", (unsigned)uid);
+	if (capset_empty() < 0)
+		return pc_syserr(err, "caps", "capset (empty the effective, permitted and inheritable sets)");
+	return verify_jail(uid, gid, last, false, err);
 }
 
 int caps_drop_jail(uid_t uid, gid_t gid, struct pc_err *err)
@@ -125,7 +157,7 @@ int caps_drop_jail(uid_t uid, gid_t gid, struct pc_err *err)
 		return pc_syserr(err, "caps", "setresuid %u", (unsigned)uid);
 	if (capset_empty() < 0)
 		return pc_syserr(err, "caps", "capset (empty the effective, permitted and inheritable sets)");
-	return verify_jail(uid, gid, last, err);
+	return verify_jail(uid, gid, last, true, err);
 }
 
 /* ------------------------------------------------------------ the supervisor */

@@ -10,6 +10,9 @@
 /* In the jail child, after the mounts: switch to uid/gid, and empty the
  * effective, permitted, inheritable, ambient and bounding sets. */
 int caps_drop_jail(uid_t uid, gid_t gid, struct pc_err *err);
+/* The same for a jail without namespaces (jail.c, bare): ids uid:gid,
+ * supplementary groups dropped when as_root, no capability left. */
+int caps_drop_bare(uid_t uid, gid_t gid, bool as_root, struct pc_err *err);
 /* In the supervisor at start: not dumpable; drop capabilities not needed. */
 int caps_harden_supervisor(struct pc_err *err);
 /* CAP_NET_ADMIN and CAP_NET_BIND_SERVICE into the effective set (on) or

@@ -160,7 +160,8 @@ static int run_setup_v1(struct cgroup_run *c, int i, const struct limits *lim, s
 	return 0;
 }
 
-static void report_limits(const struct cgroup_env *e, const struct limits *lim, struct run_result *r)
+static void report_limits(const struct cgroup_env *e, const struct limits *lim, bool own_userns,
+			  struct run_result *r)
 {
 	static const char *const names[CG_NCTRL] = { "memory_bytes", "pids", "cpu_millis" };
 	const uint64_t asked[CG_NCTRL] = { lim->memory_bytes, lim->pids, lim->cpu_millis };
@@ -171,7 +172,7 @@ static void report_limits(const struct cgroup_env *e, const struct limits *lim, 
 		if (!asked[c])
 			continue;
 		by = cg_ctrl_enforcer(e, c, &dir);
-		if (by == ENF_NONE && c == CG_PIDS && rlimit_nproc_per_userns())
+		if (by == ENF_NONE && c == CG_PIDS && own_userns && rlimit_nproc_per_userns())
 			by = ENF_RLIMIT;
 		result_add_limit(r, names[c], asked[c], by);
 		if (by == ENF_NONE)
@@ -217,8 +218,8 @@ static struct cgroup_run *run_new(struct cgroup_env *e)
 	return c;
 }
 
-int cgroup_run_create(struct cgroup_env *e, const struct limits *lim, struct cgroup_run **out,
-		      struct run_result *r, struct pc_err *err)
+int cgroup_run_create(struct cgroup_env *e, const struct limits *lim, bool own_userns,
+		      struct cgroup_run **out, struct run_result *r, struct pc_err *err)
 {
 	struct cgroup_run *c = run_new(e);
 	*out = NULL;
@@ -233,7 +234,7 @@ int cgroup_run_create(struct cgroup_env *e, const struct limits *lim, struct cgr
 		if (open_tasks(c, err) < 0)
 			goto fail;
 	}
-	report_limits(e, lim, r);
+	report_limits(e, lim, own_userns, r);
 	*out = c;
 	return 0;
 fail:

@@ -31,9 +31,10 @@ void cgroup_env_unwatch(struct cgroup_env *e);
 const char *cgroup_env_mode(const struct cgroup_env *e);  /* "cgroup2" "cgroup1" "none" */
 
 /* Create the run's cgroup(s) with the limits.  What enforces each limit,
- * and warnings for those nothing enforces, are added to r. */
-int cgroup_run_create(struct cgroup_env *e, const struct limits *lim, struct cgroup_run **out,
-		      struct run_result *r, struct pc_err *err);
+ * and warnings for those nothing enforces, are added to r; own_userns: the
+ * jail has a user namespace to count RLIMIT_NPROC in (rlimits_apply). */
+int cgroup_run_create(struct cgroup_env *e, const struct limits *lim, bool own_userns,
+		      struct cgroup_run **out, struct run_result *r, struct pc_err *err);
 /* The run's cgroup v2 directory, for clone3 CLONE_INTO_CGROUP, or -1. */
 int cgroup_run_clone_fd(const struct cgroup_run *c);
 /* Copy to fds the run's v1 "tasks" files (open for writing, owned by c);

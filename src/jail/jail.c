@@ -10,6 +10,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -283,6 +284,27 @@ fail:
 	return pc_syserr(err, "warm", "hand the program to node");
 }
 
+/* A bare jail's node, which has no /run/pycell of the host's to read, gets
+ * its files the same way, from init's copy of the spec: their length, then
+ * the files packed as jail_unpack_files reads them. */
+static int write_program_bytes(const struct jail_spec *s, int pipe_fd, struct pc_err *err)
+{
+	uint64_t len = 0;
+
+	for (int i = 0; i < s->n_files; i++)
+		len += strlen(s->files[i].name) + 1 + sizeof(uint64_t) + s->files[i].len;
+	if (write_all(pipe_fd, &len, sizeof(len)) < 0)
+		return pc_syserr(err, "exec", "hand the program to node");
+	for (int i = 0; i < s->n_files; i++) {
+		const struct jail_file *f = &s->files[i];
+		uint64_t n = f->len;
+		if (write_all(pipe_fd, f->name, strlen(f->name) + 1) < 0 || write_all(pipe_fd, &n, sizeof(n)) < 0 ||
+		    write_all(pipe_fd, f->data, f->len) < 0)
+			return pc_syserr(err, "exec", "hand %s to node", f->name);
+	}
+	return 0;
+}
+
 int jail_receive_program(int prog_fd, uint64_t *len)
 {
 	struct program_msg m;
@@ -304,12 +326,23 @@ int jail_receive_program(int prog_fd, uint64_t *len)
 
 /* ------------------------------------------------------------ the sequence */
 
+/* Can we give the jail a range of host ids?  Only as root of the initial
+ * user namespace: root inside another one (unshare -r, a rootless
+ * container) owns just the ids mapped to it, so it maps its own id only,
+ * like any other user. */
+static bool maps_id_range(void)
+{
+	return geteuid() == 0 && in_initial_userns();
+}
+
 /* What the steps share: the spec, the sync socket to the supervisor (it
  * moves above fd 3 in the "fds" step), and whether we map a range. */
 struct child {
 	const struct jail_spec *s;
 	int sync_fd;
 	bool as_root;
+	bool bare;                   /* no namespaces (jail_spec.bare) */
+	bool join_cgroup2;           /* cloned without CLONE_INTO_CGROUP: join it here */
 	uint32_t net_addr, net_gw;   /* an egress run's, from the release */
 };
 
@@ -339,7 +372,7 @@ static void child_start(struct child *c)
 	/* The supervisor is not dumpable and we inherited that, which makes
 	 * our /proc files root's: an unprivileged parent could not write our
 	 * maps.  Become dumpable and say so (exec resets it anyway). */
-	if (!c->as_root && (prctl(PR_SET_DUMPABLE, 1) < 0 || write(c->sync_fd, "r", 1) != 1))
+	if (!c->as_root && !c->bare && (prctl(PR_SET_DUMPABLE, 1) < 0 || write(c->sync_fd, "r", 1) != 1))
 		_exit(127);
 	/* wait until the parent has written our id maps (and made our
 	 * network, for an egress run) */
@@ -367,11 +400,16 @@ static int step_identity(struct child *c, struct pc_err *err)
 static int step_cgroups(struct child *c, struct pc_err *err)
 {
 	const struct jail_spec *s = c->s;
+	if (c->join_cgroup2) {
+		cleanup_close int fd = openat(s->cgroup.dir_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
+		if (fd < 0 || write(fd, "0", 1) != 1)
+			return pc_syserr(err, "cgroup", "join the run's cgroup");
+	}
 	if (cgroup_enter(s->cgroup.tasks, s->cgroup.n_tasks, err) < 0)
 		return -1;
 	for (int i = 0; i < s->cgroup.n_tasks; i++)
 		close(s->cgroup.tasks[i]);
-	if (unshare(CLONE_NEWCGROUP) < 0)
+	if (!c->bare && unshare(CLONE_NEWCGROUP) < 0)
 		return pc_syserr(err, "unshare", "cgroup namespace");
 	return 0;
 }
@@ -379,6 +417,10 @@ static int step_cgroups(struct child *c, struct pc_err *err)
 /* 2. The root filesystem (rootfs.c). */
 static int step_rootfs(struct child *c, struct pc_err *err)
 {
+	/* bare: the host's root, where node reads only what its permission
+	 * model lets it (program.c) */
+	if (c->bare)
+		return chdir("/") < 0 ? pc_syserr(err, "rootfs", "chdir /") : 0;
 	return rootfs_build(c->s, c->net_gw, err);
 }
 
@@ -387,7 +429,7 @@ static int step_network(struct child *c, struct pc_err *err)
 {
 	/* network "none": no socket of an address family could use lo
 	 * (seccomp), so it stays down, as a new netns makes it (0.3 ms) */
-	if (c->s->policy->network.mode == NET_NONE)
+	if (c->s->policy->network.mode == NET_NONE || c->bare)
 		return 0;
 	if (c->s->policy->network.mode == NET_EGRESS) {
 		if (!c->net_addr)
@@ -400,6 +442,8 @@ static int step_network(struct child *c, struct pc_err *err)
 static int step_hostname(struct child *c, struct pc_err *err)
 {
 	const char *h = c->s->policy->hostname;
+	if (c->bare)
+		return 0;   /* the host's own */
 	if (sethostname(h, strlen(h)) < 0)
 		return pc_syserr(err, "hostname", "sethostname %s", h);
 	return 0;
@@ -441,12 +485,19 @@ static int step_fds(struct child *c, struct pc_err *err)
 
 static int step_rlimits(struct child *c, struct pc_err *err)
 {
-	return rlimits_apply(&c->s->policy->limits, err);
+	return rlimits_apply(&c->s->policy->limits, !c->bare, err);
 }
 
 static int step_capabilities(struct child *c, struct pc_err *err)
 {
-	return caps_drop_jail(c->s->policy->jail_uid, c->s->policy->jail_gid, err);
+	const struct policy *p = c->s->policy;
+	/* bare: no namespace to map ids in.  As root, the unused host ids a
+	 * namespaced jail's map to; otherwise our own, the only ones we have. */
+	if (c->bare && maps_id_range())
+		return caps_drop_bare(jail_host_id_base + p->jail_uid, jail_host_id_base + p->jail_gid, true, err);
+	if (c->bare)
+		return caps_drop_bare(geteuid(), getegid(), false, err);
+	return caps_drop_jail(p->jail_uid, p->jail_gid, err);
 }
 
 /* The kernel clears the parent-death signal at every change of
@@ -504,8 +555,9 @@ static __attribute__((noreturn)) void start_python(struct child *c)
 	pid_t pid;
 
 	/* prog[0] init's end, prog[1] the program's; node (wasm) reads a
-	 * pipe, python a socket that carries the memfd */
-	bool bytes = s->park && policy_is_wasm(s->policy);
+	 * pipe, python a socket that carries the memfd.  A bare jail's node
+	 * reads its files from the pipe even when they are at hand. */
+	bool bytes = (s->park || c->bare) && policy_is_wasm(s->policy);
 	if (bytes && pipe2(prog, O_CLOEXEC) == 0) {
 		int t = prog[0];
 		prog[0] = prog[1];
@@ -525,6 +577,12 @@ static __attribute__((noreturn)) void start_python(struct child *c)
 	if (pid == 0) {
 		if (coverage_fd() >= 0)
 			close(coverage_fd());
+		/* no pid namespace takes a bare jail's program with its init:
+		 * the kernel does, when init dies */
+		if (c->bare && prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) {
+			pc_syserr(&err, "pdeathsig", "prctl(PR_SET_PDEATHSIG) for the program");
+			child_fail(c->sync_fd, &err);
+		}
 		if (s->filter && seccomp_filter_install_program(s->filter, &err) < 0)
 			child_fail(c->sync_fd, &err);
 		if (s->run_inline) {
@@ -556,6 +614,9 @@ static __attribute__((noreturn)) void start_python(struct child *c)
 		child_fail(c->sync_fd, &err);
 	}
 	python_pid = pid;
+	/* a program that ends before it has read its files must not take
+	 * init with it: EPIPE, not the signal */
+	signal(SIGPIPE, SIG_IGN);
 	if (s->park) {
 		close(prog[1]);
 		if ((bytes ? forward_program_bytes(c->sync_fd, prog[0], &err)
@@ -563,13 +624,21 @@ static __attribute__((noreturn)) void start_python(struct child *c)
 			child_fail(c->sync_fd, &err);
 		close(prog[0]);
 		prctl(PR_SET_NAME, "pycell-init");
+	} else if (bytes) {
+		close(prog[1]);
+		/* EPIPE: node ended first, and its status says how */
+		if (write_program_bytes(s, prog[0], &err) < 0 && err.errnum != EPIPE)
+			child_fail(c->sync_fd, &err);
+		close(prog[0]);
 	}
 	jail_init(c->sync_fd);
 }
 
-static __attribute__((noreturn)) void jail_child(const struct jail_spec *s, int sync_fd, bool as_root)
+static __attribute__((noreturn)) void jail_child(const struct jail_spec *s, int sync_fd, bool as_root,
+						 bool join_cgroup2)
 {
-	struct child c = { .s = s, .sync_fd = sync_fd, .as_root = as_root };
+	struct child c = { .s = s, .sync_fd = sync_fd, .as_root = as_root, .bare = s->bare,
+			   .join_cgroup2 = join_cgroup2 };
 	struct pc_err err = { 0 };
 
 	coverage_keep_host();
@@ -585,15 +654,6 @@ static __attribute__((noreturn)) void jail_child(const struct jail_spec *s, int 
 }
 
 /* ------------------------------------------------------------ the parent */
-
-/* Can we give the jail a range of host ids?  Only as root of the initial
- * user namespace: root inside another one (unshare -r, a rootless
- * container) owns just the ids mapped to it, so it maps its own id only,
- * like any other user. */
-static bool maps_id_range(void)
-{
-	return geteuid() == 0 && in_initial_userns();
-}
 
 static int write_id_maps(pid_t pid, const struct policy *p, struct pc_err *err)
 {
@@ -631,14 +691,65 @@ void jail_abort(struct jail *j)
 	j->pidfd = j->sync_fd = -1;
 }
 
+#define JAIL_NS_FLAGS (CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS)
+
+/* Refusals of the host (a sysctl, AppArmor, a container's seccomp), not
+ * limits reached: see jail.h. */
+static bool refused_for_good(int e)
+{
+	cleanup_free char *max = NULL;
+	size_t len;
+	if (e == EPERM || e == ENOSYS || e == EUSERS)
+		return true;
+	return e == ENOSPC && read_file("/proc/sys/user/max_user_namespaces", 32, &max, &len) == 0 &&
+	       strtoul(max, NULL, 10) == 0;
+}
+
+bool jail_namespaces_refused(struct pc_err *why)
+{
+	static int refused = -1;
+	static struct pc_err how;
+
+	if (refused < 0) {
+		struct clone_args args = { .flags = JAIL_NS_FLAGS, .exit_signal = SIGCHLD };
+		long pid = syscall(SYS_clone3, &args, sizeof(args));
+		if (pid == 0)
+			_exit(0);
+		if (pid > 0) {
+			while (waitpid((pid_t)pid, NULL, 0) < 0 && errno == EINTR)
+				;
+			refused = 0;
+		} else if (refused_for_good(errno)) {
+			pc_syserr(&how, "clone3", "clone3 into new namespaces");
+			refused = 1;
+		} else {
+			return false;   /* not known: asked again next time */
+		}
+	}
+	if (refused && why)
+		*why = how;
+	return refused == 1;
+}
+
+const char *const *jail_layers(bool wasm, bool bare)
+{
+	static const char *const native[] = { "namespaces", "private root", "no capabilities",
+					      "no_new_privs", "seccomp", "rlimits", NULL };
+	static const char *const in_jail[] = { "namespaces", "private root", "no capabilities",
+					       "no_new_privs", "seccomp", "rlimits", "node permissions",
+					       "webassembly", NULL };
+	static const char *const alone[] = { "no capabilities", "no_new_privs", "seccomp", "rlimits",
+					     "node permissions", "webassembly", NULL };
+	return !wasm ? native : bare ? alone : in_jail;
+}
+
 int jail_clone(const struct jail_spec *s, struct jail *j, struct pc_err *err)
 {
 	struct clone_args args = {
-		.flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC |
-			 CLONE_NEWUTS | CLONE_PIDFD,
+		.flags = (s->bare ? 0 : JAIL_NS_FLAGS) | CLONE_PIDFD,
 		.exit_signal = SIGCHLD,
 	};
-	bool as_root = maps_id_range();
+	bool as_root = maps_id_range() && !s->bare, join_cgroup2 = false;
 	cleanup_pair int sv[2] = { -1, -1 };
 	int pidfd = -1;
 	long pid;
@@ -655,7 +766,17 @@ int jail_clone(const struct jail_spec *s, struct jail *j, struct pc_err *err)
 		return pc_fail(err, EAGAIN, "clone3", "clone3 into new namespaces: %s (injected fault)",
 			       strerror(EAGAIN));
 	pid = syscall(SYS_clone3, &args, sizeof(args));
-	if (pid < 0 && (errno == ENOSPC || errno == EUSERS || errno == EPERM))
+	if (pid < 0 && errno == ENOSYS && s->bare) {
+		/* clone3 refused, as container profiles do (glibc falls back
+		 * the same way): clone, whose pidfd comes back where parent_tid
+		 * points (the third argument on x86_64 and arm64 alike); the
+		 * child joins a cgroup2 directory itself */
+		pid = syscall(SYS_clone, (unsigned long)(CLONE_PIDFD | SIGCHLD), NULL, &pidfd, NULL, 0UL);
+		join_cgroup2 = s->cgroup.into;
+	}
+	if (pid < 0 && s->bare)
+		return pc_syserr(err, "clone3", "clone3 (no namespaces: this host refuses them)");
+	if (pid < 0 && (errno == ENOSYS || errno == ENOSPC || errno == EUSERS || errno == EPERM))
 		/* the namespace limits (user.max_*_namespaces) or a policy of
 		 * the host (AppArmor, a container's seccomp, a sysctl) */
 		return pc_syserr(err, "clone3", "clone3 into new namespaces: this host does not let pycell make "
@@ -664,12 +785,13 @@ int jail_clone(const struct jail_spec *s, struct jail *j, struct pc_err *err)
 		return pc_syserr(err, "clone3", "clone3 into new namespaces");
 	if (pid == 0) {
 		close(sv[0]);
-		jail_child(s, sv[1], as_root); /* does not return */
+		jail_child(s, sv[1], as_root, join_cgroup2); /* does not return */
 	}
 	j->pid = (pid_t)pid;
 	j->pidfd = pidfd;
 	j->sync_fd = steal_fd(&sv[0]); /* the child's end closes as this returns */
-	if (!as_root && read(j->sync_fd, &ready, 1) != 1) {
+	j->bare = s->bare;
+	if (!as_root && !s->bare && read(j->sync_fd, &ready, 1) != 1) {
 		pc_syserr(err, "spawn", "wait for the jail child");
 		jail_abort(j);
 		return -1;
@@ -682,9 +804,10 @@ int jail_release(const struct jail_spec *s, struct jail *j, struct pc_err *err)
 	struct jail_go go = { .go = 'g' };
 
 	log_debug("%6llu us: jail %d: cloned", (unsigned long long)log_elapsed_us(), (int)j->pid);
-	if ((fault_at("idmap") ? pc_fail(err, EPERM, "idmap", "write the id maps of jail %d: %s (injected fault)",
-					 (int)j->pid, strerror(EPERM))
-			       : write_id_maps(j->pid, s->policy, err)) < 0) {
+	/* a bare jail has no user namespace to map */
+	if (!j->bare && (fault_at("idmap") ? pc_fail(err, EPERM, "idmap", "write the id maps of jail %d: %s "
+						     "(injected fault)", (int)j->pid, strerror(EPERM))
+					   : write_id_maps(j->pid, s->policy, err)) < 0) {
 		jail_abort(j);
 		return -1;
 	}

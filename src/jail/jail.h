@@ -57,12 +57,19 @@ struct jail_spec {
 	 * initialised interpreter); prog_fd is its end of the program socket
 	 * in a ready jail (jail_receive_program), else -1.  Must not return. */
 	void (*run_inline)(const struct jail_spec *s, int prog_fd);
+	/* The wasm backend on a host that refuses namespaces
+	 * (jail_namespaces_refused): no namespace and no root of its own; the
+	 * child joins the run's cgroups, drops its ids and capabilities, sets
+	 * its rlimits and filter, and gives node its files through the
+	 * program pipe.  SECURITY.md says what holds then. */
+	bool bare;
 };
 
 struct jail {
 	pid_t pid;      /* host pid of the jail's init */
 	int pidfd;      /* pidfd of init (readable when it exits) */
 	int sync_fd;    /* seqpacket: struct jail_msg from the child */
+	bool bare;      /* made without namespaces (jail_spec.bare) */
 };
 
 enum jail_msg_type { JAIL_MSG_ERROR = 1, JAIL_MSG_EXIT, JAIL_MSG_PROGRAM };
@@ -107,6 +114,18 @@ void jail_abort(struct jail *j);
 /* Record where main()'s argv and environ strings are, so a jail's init
  * can blank its inherited copy of them (/proc/1/cmdline, /proc/1/environ). */
 void jail_note_cmdline(char **argv);
+/* Whether this host refuses the jail's namespaces: learned once per
+ * process by cloning a child into them.  Refused means for good: EPERM (a
+ * sysctl, AppArmor, a container's seccomp), ENOSYS (clone3 itself
+ * refused, as container seccomp profiles do), EUSERS (nested too deep),
+ * or ENOSPC where user.max_user_namespaces is 0.  A limit merely reached
+ * (ENOSPC under load, ENOMEM) is not: it is never a reason to run with
+ * less.  When refused, *why (may be NULL) says how. */
+bool jail_namespaces_refused(struct pc_err *why);
+/* What confines a jail's program, in the words results, sandbox_info and
+ * doctor use (SECURITY.md describes each): NULL-terminated,
+ * static.  Limits are not here: each names its enforcer. */
+const char *const *jail_layers(bool wasm, bool bare);
 /* Host uid/gid the jail's ids map to when pycell runs as root. */
 extern uid_t jail_host_id_base;
 

@@ -41,7 +41,7 @@ static int lower_rlimit(int res, const char *name, uint64_t want, struct pc_err 
 
 /* Never RLIMIT_AS: runtimes reserve far more address space than they use
  * (CPython's allocators, numpy, the JIT of the WASM backend). */
-int rlimits_apply(const struct limits *lim, struct pc_err *err)
+int rlimits_apply(const struct limits *lim, bool own_userns, struct pc_err *err)
 {
 	if (lower_rlimit(RLIMIT_CORE, "RLIMIT_CORE", 0, err) < 0)
 		return -1;
@@ -49,7 +49,7 @@ int rlimits_apply(const struct limits *lim, struct pc_err *err)
 		return -1;
 	if (lim->open_files && lower_rlimit(RLIMIT_NOFILE, "RLIMIT_NOFILE", lim->open_files, err) < 0)
 		return -1;
-	if (lim->pids && rlimit_nproc_per_userns() &&
+	if (lim->pids && own_userns && rlimit_nproc_per_userns() &&
 	    lower_rlimit(RLIMIT_NPROC, "RLIMIT_NPROC", lim->pids, err) < 0)
 		return -1;
 	return 0;

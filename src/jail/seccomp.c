@@ -483,10 +483,16 @@ static int compile_jail(const struct policy *p, struct plan *pl, struct sock_fil
 
 /* The wasm backend's program (node) also loses exec once started: execve
  * EPERM, execveat only from WASM_EXEC_FD with AT_EMPTY_PATH (the start
- * itself, jail.c). */
-static int add_exec_once(scmp_filter_ctx ctx)
+ * itself, jail.c).  And it signals no process, itself included: node
+ * needs no signal sent, and a bare jail (jail.c) has no pid namespace
+ * around the processes of its uid. */
+static int add_wasm_program(scmp_filter_ctx ctx)
 {
+	static const int signals[] = { SCMP_SYS(kill), SCMP_SYS(tkill), SCMP_SYS(tgkill),
+				       SCMP_SYS(rt_sigqueueinfo), SCMP_SYS(rt_tgsigqueueinfo) };
 	int rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(execve), 0);
+	for (size_t i = 0; i < ARRAY_SIZE(signals) && rc == 0; i++)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), signals[i], 0);
 	if (rc == 0)
 		rc = add_cmp(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(execveat),
 			     SCMP_A0(SCMP_CMP_NE, WASM_EXEC_FD));
@@ -509,7 +515,7 @@ static int compile_program(const struct plan *pl, struct sock_filter **out, size
 
 	if (!(ctx = new_ctx(SCMP_ACT_ALLOW, err)))
 		return -1;
-	if (pl->wasm && (rc = add_exec_once(ctx)) < 0)
+	if (pl->wasm && (rc = add_wasm_program(ctx)) < 0)
 		rule_fail(err, rc, "execve");
 	for (size_t i = 0; i < ARRAY_SIZE(forks) && rc == 0; i++) {
 		const struct decision *d = plan_find(pl, forks[i]);

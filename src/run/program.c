@@ -19,21 +19,36 @@ void program_strv_free(char **v)
 /* node with its permission model (reads of the run's files and the
  * workspace, writes to the workspace; no child processes, workers, native
  * addons or WASI) and no code from strings (eval, new Function: the way
- * from any JavaScript object to the global scope), running the runner. */
+ * from any JavaScript object to the global scope), running the runner.
+ * A bare jail's node reads the runtime (runner, Pyodide, the pycell
+ * package) and writes nothing: no directory of the host is the run's. */
 static char **wasm_argv(const struct program *prog, size_t nargs)
 {
-	static const char *const node[] = {
-		PYCELL_NODE, PYCELL_NODE_PERMISSION, "--allow-fs-read=" JAIL_RUN_DIR,
-		"--allow-fs-read=" JAIL_WORKSPACE, "--allow-fs-write=" JAIL_WORKSPACE,
-		"--disallow-code-generation-from-strings", "--no-warnings", PYCELL_NODE_WASM_TIER,
-		JAIL_WASM_RUNNER, JAIL_RUN_DIR, JAIL_WORKSPACE,
+	static const char *const jailed[] = {
+		"--allow-fs-read=" JAIL_RUN_DIR, "--allow-fs-read=" JAIL_WORKSPACE,
+		"--allow-fs-write=" JAIL_WORKSPACE,
 	};
+	const char *rt = prog->bare_runtime;
 	size_t n = 0;
-	char **v = xcalloc(ARRAY_SIZE(node) + nargs + 3, sizeof(char *));
-	for (size_t i = 0; i < ARRAY_SIZE(node); i++)
-		v[n++] = xstrdup(node[i]);
+	char **v = xcalloc(ARRAY_SIZE(jailed) + nargs + 12, sizeof(char *));
+
+	v[n++] = xstrdup(PYCELL_NODE);
+	v[n++] = xstrdup(PYCELL_NODE_PERMISSION);
+	if (rt) {
+		v[n++] = xasprintf("--allow-fs-read=%s", rt);
+	} else {
+		for (size_t i = 0; i < ARRAY_SIZE(jailed); i++)
+			v[n++] = xstrdup(jailed[i]);
+	}
+	v[n++] = xstrdup("--disallow-code-generation-from-strings");
+	v[n++] = xstrdup("--no-warnings");
+	v[n++] = xstrdup(PYCELL_NODE_WASM_TIER);
+	/* runner RUN_DIR WORKSPACE: "-" for each in a bare jail */
+	v[n++] = rt ? xasprintf("%s/wasm/runner.mjs", rt) : xstrdup(JAIL_WASM_RUNNER);
+	v[n++] = xstrdup(rt ? "-" : JAIL_RUN_DIR);
+	v[n++] = xstrdup(rt ? "-" : JAIL_WORKSPACE);
 	if (prog->mode == RUN_MODE_CELL) {
-		v[n++] = xstrdup(prog->ready ? "cell-ready" : "cell");
+		v[n++] = xstrdup(prog->ready || rt ? "cell-ready" : "cell");
 	} else {
 		v[n++] = xstrdup("script");
 		v[n++] = xstrdup(prog->prog_name ? prog->prog_name : "main.py");

@@ -30,6 +30,9 @@ struct program {
 	bool outputs;                 /* RUN_MODE_CELL: send images and changed files back */
 	bool ready;                   /* RUN_MODE_CELL, wasm: a jail made ahead, whose node
 	                                 reads the cell from WASM_PROG_FD */
+	const char *bare_runtime;     /* wasm, a bare jail (jail_spec.bare): NULL, or the
+	                                 host's runtime dir, all node may read; the files
+	                                 come from WASM_PROG_FD, /workspace is Pyodide's */
 };
 
 /* python [flags] /run/pycell/PROG ARGS... (a script) or python [flags] -c

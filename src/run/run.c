@@ -11,6 +11,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
@@ -74,6 +75,7 @@ struct run {
 	char **argv, **envp;
 	bool spawned, reaped, got_exit, got_error, timed_out, cancelled, done;
 	bool tool_done;        /* on_tool_done has been called */
+	bool bare;             /* a wasm jail without namespaces (jail_spec.bare) */
 	struct blob_rx blob;
 	struct jail_msg exit_msg;
 };
@@ -693,11 +695,25 @@ static int run_spawn(struct run *r, bool park, struct pc_err *setup_err)
 	struct jail_spec spec = { 0 };
 	int in[2] = { -1, -1 }, o[2] = { -1, -1 }, e[2] = { -1, -1 }, tool[2] = { -1, -1 };
 	cleanup_free char *vars = NULL;
+	cleanup_free char *bare_runtime = NULL;
+	struct pc_err ns_why = { 0 };
 	bool served;
 
 	if (q->spawner && q->spawner->ops->revive && q->spawner->ops->serves(q->spawner, p))
 		q->spawner->ops->revive(q->spawner);
-	if (q->cgroups && cgroup_run_create(q->cgroups, &p->limits, &r->cgroup, &r->result, setup_err) < 0)
+	/* the wasm backend runs where the host refuses namespaces, without
+	 * them; the native one needs them (its clone fails, saying so) */
+	r->bare = policy_is_wasm(p) && jail_namespaces_refused(&ns_why);
+	r->result.layers = jail_layers(policy_is_wasm(p), r->bare);
+	if (r->bare) {
+		/* all node may read, named as the kernel will see it */
+		if (!(bare_runtime = realpath(q->runtime_dir, NULL)))
+			return pc_syserr(setup_err, "runtime", "the runtime directory %s", q->runtime_dir);
+		result_add_warning(&r->result, "this host refuses namespaces (%s): the wasm run has no namespace "
+				   "and no root of its own; \"layers\" lists what confines it (SECURITY.md, "
+				   "\"The wasm backend without namespaces\")", ns_why.msg);
+	}
+	if (q->cgroups && cgroup_run_create(q->cgroups, &p->limits, !r->bare, &r->cgroup, &r->result, setup_err) < 0)
 		return -1;
 	log_debug("%6llu us: run cgroup created", (unsigned long long)log_elapsed_us());
 	if (!q->cgroups)
@@ -728,6 +744,7 @@ static int run_spawn(struct run *r, bool park, struct pc_err *setup_err)
 	tool_sndbuf(tool[0]);
 	tool_sndbuf(tool[1]);
 	prog = program_of(q);
+	prog.bare_runtime = bare_runtime;
 	/* the request's spawner starts this run (else a cold one, below) */
 	sp = q->spawner;
 	served = sp && sp->ops->serves(sp, p) && !spec.net_setup && !q->packages_dir;
@@ -737,6 +754,7 @@ static int run_spawn(struct run *r, bool park, struct pc_err *setup_err)
 	r->argv = program_argv(p, &prog);
 	r->envp = program_envp(p, q->packages_dir != NULL);
 	spec.policy = p;
+	spec.bare = r->bare;
 	spec.filter = q->filter;
 	spec.argv = r->argv;
 	spec.envp = r->envp;
@@ -823,7 +841,9 @@ static void add_limits(struct run *r)
 	 * holds it, not the jail's tmpfs (which node may not write) */
 	if (!policy_is_wasm(q->policy))
 		result_add_limit(&r->result, "tmp_bytes", lim->tmp_bytes, ENF_TMPFS);
-	result_add_limit(&r->result, "workspace_bytes", lim->workspace_bytes, ENF_TMPFS);
+	/* a bare jail's /workspace is Pyodide's too */
+	if (!r->bare)
+		result_add_limit(&r->result, "workspace_bytes", lim->workspace_bytes, ENF_TMPFS);
 }
 
 /* The request's part: its limits in the result, the loop's watches, stdin

@@ -472,9 +472,8 @@ static int recv_reply(int fd, int flags, struct spawn_reply *reply, struct jail 
 		return -1;
 	}
 	memcpy(fds, CMSG_DATA(c), sizeof(fds));
-	j->pid = reply->pid;
-	j->pidfd = fds[0];
-	j->sync_fd = fds[1];
+	/* whole: a zygote's jail is never bare */
+	*j = (struct jail){ .pid = reply->pid, .pidfd = fds[0], .sync_fd = fds[1] };
 	return 1;
 }
 

@@ -25,7 +25,7 @@ def limit(res, name):
 
 
 RESULT_KEYS = {"status", "exit_code", "signal", "stdout", "stderr", "truncated",
-               "return_value", "duration_ms", "cpu_ms", "memory_peak_bytes", "backend", "limits",
+               "return_value", "duration_ms", "cpu_ms", "memory_peak_bytes", "backend", "layers", "limits",
                "warnings"}
 
 
@@ -223,6 +223,7 @@ def test_result_object_shape():
     res = run_json(code)
     assert set(res) == RESULT_KEYS | {"tool_calls"}
     assert res["status"] == "ok"
+    assert res["layers"] == ["namespaces", "private root", "no capabilities", "no_new_privs", "seccomp", "rlimits"]
     assert (res["exit_code"], res["signal"]) == (0, None)
     assert (res["stdout"], res["stderr"]) == ("hi\n", "warn\n")
     assert res["truncated"] == {"stdout": False, "stderr": False}
