@@ -8,6 +8,7 @@
 #include "config.h"
 
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <errno.h>
 #include <microhttpd.h>
@@ -28,6 +29,41 @@
 #include "base/jsonrpc.h"
 #include "base/log.h"
 #include "mcp/transport_http.h"
+
+/* libmicrohttpd, opened by the first http_server_new: linked, it and the
+ * GnuTLS it brings (ten libraries, and GnuTLS's constructor) cost every
+ * pycell process 1.2 ms at its start, `pycell run` and each cold jail's
+ * supervisor included, which never serve HTTP. */
+#define MHD_FUNCTIONS(X)                                                                   \
+	X(start_daemon) X(stop_daemon) X(run) X(get_timeout) X(get_daemon_info)            \
+	X(get_connection_info) X(lookup_connection_value) X(suspend_connection)             \
+	X(resume_connection) X(queue_response) X(create_response_from_buffer)               \
+	X(create_response_from_callback) X(add_response_header) X(destroy_response)
+static struct {
+#define MHD_FIELD(name) __typeof__(MHD_##name) *name;
+	MHD_FUNCTIONS(MHD_FIELD)
+#undef MHD_FIELD
+} mhd;
+
+static int mhd_open(struct pc_err *err)
+{
+	static void *lib;
+	if (lib)
+		return 0;
+	lib = dlopen(PYCELL_MHD_SONAME, RTLD_NOW | RTLD_LOCAL);
+	if (!lib)
+		return pc_fail(err, ELIBACC, "serve", "%s (libmicrohttpd, which pycell serve needs) would not load: "
+			       "%s", PYCELL_MHD_SONAME, dlerror());
+#define MHD_LOAD(name)                                                                             \
+	if (!(*(void **)&mhd.name = dlsym(lib, "MHD_" #name))) {                                   \
+		dlclose(lib);                                                                      \
+		lib = NULL;                                                                        \
+		return pc_fail(err, ELIBBAD, "serve", "%s has no MHD_" #name, PYCELL_MHD_SONAME);  \
+	}
+	MHD_FUNCTIONS(MHD_LOAD)
+#undef MHD_LOAD
+	return 0;
+}
 
 #define ENDPOINT "/mcp"
 /* A refused request's body is read (then its refusal sent) up to this */
@@ -162,7 +198,7 @@ static int check_origin(struct hreq *r);
 
 static const char *header(struct MHD_Connection *c, const char *name)
 {
-	return MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
+	return mhd.lookup_connection_value(c, MHD_HEADER_KIND, name);
 }
 
 static bool is_loopback_name(const char *host, size_t len)
@@ -222,17 +258,17 @@ static char *header_value(const char *v, size_t *len)
 static enum MHD_Result queue(struct MHD_Connection *c, unsigned status, const char *ctype, const char *body,
 			     const char *const *headers)
 {
-	struct MHD_Response *resp = MHD_create_response_from_buffer(body ? strlen(body) : 0, (void *)(body ? body : ""),
-								     MHD_RESPMEM_MUST_COPY);
+	struct MHD_Response *resp = mhd.create_response_from_buffer(body ? strlen(body) : 0,
+								     (void *)(body ? body : ""), MHD_RESPMEM_MUST_COPY);
 	enum MHD_Result ret;
 	if (!resp)
 		return MHD_NO;
 	if (ctype)
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+		mhd.add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
 	for (size_t i = 0; headers && headers[i]; i += 2)
-		MHD_add_response_header(resp, headers[i], headers[i + 1]);
-	ret = MHD_queue_response(c, status, resp);
-	MHD_destroy_response(resp);
+		mhd.add_response_header(resp, headers[i], headers[i + 1]);
+	ret = mhd.queue_response(c, status, resp);
+	mhd.destroy_response(resp);
 	return ret;
 }
 
@@ -405,7 +441,7 @@ static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max)
 		return MHD_CONTENT_READER_END_OF_STREAM;
 	/* nothing yet: wait for the next message (hreq_push resumes) */
 	r->suspended = true;
-	MHD_suspend_connection(r->conn);
+	mhd.suspend_connection(r->conn);
 	return 0;
 }
 
@@ -472,7 +508,7 @@ static void hreq_resume(struct hreq *r)
 	if (!r->suspended)
 		return;
 	r->suspended = false;
-	MHD_resume_connection(r->conn);
+	mhd.resume_connection(r->conn);
 	/* In external polling mode MHD hears of a resumed connection only at
 	 * its next MHD_run (its wake-up does not reach this loop): now. */
 	timer_by(r->h, 0);
@@ -915,17 +951,17 @@ static enum MHD_Result answer(struct hreq *r)
 		return respond(r, MHD_HTTP_NO_CONTENT, NULL, NULL, NULL);
 	}
 	if (r->streaming) {
-		resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, SSE_BLOCK, sse_reader, r, NULL);
+		resp = mhd.create_response_from_callback(MHD_SIZE_UNKNOWN, SSE_BLOCK, sse_reader, r, NULL);
 		if (!resp)
 			return MHD_NO;
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-		MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+		mhd.add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+		mhd.add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+		mhd.add_response_header(resp, "X-Accel-Buffering", "no");
 		if (r->is_initialize && r->hs && r->hs->initialized)
-			MHD_add_response_header(resp, HDR_SESSION, r->hs->id);
+			mhd.add_response_header(resp, HDR_SESSION, r->hs->id);
 		r->queued = true;
-		ret = MHD_queue_response(r->conn, MHD_HTTP_OK, resp);
-		MHD_destroy_response(resp);
+		ret = mhd.queue_response(r->conn, MHD_HTTP_OK, resp);
+		mhd.destroy_response(resp);
 		return ret;
 	}
 	if (r->done) {
@@ -935,7 +971,7 @@ static enum MHD_Result answer(struct hreq *r)
 	}
 	/* answered later: wait (on_conn_hup hears the client leave) */
 	r->suspended = true;
-	MHD_suspend_connection(r->conn);
+	mhd.suspend_connection(r->conn);
 	return MHD_YES;
 }
 
@@ -956,7 +992,7 @@ static enum MHD_Result on_delete(struct hreq *r)
 
 static struct hconn *conn_of(struct MHD_Connection *c)
 {
-	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	const union MHD_ConnectionInfo *ci = mhd.get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
 	return ci ? ci->socket_context : NULL;
 }
 
@@ -1064,7 +1100,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 	struct http_server *h = cls;
 	struct hconn *hc = *socket_context;
 	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
-		const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+		const union MHD_ConnectionInfo *ci = mhd.get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
 		hc = xcalloc(1, sizeof(*hc));
 		hc->h = h;
 		hc->fd = ci ? ci->connect_fd : -1;
@@ -1122,13 +1158,13 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 static void arm_timer(struct http_server *h)
 {
 	MHD_UNSIGNED_LONG_LONG ms = 0;
-	if (MHD_get_timeout(h->d, &ms) == MHD_YES)
+	if (mhd.get_timeout(h->d, &ms) == MHD_YES)
 		timer_by(h, now_ms() + (ms ? ms : 1));
 }
 
 static void run_mhd(struct http_server *h)
 {
-	MHD_run(h->d);
+	mhd.run(h->d);
 	arm_timer(h);
 }
 
@@ -1300,6 +1336,8 @@ struct http_server *http_server_new(struct loop *l, const struct http_config *cf
 	h->loop = l;
 	h->cfg = *cfg;
 	h->listen_fd = h->timer_fd = h->tick_fd = -1;
+	if (mhd_open(err) < 0)
+		goto fail;
 	if (cfg->listen_fd > 0) {
 		h->listen_fd = cfg->listen_fd;
 		if (adopt(h, cfg->listen_fd, "the socket systemd passed", err) < 0)
@@ -1307,7 +1345,7 @@ struct http_server *http_server_new(struct loop *l, const struct http_config *cf
 	} else if (listen_on(h, cfg->listen, err) < 0) {
 		goto fail;
 	}
-	h->d = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+	h->d = mhd.start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL,
 				on_request, h,
 				MHD_OPTION_LISTEN_SOCKET, h->listen_fd,
 				MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
@@ -1321,7 +1359,7 @@ struct http_server *http_server_new(struct loop *l, const struct http_config *cf
 		pc_fail(err, EIO, "serve", "libmicrohttpd would not start on %s", cfg->listen);
 		goto fail;
 	}
-	di = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_EPOLL_FD);
+	di = mhd.get_daemon_info(h->d, MHD_DAEMON_INFO_EPOLL_FD);
 	h->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 	h->tick_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 	if (!di || h->timer_fd < 0 || h->tick_fd < 0 ||
@@ -1372,8 +1410,8 @@ void http_server_free(struct http_server *h)
 				shutdown(hc->fd, SHUT_RDWR);
 		}
 		for (int round = 0; round < 3; round++)
-			MHD_run(h->d);
-		MHD_stop_daemon(h->d);
+			mhd.run(h->d);
+		mhd.stop_daemon(h->d);
 	}
 	if (h->w_mhd.registered)
 		loop_del(h->loop, &h->w_mhd);
