@@ -101,6 +101,20 @@ static int verify_jail(uid_t uid, gid_t gid, int last, bool bounding, struct pc_
 	return 0;
 }
 
+/* The last of both drops: the ids, then no capability left (KEEP_CAPS is
+ * off, so the setresuid to non-root ids empties the permitted set, and the
+ * capset does the rest), checked. */
+static int become(uid_t uid, gid_t gid, int last, bool bounding, struct pc_err *err)
+{
+	if (setresgid(gid, gid, gid) < 0)
+		return pc_syserr(err, "caps", "setresgid %u", (unsigned)gid);
+	if (setresuid(uid, uid, uid) < 0)
+		return pc_syserr(err, "caps", "setresuid %u", (unsigned)uid);
+	if (capset_empty() < 0)
+		return pc_syserr(err, "caps", "capset (empty the effective, permitted and inheritable sets)");
+	return verify_jail(uid, gid, last, bounding, err);
+}
+
 /* The wasm backend on a host without namespaces (jail.c, bare): no user
  * namespace to hold a full set in, so this process has what the supervisor
  * kept.  The bounding set shrinks as far as we may (dropping from it needs
@@ -122,13 +136,7 @@ int caps_drop_bare(uid_t uid, gid_t gid, bool as_root, struct pc_err *err)
 		return pc_syserr(err, "caps", "clear the ambient set");
 	if (as_root && setgroups(0, NULL) < 0)
 		return pc_syserr(err, "caps", "drop the supplementary groups");
-	if (setresgid(gid, gid, gid) < 0)
-		return pc_syserr(err, "caps", "setresgid %u", (unsigned)gid);
-	if (setresuid(uid, uid, uid) < 0)
-		return pc_syserr(err, "caps", "setresuid %u", (unsigned)uid);
-	if (capset_empty() < 0)
-		return pc_syserr(err, "caps", "capset (empty the effective, permitted and inheritable sets)");
-	return verify_jail(uid, gid, last, false, err);
+	return become(uid, gid, last, false, err);
 }
 
 int caps_drop_jail(uid_t uid, gid_t gid, struct pc_err *err)
@@ -151,13 +159,7 @@ int caps_drop_jail(uid_t uid, gid_t gid, struct pc_err *err)
 		  0, 0, 0) < 0)
 		return pc_syserr(err, "caps", "set the secure bits");
 	/* No setgroups: it is denied in the jail's user namespace. */
-	if (setresgid(gid, gid, gid) < 0)
-		return pc_syserr(err, "caps", "setresgid %u", (unsigned)gid);
-	if (setresuid(uid, uid, uid) < 0)
-		return pc_syserr(err, "caps", "setresuid %u", (unsigned)uid);
-	if (capset_empty() < 0)
-		return pc_syserr(err, "caps", "capset (empty the effective, permitted and inheritable sets)");
-	return verify_jail(uid, gid, last, true, err);
+	return become(uid, gid, last, true, err);
 }
 
 /* ------------------------------------------------------------ the supervisor */
