@@ -173,12 +173,8 @@ json_t *result_to_json(const struct run_result *r)
 	json_object_set_new(o, "cpu_ms", json_integer((json_int_t)r->cpu_ms));
 	json_object_set_new(o, "memory_peak_bytes", json_integer((json_int_t)r->memory_peak_bytes));
 	json_object_set_new(o, "backend", json_string(r->backend ? r->backend : "native"));
-	if (r->layers) {
-		json_t *l = json_array();
-		for (const char *const *p = r->layers; *p; p++)
-			json_array_append_new(l, json_string(*p));
-		json_object_set_new(o, "layers", l);
-	}
+	if (r->layers)
+		json_object_set_new(o, "layers", result_layers_json(r->layers));
 	for (int i = 0; i < r->n_limits; i++)
 		json_array_append_new(lim, json_pack("{s:s,s:I,s:s}", "name", r->limits[i].name, "value",
 			(json_int_t)r->limits[i].value, "enforced_by", limit_enforcer_name(r->limits[i].by)));
@@ -200,6 +196,14 @@ json_t *result_to_json(const struct run_result *r)
 	if (r->network)
 		json_object_set_new(o, "network", json_incref(r->network));
 	return o;
+}
+
+json_t *result_layers_json(const char *const *layers)
+{
+	json_t *l = json_array();
+	for (; *layers; layers++)
+		json_array_append_new(l, json_string(*layers));
+	return l;
 }
 
 json_t *result_outputs_json(const json_t *list)

@@ -113,6 +113,8 @@ json_t *result_to_json(const struct run_result *r);
 /* The images' and files' entries as the result object lists them: without
  * their data. */
 json_t *result_outputs_json(const json_t *list);
+/* layers (NULL-terminated, as run_result.layers) as a JSON array of strings */
+json_t *result_layers_json(const char *const *layers);
 /* A JSON string of any bytes: jansson requires UTF-8, so invalid bytes
  * become U+FFFD (NULs are kept: json_stringn allows them). */
 json_t *json_text(const char *s, size_t len);

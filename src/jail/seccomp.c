@@ -516,7 +516,7 @@ static int compile_program(const struct plan *pl, struct sock_filter **out, size
 	if (!(ctx = new_ctx(SCMP_ACT_ALLOW, err)))
 		return -1;
 	if (pl->wasm && (rc = add_wasm_program(ctx)) < 0)
-		rule_fail(err, rc, "execve");
+		rule_fail(err, rc, "the wasm program (exec, signals)");
 	for (size_t i = 0; i < ARRAY_SIZE(forks) && rc == 0; i++) {
 		const struct decision *d = plan_find(pl, forks[i]);
 		int nr = seccomp_syscall_resolve_name(forks[i]);

@@ -9,6 +9,7 @@
 #include "base/jsonrpc.h"
 #include "config/json_check.h"
 #include "config/policy_fields.h"
+#include "config/result.h"
 #include "jail/jail.h"
 #include "mcp/internal.h"
 
@@ -200,13 +201,9 @@ json_t *mcp_sandbox_info(struct mcp_server *s)
 		"max_concurrent_runs", (json_int_t)s->cfg.max_runs,
 		"pycell_version", PACKAGE_VERSION);
 	json_decref(pj);
-	{
-		bool wasm = policy_is_wasm(p);
-		json_t *l = json_array();
-		for (const char *const *x = jail_layers(wasm, wasm && jail_namespaces_refused(NULL)); *x; x++)
-			json_array_append_new(l, json_string(*x));
-		json_object_set_new(info, "layers", l);
-	}
+	/* a wasm server's runs go bare where the host refuses namespaces */
+	json_object_set_new(info, "layers", result_layers_json(jail_layers(
+		policy_is_wasm(p), policy_is_wasm(p) && jail_namespaces_refused(NULL))));
 	json_object_set_new(info, "packages", s->packages ? json_incref(s->packages) : json_array());
 	if (p->packages.index)
 		json_object_set_new(info, "installable", json_pack("{s:s,s:o}", "index", p->packages.index, "allow",
