@@ -20,6 +20,9 @@ const dir = mkdtempSync(path.join(tmpdir(), "pycell-wasm-"));
 const policy = path.join(dir, "wasm.json");
 writeFileSync(policy, JSON.stringify({ extends: "default", backend: "wasm" }));
 after(() => rmSync(dir, { recursive: true, force: true }));
+// what confines a wasm run in the jail (no host here refuses namespaces)
+const LAYERS = ["namespaces", "private root", "no capabilities", "no_new_privs", "seccomp", "rlimits",
+  "node permissions", "webassembly"];
 
 for (const [name, open] of [["v1 SDK", () => connect(["--policy", policy])],
   ["v2 client, 2026-07-28", () => connectV2(["--policy", policy])]]) {
@@ -39,6 +42,7 @@ for (const [name, open] of [["v1 SDK", () => connect(["--policy", policy])],
       const sc = r.structuredContent;
       assert.equal(sc.status, "ok");
       assert.equal(sc.backend, "wasm");
+      assert.deepEqual(sc.layers, LAYERS);
       assert.equal(sc.stdout, "on emscripten\n");
       assert.deepEqual(sc.return_value, { y: 42, l: [1, 2.5] });
     });
@@ -61,6 +65,7 @@ for (const [name, open] of [["v1 SDK", () => connect(["--policy", policy])],
     test("sandbox_info says wasm and Pyodide's Python; sessions are refused", async () => {
       const info = (await s.client.callTool({ name: "sandbox_info", arguments: {} })).structuredContent;
       assert.equal(info.backend, "wasm");
+      assert.deepEqual(info.layers, LAYERS);
       assert.match(info.python_version, /^3\.14\./);
       const r = await s.client.callTool({ name: "session_open", arguments: {} });
       assert.equal(r.isError, true);
