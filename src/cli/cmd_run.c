@@ -216,6 +216,8 @@ int cmd_run(int argc, char **argv)
 		return cli_input_error("run", &err);
 	}
 	log_debug("%6llu us: policy %s loaded", (unsigned long long)log_elapsed_us(), env.policy.name);
+	/* a cold run probes the cgroups while its jail builds its root */
+	env.probe_later = !o.warm;
 	if (run_env_prepare(&env, &err) < 0) {
 		run_env_free(&env);
 		conf_free(&conf);
@@ -226,6 +228,8 @@ int cmd_run(int argc, char **argv)
 	if (o.warm && run_env_warm(&env, &warm_err) == 0)
 		log_debug("%6llu us: zygote started", (unsigned long long)log_elapsed_us());
 	run_request_from_env(&req, &env);
+	if (env.probe_later)
+		req.probe_env = &env;
 	req.mode = RUN_MODE_SCRIPT;
 	req.code = code;
 	req.code_len = code_len;

@@ -33,6 +33,7 @@ struct cgroup_run {
 	int tasks[CGROUP_MAX_TASKS];
 	int n_tasks;
 	unsigned first_v1;       /* v1 dirs (bits by index) the probe made */
+	bool later;              /* the v1 part is cgroup_run_finish's */
 
 	/* Removal on the loop, while the jail's last processes leave. */
 	struct loop *loop;
@@ -218,6 +219,14 @@ static struct cgroup_run *run_new(struct cgroup_env *e)
 	return c;
 }
 
+static int setup_v1(struct cgroup_run *c, const struct limits *lim, struct pc_err *err)
+{
+	for (int i = 0; i < c->env->n_v1; i++)
+		if (run_setup_v1(c, i, lim, err) < 0)
+			return -1;
+	return open_tasks(c, err);
+}
+
 int cgroup_run_create(struct cgroup_env *e, const struct limits *lim, bool own_userns,
 		      struct cgroup_run **out, struct run_result *r, struct pc_err *err)
 {
@@ -225,21 +234,45 @@ int cgroup_run_create(struct cgroup_env *e, const struct limits *lim, bool own_u
 	*out = NULL;
 	if (e) {
 		cg_retry_stale(e);
-		c->name = e->first_name ? steal_ptr(&e->first_name) : cg_next_run_name();
+		/* the probe's first dirs are this run's: their name; a probe
+		 * still to finish makes its v1 ones with it */
+		c->name = !e->first_name ? cg_next_run_name() : e->pending ? xstrdup(e->first_name)
+										: steal_ptr(&e->first_name);
 		if (e->v2_parent && run_setup_v2(c, lim, err) < 0)
 			goto fail;
-		for (int i = 0; i < e->n_v1; i++)
-			if (run_setup_v1(c, i, lim, err) < 0)
-				goto fail;
-		if (open_tasks(c, err) < 0)
+		/* the probe's v1 part is still to come: cgroup_run_finish */
+		c->later = e->pending != NULL;
+		if (!c->later && setup_v1(c, lim, err) < 0)
 			goto fail;
 	}
-	report_limits(e, lim, own_userns, r);
+	if (!c->later)
+		report_limits(e, lim, own_userns, r);
 	*out = c;
 	return 0;
 fail:
 	cgroup_run_destroy(c, NULL);
 	return -1;
+}
+
+bool cgroup_run_later(const struct cgroup_run *c)
+{
+	return c && c->later;
+}
+
+int cgroup_run_finish(struct cgroup_run *c, const struct limits *lim, bool own_userns, struct run_result *r,
+		      struct pc_err *err)
+{
+	if (!c || !c->later)
+		return 0;
+	c->later = false;
+	if (c->v2_fd >= 0)
+		cg_probe_bpf_later(c->env, c->v2_fd);
+	cg_probe_rest(c->env);
+	free(steal_ptr(&c->env->first_name));   /* this run's (cgroup_run_create) */
+	if (setup_v1(c, lim, err) < 0)
+		return -1;
+	report_limits(c->env, lim, own_userns, r);
+	return 0;
 }
 
 int cgroup_run_clone_fd(const struct cgroup_run *c)

@@ -23,6 +23,12 @@ struct cgroup_stats {
 /* Probe once at start: own cgroup, v2 controllers, v1 hierarchies. Never
  * fails hard: an env with nothing usable means rlimits only. */
 int cgroup_env_probe(struct cgroup_env **out, struct pc_err *err);
+/* Its first part only: where our cgroups are, and cgroup v2.  The
+ * device filter, the v1 hierarchies and the sweep of dead supervisors'
+ * dirs come with the first run's cgroup_run_finish, while its jail,
+ * cloned into its cgroup2 dir, builds its root (pycell run, which has one
+ * run). */
+int cgroup_env_probe_v2(struct cgroup_env **out, struct pc_err *err);
 void cgroup_env_free(struct cgroup_env *e);
 /* Take the removals still waiting on the loop off it (its watches), so
  * that freeing e inside a loop callback leaves no event of them pending:
@@ -32,9 +38,15 @@ const char *cgroup_env_mode(const struct cgroup_env *e);  /* "cgroup2" "cgroup1"
 
 /* Create the run's cgroup(s) with the limits.  What enforces each limit,
  * and warnings for those nothing enforces, are added to r; own_userns: the
- * jail has a user namespace to count RLIMIT_NPROC in (rlimits_apply). */
+ * jail has a user namespace to count RLIMIT_NPROC in (rlimits_apply).
+ * With the env's probe half done (cgroup_env_probe_v2), only the cgroup2
+ * dir is made, and cgroup_run_later says so: cgroup_run_finish does the
+ * rest, and cgroup_run_move puts the jail into it. */
 int cgroup_run_create(struct cgroup_env *e, const struct limits *lim, bool own_userns,
 		      struct cgroup_run **out, struct run_result *r, struct pc_err *err);
+bool cgroup_run_later(const struct cgroup_run *c);
+int cgroup_run_finish(struct cgroup_run *c, const struct limits *lim, bool own_userns, struct run_result *r,
+		      struct pc_err *err);
 /* The run's cgroup v2 directory, for clone3 CLONE_INTO_CGROUP, or -1. */
 int cgroup_run_clone_fd(const struct cgroup_run *c);
 /* Copy to fds the run's v1 "tasks" files (open for writing, owned by c);
@@ -44,6 +56,7 @@ int cgroup_run_clone_fd(const struct cgroup_run *c);
 #define CGROUP_MAX_TASKS 4
 int cgroup_run_tasks_fds(const struct cgroup_run *c, int fds[CGROUP_MAX_TASKS]);
 int cgroup_enter(const int *fds, int n, struct pc_err *err);
+
 int cgroup_run_stats(struct cgroup_run *c, struct cgroup_stats *out);
 /* The CPU time used in the run's cgroup so far (microseconds); 0 when no
  * cgroup counts it. */

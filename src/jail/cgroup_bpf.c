@@ -7,7 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <netinet/in.h>
+#include <fcntl.h>
+#include <stdint.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "jail/cgroup_bpf.h"
 
@@ -64,16 +68,43 @@ static const struct bpf_insn device_prog[] = {
 	/* 20 */ EXIT(),
 };
 
+/* Loaded by the bpf(2) call itself, not libbpf's bpf_prog_load: every
+ * start of pycell loads it (cgroup_env_probe), and libbpf first loads two
+ * programs of its own to learn what the kernel takes (0.3 ms).  Named
+ * programs (4.15) predate everything else pycell needs. */
 int cgroup_bpf_device_load(struct pc_err *err)
 {
-	char log[1024] = "";
-	LIBBPF_OPTS(bpf_prog_load_opts, opts, .log_buf = log, .log_size = sizeof(log), .log_level = 0);
-	int fd = bpf_prog_load(BPF_PROG_TYPE_CGROUP_DEVICE, "pycell_devices", "GPL", device_prog,
-			       ARRAY_SIZE(device_prog), &opts);
+	static const char name[] = "pycell_devices";
+	char log[4096] = "";
+	union bpf_attr a;
+	int fd, e;
+
+	memset(&a, 0, sizeof(a));
+	a.prog_type = BPF_PROG_TYPE_CGROUP_DEVICE;
+	a.insns = (uint64_t)(uintptr_t)device_prog;
+	a.insn_cnt = ARRAY_SIZE(device_prog);
+	a.license = (uint64_t)(uintptr_t)"GPL";
+	memcpy(a.prog_name, name, sizeof(name));
+	do
+		fd = (int)syscall(SYS_bpf, BPF_PROG_LOAD, &a, sizeof(a));
+	while (fd < 0 && errno == EAGAIN);
 	if (fd < 0) {
-		errno = -fd;
-		return pc_syserr(err, "cgroup-bpf", "bpf(BPF_PROG_LOAD) of the device filter%s%s",
-				 log[0] ? ": " : "", log);
+		/* again, for the verifier's words (a log wants a level) */
+		e = errno;
+		a.log_buf = (uint64_t)(uintptr_t)log;
+		a.log_size = sizeof(log);
+		a.log_level = 1;
+		if ((fd = (int)syscall(SYS_bpf, BPF_PROG_LOAD, &a, sizeof(a))) < 0) {
+			errno = e;
+			log[sizeof(log) - 1] = '\0';
+			return pc_syserr(err, "cgroup-bpf", "bpf(BPF_PROG_LOAD) of the device filter%s%s",
+					 log[0] ? ": " : "", log);
+		}
+	}
+	if (fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) {
+		pc_syserr(err, "cgroup-bpf", "close-on-exec for the device filter");
+		close(fd);
+		return -1;
 	}
 	return fd;
 }

@@ -30,6 +30,8 @@ extern const char *const ctrl_names[N_V1];   /* "memory", "pids", "cpu", "cpuacc
 extern const char *const v1_key_file[N_V1];
 extern const char *const v2_key_file[CG_NCTRL];
 
+struct self_cgroups;     /* cgroup_probe.c */
+
 struct hier {            /* one v1 hierarchy in use */
 	char *dir;           /* our cgroup in it: run cgroups go below */
 	unsigned ctrls;      /* CTRL_BIT()s and CPUACCT_BIT used from it */
@@ -50,6 +52,7 @@ struct cgroup_env {
 	char *v1_detail;     /* the first v1 hierarchy that could not be used, and why */
 
 	int bpf_fd;          /* device filter program, -1: none */
+	bool bpf_later;      /* not loaded yet: the first run's cgroup_run_finish */
 	char *bpf_detail;
 
 	/* The first run's dirs, made by the probe, which looks into them
@@ -63,10 +66,21 @@ struct cgroup_env {
 	int first_fd[1 + N_V1];
 	int first_tasks[N_V1];
 
+	/* Where our cgroups are, kept when the probe leaves its v1 part and
+	 * the sweep for later (cgroup_env_probe_v2); NULL once done. */
+	struct self_cgroups *pending;
+
 	char **stale;        /* run dirs that could not be removed yet */
 	size_t n_stale;
 	struct cgroup_run *leaving;  /* runs whose dirs are removed on the loop */
 };
+
+/* ---- cgroup_probe.c: the probe's v1 part and sweep, when left for later */
+void cg_probe_rest(struct cgroup_env *e);
+/* Load the device filter and attach it to dir_fd, the first run's v2 dir
+ * (its jail may be in it already), when the probe left that for later;
+ * as at the probe, a failure leaves the filter off (bpf_detail). */
+void cg_probe_bpf_later(struct cgroup_env *e, int dir_fd);
 
 /* ---- cgroup_fs.c: path forms for the probe, which looks at many dirs once */
 char *cg_path_join(const char *a, const char *b);

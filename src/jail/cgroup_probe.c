@@ -245,7 +245,7 @@ static unsigned delegate_to_children(struct cgroup_env *e, const char *own, unsi
 	return cg_read_ctrls(own, "cgroup.subtree_control");
 }
 
-static void probe_v2(struct cgroup_env *e, const struct self_cgroups *s)
+static void probe_v2(struct cgroup_env *e, const struct self_cgroups *s, bool bpf_now)
 {
 	cleanup_free char *own = NULL, *parent = NULL;
 	char *probe;
@@ -300,7 +300,10 @@ static void probe_v2(struct cgroup_env *e, const struct self_cgroups *s)
 		e->v2_peak = x & 2;
 		e->v2_kill = x & 4;
 	}
-	probe_bpf(e, probe);
+	if (bpf_now)
+		probe_bpf(e, probe);
+	else
+		e->bpf_later = true;   /* cg_probe_bpf_later, on the first run's dir */
 	e->first_dir[0] = probe;   /* the first run's, device filter attached */
 	e->first_fd[0] = fd;
 	e->v2_parent = steal_ptr(&parent);
@@ -458,24 +461,16 @@ static void sweep_dead(struct cgroup_env *e, const char *dir, bool v2)
 	closedir(d);
 }
 
-int cgroup_env_probe(struct cgroup_env **out, struct pc_err *err)
+/* The probe's second part: v1, then the sweep of dead supervisors'
+ * leftovers where our runs' dirs go. */
+void cg_probe_rest(struct cgroup_env *e)
 {
-	struct cgroup_env *e = xcalloc(1, sizeof(*e));
-	struct self_cgroups s;
-
-	e->bpf_fd = -1;
-	e->first_name = cg_next_run_name();
-	for (int i = 0; i < 1 + N_V1; i++)
-		e->first_fd[i] = -1;
-	for (int i = 0; i < N_V1; i++)
-		e->first_tasks[i] = -1;
-	self_cgroups_read(&s);
-	probe_v2(e, &s);   /* the device filter too, in the same probe child */
-	probe_v1(e, &s);
-	self_cgroups_free(&s);
-	if (!e->v2_parent && !e->bpf_detail)
-		e->bpf_detail = xstrdup("no cgroup2 directory to attach it to");
-
+	struct self_cgroups *s = steal_ptr(&e->pending);
+	if (!s)
+		return;
+	probe_v1(e, s);
+	self_cgroups_free(s);
+	free(s);
 	if (e->v2_parent)
 		sweep_dead(e, e->v2_parent, true);
 	for (int i = 0; i < e->n_v1; i++)
@@ -487,9 +482,63 @@ int cgroup_env_probe(struct cgroup_env **out, struct pc_err *err)
 			log_debug("cgroup: %s by %s%s%s", ctrl_names[c], limit_enforcer_name(info.by[c]),
 				  info.dir[c] ? " in " : "", info.dir[c] ? info.dir[c] : "");
 	}
-	log_debug("cgroup: device filter %s%s", e->bpf_fd >= 0 ? "on" : "off: ",
-		  e->bpf_fd >= 0 ? "" : e->bpf_detail);
-	*out = e;
+}
+
+static void log_bpf(const struct cgroup_env *e)
+{
+	log_debug("cgroup: device filter %s%s", e->bpf_fd >= 0 ? "on" : "off: ", e->bpf_fd >= 0 ? "" : e->bpf_detail);
+}
+
+void cg_probe_bpf_later(struct cgroup_env *e, int dir_fd)
+{
+	cleanup_close int fd = -1;
+	struct pc_err err;
+
+	if (!e->bpf_later)
+		return;
+	e->bpf_later = false;
+	fd = cgroup_bpf_device_load(&err);
+	if (fd < 0 || cgroup_bpf_device_attach(fd, dir_fd, &err) < 0)
+		e->bpf_detail = xstrdup(err.msg);
+	else
+		e->bpf_fd = steal_fd(&fd);
+	log_bpf(e);
+}
+
+/* later: the v1 part, the sweep and the device filter are left to the
+ * first run (cg_probe_rest, cg_probe_bpf_later) */
+static struct cgroup_env *probe_v2_part(bool later)
+{
+	struct cgroup_env *e = xcalloc(1, sizeof(*e));
+
+	e->bpf_fd = -1;
+	e->first_name = cg_next_run_name();
+	for (int i = 0; i < 1 + N_V1; i++)
+		e->first_fd[i] = -1;
+	for (int i = 0; i < N_V1; i++)
+		e->first_tasks[i] = -1;
+	e->pending = xcalloc(1, sizeof(*e->pending));
+	self_cgroups_read(e->pending);
+	probe_v2(e, e->pending, !later);
+	if (!e->v2_parent && !e->bpf_detail)
+		e->bpf_detail = xstrdup("no cgroup2 directory to attach it to");
+	if (!e->bpf_later)
+		log_bpf(e);
+	return e;
+}
+
+int cgroup_env_probe(struct cgroup_env **out, struct pc_err *err)
+{
+	(void)err;
+	*out = probe_v2_part(false);
+	cg_probe_rest(*out);
+	return 0;
+}
+
+int cgroup_env_probe_v2(struct cgroup_env **out, struct pc_err *err)
+{
+	(void)err;
+	*out = probe_v2_part(true);
 	return 0;
 }
 
@@ -497,6 +546,10 @@ void cgroup_env_free(struct cgroup_env *e)
 {
 	if (!e)
 		return;
+	if (e->pending) {
+		self_cgroups_free(e->pending);
+		free(e->pending);
+	}
 	cg_leaving_finish(e);
 	for (int i = 0; i < 1 + N_V1; i++)   /* no run came to take them */
 		if (e->first_dir[i])

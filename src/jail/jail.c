@@ -395,11 +395,22 @@ static int step_identity(struct child *c, struct pc_err *err)
 	return 0;
 }
 
-/* Into the run's cgroups before anything else, then a cgroup namespace
- * rooted there: the jail sees "/" as its cgroup. */
+/* A cgroup namespace rooted in the run's cgroup: the jail sees "/" as
+ * its cgroup. */
+static int own_cgroupns(struct child *c, struct pc_err *err)
+{
+	if (!c->bare && unshare(CLONE_NEWCGROUP) < 0)
+		return pc_syserr(err, "unshare", "cgroup namespace");
+	return 0;
+}
+
+/* Into the run's cgroups before anything else, then its namespace; a
+ * jail whose cgroups come later goes in after its root (step_cgroups_later). */
 static int step_cgroups(struct child *c, struct pc_err *err)
 {
 	const struct jail_spec *s = c->s;
+	if (s->cgroup.later)
+		return 0;
 	if (c->join_cgroup2) {
 		cleanup_close int fd = openat(s->cgroup.dir_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
 		if (fd < 0 || write(fd, "0", 1) != 1)
@@ -409,9 +420,35 @@ static int step_cgroups(struct child *c, struct pc_err *err)
 		return -1;
 	for (int i = 0; i < s->cgroup.n_tasks; i++)
 		close(s->cgroup.tasks[i]);
-	if (!c->bare && unshare(CLONE_NEWCGROUP) < 0)
-		return pc_syserr(err, "unshare", "cgroup namespace");
-	return 0;
+	return own_cgroupns(c, err);
+}
+
+/* The supervisor made the run's v1 cgroups while we built the root (in
+ * v1 memory, what that took stays charged to its cgroup: the root's
+ * files, not the program's work): wait for their tasks files, before
+ * anything of the program can run, and enter them as step_cgroups does.
+ * Its end closing means it is gone. */
+static int step_cgroups_later(struct child *c, struct pc_err *err)
+{
+	int tasks[CGROUP_MAX_TASKS], got = 0, rc;
+	char word;
+	ssize_t n;
+	if (!c->s->cgroup.later)
+		return 0;
+	do
+		n = recv_fds(c->sync_fd, &word, 1, tasks, CGROUP_MAX_TASKS, &got);
+	while (n < 0 && errno == EINTR);
+	if (n == 0)
+		_exit(127); /* nobody is left to tell */
+	if (n != 1 || word != 'c') {
+		for (int i = 0; i < got; i++)
+			close(tasks[i]);
+		return pc_fail(err, EPROTO, "cgroup", "no word from the supervisor that the jail's cgroups are made");
+	}
+	rc = cgroup_enter(tasks, got, err);
+	for (int i = 0; i < got; i++)
+		close(tasks[i]);
+	return rc < 0 ? -1 : own_cgroupns(c, err);
 }
 
 /* 2. The root filesystem (rootfs.c). */
@@ -536,6 +573,7 @@ static const struct {
 	{ step_rootfs, "root filesystem built" },
 	{ step_network, "network up" },
 	{ step_hostname, "hostname set" },
+	{ step_cgroups_later, "in its cgroups, made meanwhile" },
 	{ step_session, "own session" },
 	{ step_fds, NULL },
 	{ step_rlimits, NULL },
@@ -796,6 +834,13 @@ int jail_clone(const struct jail_spec *s, struct jail *j, struct pc_err *err)
 		jail_abort(j);
 		return -1;
 	}
+	return 0;
+}
+
+int jail_cgroups_done(const struct jail *j, const int *tasks, int n, struct pc_err *err)
+{
+	if (send_fds(j->sync_fd, "c", 1, tasks, n) < 0 && errno != EPIPE && errno != ECONNRESET)
+		return pc_syserr(err, "cgroup", "give jail %d its cgroups", (int)j->pid);
 	return 0;
 }
 

@@ -25,8 +25,13 @@ struct jail_spec {
 	const struct seccomp_filter *filter;  /* NULL: no filter (tests only) */
 	/* The run's cgroups (the caller owns the fds): clone3 puts the child
 	 * into dir_fd when `into` (a cgroup2 dir); the child moves itself
-	 * into each v1 tasks file (cgroup_enter) before anything else. */
+	 * into each v1 tasks file (cgroup_enter) before anything else.  Or,
+	 * `later`: no tasks files yet; the caller makes the v1 cgroups while
+	 * the child builds its root and sends their tasks files
+	 * (jail_cgroups_done), which the child waits for and enters before
+	 * its session, descriptors, limits and program. */
 	struct {
+		bool later;
 		bool into;
 		int dir_fd;
 		int tasks[CGROUP_MAX_TASKS];
@@ -109,6 +114,11 @@ int jail_receive_program(int prog_fd, uint64_t *len);
  * child and close j's fds. */
 int jail_clone(const struct jail_spec *spec, struct jail *j, struct pc_err *err);
 int jail_release(const struct jail_spec *spec, struct jail *j, struct pc_err *err);
+/* A released jail of spec->cgroup.later: its v1 cgroups are made, and
+ * here are their tasks files (cgroup_run_tasks_fds), which it enters
+ * itself before it goes on.  A child that has failed meanwhile is no
+ * error here: its own report says why. */
+int jail_cgroups_done(const struct jail *j, const int *tasks, int n, struct pc_err *err);
 /* Kill a child that has not run its program, and close j's fds. */
 void jail_abort(struct jail *j);
 /* Record where main()'s argv and environ strings are, so a jail's init

@@ -93,9 +93,13 @@ int run_env_prepare(struct run_env *env, struct pc_err *err)
 	struct pc_err ignored;
 	free(env->runtime_dir);
 	env->runtime_dir = xasprintf("%s/runtime", pycell_datadir());
-	if (!env->cgroups && cgroup_env_probe(&env->cgroups, &ignored) < 0)
+	/* an egress policy's host check needs them now */
+	if (env->policy.network.mode == NET_EGRESS)
+		env->probe_later = false;
+	if (!env->cgroups && !env->probe_later && cgroup_env_probe(&env->cgroups, &ignored) < 0)
 		env->cgroups = NULL;
-	log_debug("%6llu us: cgroups probed", (unsigned long long)log_elapsed_us());
+	if (!env->probe_later)
+		log_debug("%6llu us: cgroups probed", (unsigned long long)log_elapsed_us());
 	seccomp_filter_free(env->filter);
 	env->filter = NULL;
 	if (env->policy.network.mode == NET_EGRESS && egress_host_check(env->cgroups, err) < 0)
@@ -686,6 +690,29 @@ static void on_parked(void *ctx, struct jail *j, const struct pc_err *err)
 	r->parked(r, err, r->parked_ctx);
 }
 
+/* The run's cgroups, probing the env's first when it left that to its
+ * first run (run_env.probe_later); none is a warning, not a failure. */
+static int make_cgroups(struct run *r, struct pc_err *err)
+{
+	struct run_request *q = &r->req;
+	struct pc_err ignored;
+
+	if (q->probe_env && !q->probe_env->cgroups) {
+		/* the v2 half: the v1 half comes while the jail builds its root */
+		if (cgroup_env_probe_v2(&q->probe_env->cgroups, &ignored) < 0)
+			q->probe_env->cgroups = NULL;
+		q->cgroups = q->probe_env->cgroups;
+		q->probe_env = NULL;
+		log_debug("%6llu us: cgroup2 probed", (unsigned long long)log_elapsed_us());
+	}
+	if (q->cgroups && cgroup_run_create(q->cgroups, &q->policy->limits, !r->bare, &r->cgroup, &r->result, err) < 0)
+		return -1;
+	log_debug("%6llu us: run cgroup created", (unsigned long long)log_elapsed_us());
+	if (!q->cgroups)
+		result_add_warning(&r->result, "no cgroup support: memory, pids and cpu limits rely on rlimits");
+	return 0;
+}
+
 static int run_spawn(struct run *r, bool park, struct pc_err *setup_err)
 {
 	struct spawner *sp;
@@ -697,7 +724,7 @@ static int run_spawn(struct run *r, bool park, struct pc_err *setup_err)
 	cleanup_free char *vars = NULL;
 	cleanup_free char *bare_runtime = NULL;
 	struct pc_err ns_why = { 0 };
-	bool served;
+	bool served, later;
 
 	if (q->spawner && q->spawner->ops->revive && q->spawner->ops->serves(q->spawner, p))
 		q->spawner->ops->revive(q->spawner);
@@ -713,11 +740,18 @@ static int run_spawn(struct run *r, bool park, struct pc_err *setup_err)
 				   "and no root of its own; \"layers\" lists what confines it (SECURITY.md, "
 				   "\"The wasm backend without namespaces\")", ns_why.msg);
 	}
-	if (q->cgroups && cgroup_run_create(q->cgroups, &p->limits, !r->bare, &r->cgroup, &r->result, setup_err) < 0)
+	/* the request's spawner starts this run (else a cold one, below) */
+	sp = q->spawner;
+	served = sp && sp->ops->serves(sp, p) && p->network.mode != NET_EGRESS && !q->packages_dir;
+	if (make_cgroups(r, setup_err) < 0)
 		return -1;
-	log_debug("%6llu us: run cgroup created", (unsigned long long)log_elapsed_us());
-	if (!q->cgroups)
-		result_add_warning(&r->result, "no cgroup support: memory, pids and cpu limits rely on rlimits");
+	/* The first run of an env probed by halves (pycell run): a cold
+	 * jail, cloned into its cgroup2 dir, builds its root while the v1
+	 * half is probed and made, and waits for it before anything of its
+	 * program (jail_spec.cgroup.later).  Any other jail has it all first. */
+	later = cgroup_run_later(r->cgroup) && !park && !served && !r->bare && p->network.mode != NET_EGRESS;
+	if (!later && cgroup_run_finish(r->cgroup, &p->limits, !r->bare, &r->result, setup_err) < 0)
+		return -1;
 	if (p->network.mode == NET_EGRESS) {
 		if (park)
 			return pc_fail(setup_err, ENOTSUP, "egress", "an egress run is never made ahead");
@@ -745,9 +779,6 @@ static int run_spawn(struct run *r, bool park, struct pc_err *setup_err)
 	tool_sndbuf(tool[1]);
 	prog = program_of(q);
 	prog.bare_runtime = bare_runtime;
-	/* the request's spawner starts this run (else a cold one, below) */
-	sp = q->spawner;
-	served = sp && sp->ops->serves(sp, p) && !spec.net_setup && !q->packages_dir;
 	/* a wasm cell from its spawner: node reads it from the pipe, made
 	 * ahead or delivered at once */
 	prog.ready = policy_is_wasm(p) && q->mode == RUN_MODE_CELL && served && sp->ops->deliver;
@@ -767,6 +798,7 @@ static int run_spawn(struct run *r, bool park, struct pc_err *setup_err)
 	spec.stdio[1] = o[1];
 	spec.stdio[2] = e[1];
 	spec.tool_fd = tool[1];
+	spec.cgroup.later = later;
 	spec.cgroup.dir_fd = cgroup_run_clone_fd(r->cgroup);
 	spec.cgroup.into = spec.cgroup.dir_fd >= 0;
 	spec.cgroup.n_tasks = cgroup_run_tasks_fds(r->cgroup, spec.cgroup.tasks);
@@ -802,6 +834,14 @@ static int run_spawn(struct run *r, bool park, struct pc_err *setup_err)
 	sp = spawner_cold();
 	if (spawn_with(sp, &spec, &r->jail, false, setup_err) < 0)
 		goto fail;
+	if (later) {
+		int tasks[CGROUP_MAX_TASKS];
+		if (cgroup_run_finish(r->cgroup, &p->limits, true, &r->result, setup_err) < 0 ||
+		    jail_cgroups_done(&r->jail, tasks, cgroup_run_tasks_fds(r->cgroup, tasks), setup_err) < 0) {
+			jail_abort(&r->jail);
+			goto fail;
+		}
+	}
 spawned:
 	r->spawner = sp;
 	r->spawned = true;

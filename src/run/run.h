@@ -86,6 +86,9 @@ struct run_request {
 	 * session times its cells), and its output is not kept in the result:
 	 * every byte goes to on_output. */
 	bool session;
+	/* The env whose cgroups are not probed yet (run_env.probe_later):
+	 * this run probes them while its jail builds its root. */
+	struct run_env *probe_env;
 };
 
 /* What every run of one policy shares, set up once: the policy, its
@@ -96,6 +99,10 @@ struct run_env {
 	struct cgroup_env *cgroups;
 	char *runtime_dir;
 	struct spawner *warm;      /* warm starts, after run_env_warm(); NULL: cold */
+	/* Set before run_env_prepare: the cgroups are probed by the first run
+	 * (run_request.probe_env), while its jail builds its root, instead of
+	 * before it (pycell run, whose one run waits for both). */
+	bool probe_later;
 };
 /* Load the policy (NULL = "default"), compile its filter, probe cgroups. */
 int run_env_init(struct run_env *env, const char *policy_name, struct pc_err *err);

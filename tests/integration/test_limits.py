@@ -316,6 +316,63 @@ def test_device_filter_is_attached_to_the_run(start):
     assert not os.path.exists(path)
 
 
+@pytest.mark.parametrize("start", START)
+def test_the_program_runs_in_every_run_cgroup(start):
+    """Seen from the host, the jail's python is in the run's own cgroup in
+    every hierarchy pycell limits with, and in its cgroup2 dir: a cold
+    `pycell run` makes its v1 cgroups while the jail builds its root, and
+    the jail enters them before its program starts (jail.c,
+    step_cgroups_later); a warm one is made in them.  A python outside them
+    would be limited by nothing."""
+    if os.geteuid() != 0:
+        pytest.skip("run cgroups are made as root on this host")
+    cg = doctor()["cgroups"]
+    used = {cg["dirs"][c] for c in ("memory", "pids", "cpu") if cg["limits"][c] == "cgroup1"}
+    if not used and not cg["v2_parent"]:
+        pytest.skip(f"no cgroup for runs on this host: {cg}")
+    mounts = {}
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        f = line.split()
+        if f[f.index("-") + 1] == "cgroup":
+            mounts[f[4]] = f[3]   # mount point -> root of the hierarchy in it
+    before = set(children_of(os.getpid()))
+    proc = start_pycell(["run", *start, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE,
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 10
+        lines = None
+        while time.monotonic() < deadline and lines is None:
+            for p in descendants(proc.pid):
+                try:
+                    if Path(f"/proc/{p}/comm").read_text().strip() == "python3":
+                        lines = Path(f"/proc/{p}/cgroup").read_text().splitlines()
+                except OSError:
+                    continue
+            time.sleep(0.01)
+        assert lines, "the jail's python never showed up"
+        # each hierarchy's line, as a host path (mount point + path)
+        seen = set()
+        for line in lines:
+            _, ctrls, path = line.split(":", 2)
+            for point, root in mounts.items():
+                if ctrls and set(ctrls.split(",")) == set(Path(point).name.split(",")):
+                    seen.add(str(Path(point) / path.lstrip("/")))
+        name = None
+        for d in used:
+            inside = [s for s in seen if s.startswith(d + "/pycell-")]
+            assert len(inside) == 1, (d, lines)
+            name = Path(inside[0]).name
+            assert re.fullmatch(r"pycell-\d+-\d+", name)
+        if cg["v2_parent"]:
+            [v2] = [line[3:] for line in lines if line.startswith("0::")]
+            assert re.search(r"/pycell-\d+-\d+$", v2), lines
+            assert name is None or v2.endswith("/" + name)   # one name for all of the run's dirs
+    finally:
+        out, err = proc.communicate(b"", timeout=30)
+        reap_orphans(before)
+    assert proc.returncode == 0, err
+
+
 # ------------------------------------------------------- nothing left behind
 
 def test_200_runs_leave_no_cgroup_or_process():
