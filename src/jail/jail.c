@@ -166,6 +166,7 @@ static int place_fds(const struct jail_spec *s, int sync_fd, struct pc_err *err)
 
 struct program_msg {
 	int32_t type;   /* JAIL_MSG_PROGRAM */
+	int32_t linger; /* jail_spec.linger */
 	uint64_t len;   /* bytes in the memfd that comes with it */
 };
 
@@ -193,9 +194,9 @@ int jail_unpack_files(struct jail_spec *s, const char *buf, uint64_t len)
 	return 0;
 }
 
-int jail_deliver(const struct jail *j, int memfd, uint64_t len, struct pc_err *err)
+int jail_deliver(const struct jail *j, int memfd, uint64_t len, bool linger, struct pc_err *err)
 {
-	struct program_msg m = { .type = JAIL_MSG_PROGRAM, .len = len };
+	struct program_msg m = { .type = JAIL_MSG_PROGRAM, .linger = linger, .len = len };
 	if (send_fds(j->sync_fd, &m, sizeof(m), &memfd, 1) < 0)
 		return pc_syserr(err, "warm", "hand the program to a ready jail");
 	return 0;
@@ -305,7 +306,7 @@ static int write_program_bytes(const struct jail_spec *s, int pipe_fd, struct pc
 	return 0;
 }
 
-int jail_receive_program(int prog_fd, uint64_t *len)
+int jail_receive_program(int prog_fd, uint64_t *len, bool *linger)
 {
 	struct program_msg m;
 	int fd = -1, got;
@@ -321,6 +322,7 @@ int jail_receive_program(int prog_fd, uint64_t *len)
 		return -1;
 	}
 	*len = m.len;
+	*linger = m.linger == 1;
 	return fd;
 }
 

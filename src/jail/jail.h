@@ -62,6 +62,12 @@ struct jail_spec {
 	 * initialised interpreter); prog_fd is its end of the program socket
 	 * in a ready jail (jail_receive_program), else -1.  Must not return. */
 	void (*run_inline)(const struct jail_spec *s, int prog_fd);
+	/* Given to a ready jail with its program (jail_deliver): the
+	 * supervisor answers on python's own report of its end and kills the
+	 * jail after (run_request.finish_on_report), so python waits for that
+	 * instead of exiting, and the kernel's teardown of its address space
+	 * comes after the answer, not before it (zygote.c). */
+	bool linger;
 	/* The wasm backend on a host that refuses namespaces
 	 * (jail_namespaces_refused): no namespace and no root of its own; the
 	 * child joins the run's cgroups, drops its ids and capabilities, sets
@@ -99,10 +105,10 @@ int jail_unpack_files(struct jail_spec *s, const char *buf, uint64_t len);
 /* Give a ready jail its program: memfd holds len bytes of files (the
  * format above).  Init passes the memfd on to python, which reads the
  * files from it: a ready jail's /run/pycell holds no program files. */
-int jail_deliver(const struct jail *j, int memfd, uint64_t len, struct pc_err *err);
+int jail_deliver(const struct jail *j, int memfd, uint64_t len, bool linger, struct pc_err *err);
 /* In a ready jail's python: wait on prog_fd for the program.  The memfd
- * (its length in *len), or -1 with errno set. */
-int jail_receive_program(int prog_fd, uint64_t *len);
+ * (its length in *len, jail_spec.linger in *linger), or -1 with errno set. */
+int jail_receive_program(int prog_fd, uint64_t *len, bool *linger);
 
 /* Spawn the jail in two halves (the spawners of run/ call them): clone
  * into new namespaces (the child then waits); and, possibly in another

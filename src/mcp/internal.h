@@ -196,6 +196,13 @@ struct mcp_server {
 	struct mcp_call *version_call;
 	json_t *tools;
 	struct run_pool *pool;        /* warm starts: jails made ahead (run/pool.h) */
+	/* Answered runs whose jails are torn down, and the pool refilled,
+	 * AFTER_ANSWER_MS after the first of them was answered (mcp_on_after):
+	 * the client reads its answer before that work takes the CPUs. */
+	struct spent_run { struct run *run; const struct run_env *env; } *spent;
+	size_t n_spent;
+	int after_fd;
+	struct loop_watch w_after;
 	void (*on_answered)(void *ctx);   /* mcp_server_on_answered */
 	void *answered_ctx;
 	struct mcp_task *tasks;       /* tasks.c */
@@ -286,6 +293,9 @@ void mcp_answer_sandbox_info(struct mcp_call *c);
 void mcp_on_defer(struct loop_watch *w, uint32_t events, void *data);
 void mcp_on_tick(struct loop_watch *w, uint32_t events, void *data);
 void mcp_on_hold(struct loop_watch *w, uint32_t events, void *data);
+void mcp_on_after(struct loop_watch *w, uint32_t events, void *data);
+/* Tear down the answered runs' jails now (mcp_on_after's work). */
+void mcp_free_spent(struct mcp_server *s);
 
 /* run_python's variables as the client wrote them, when they hold numbers
  * jansson cannot (protocol.c, parse_wide): a key no client can send (not

@@ -778,7 +778,7 @@ struct mcp_server *mcp_server_new(struct loop *l, const struct run_env *env,
 	s->cfg = *cfg;
 	if (!s->cfg.max_runs)
 		s->cfg.max_runs = DEFAULT_MAX_RUNS;
-	s->tick_fd = s->hold_fd = s->task_fd = s->sess_fd = -1;
+	s->tick_fd = s->hold_fd = s->task_fd = s->sess_fd = s->after_fd = -1;
 	s->defer_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (s->defer_fd < 0 || loop_add(l, &s->w_defer, s->defer_fd, EPOLLIN, mcp_on_defer, s) < 0) {
 		pc_syserr(err, "mcp", "eventfd");
@@ -791,6 +791,11 @@ struct mcp_server *mcp_server_new(struct loop *l, const struct run_env *env,
 	}
 	s->hold_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 	if (s->hold_fd < 0 || loop_add(l, &s->w_hold, s->hold_fd, EPOLLIN, mcp_on_hold, s) < 0) {
+		pc_syserr(err, "mcp", "timerfd");
+		goto fail;
+	}
+	s->after_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	if (s->after_fd < 0 || loop_add(l, &s->w_after, s->after_fd, EPOLLIN, mcp_on_after, s) < 0) {
 		pc_syserr(err, "mcp", "timerfd");
 		goto fail;
 	}
@@ -841,6 +846,9 @@ bool mcp_server_uses_env(const struct mcp_server *s, const struct run_env *env)
 	for (const struct mcp_call *c = s->active.head; c; c = c->next)
 		if (c->env == env)
 			return true;
+	for (size_t i = 0; i < s->n_spent; i++)
+		if (s->spent[i].env == env)
+			return true;
 	return mcp_sessions_use_env(s, env);
 }
 
@@ -871,6 +879,8 @@ void mcp_server_free(struct mcp_server *s)
 	mcp_tasks_free(s);
 	mcp_sessions_free(s);
 	mcp_resources_free(s);
+	mcp_free_spent(s);
+	free(s->spent);
 	run_pool_free(s->pool);
 	run_reap_pending();   /* the jails of runs answered before they had gone */
 	loop_del(s->loop, &s->w_defer);
@@ -881,6 +891,9 @@ void mcp_server_free(struct mcp_server *s)
 	loop_del(s->loop, &s->w_hold);
 	if (s->hold_fd >= 0)
 		close(s->hold_fd);
+	loop_del(s->loop, &s->w_after);
+	if (s->after_fd >= 0)
+		close(s->after_fd);
 	if (s->defer_fd >= 0)
 		close(s->defer_fd);
 	if (s->tick_fd >= 0)

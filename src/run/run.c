@@ -984,6 +984,7 @@ int run_start_parked(struct run *r, const struct run_request *q, struct pc_err *
 	spec.policy = q->policy;
 	spec.argv = r->argv;
 	spec.envp = r->envp;
+	spec.linger = q->finish_on_report;
 	prog = program_of(q);
 	program_files(&spec, &prog, &vars);
 	/* the run's time starts before its program can: stamped after the

@@ -391,7 +391,7 @@ int spawner_deliver_cell(const struct jail_spec *s, const struct jail *j, struct
 		return -1;
 	if (len > JAIL_PARK_FILES_MAX)
 		return pc_fail(err, EFBIG, "warm", "the program is too large for a ready jail");
-	return jail_deliver(j, memfd, len, err);
+	return jail_deliver(j, memfd, len, s->linger, err);
 }
 
 static int warm_deliver(struct spawner *sp, const struct jail_spec *s, const struct jail *j,

@@ -27,6 +27,7 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <wchar.h>
 
 #include <jansson.h>
@@ -62,6 +63,8 @@ static char *ready_call;   /* _warm.ready(ENV), ENV as a Python literal */
 /* A ready jail's pid 2 (prog_fd >= 0): get ready, wait for the cell,
  * run it; the status comes back in sys, not as SystemExit, which would
  * tear the interpreter down, and no name is bound in __main__. */
+static bool linger;   /* jail_spec.linger, from the program message */
+
 static int run_cell(int prog_fd)
 {
 	char code[256];
@@ -72,7 +75,7 @@ static int run_cell(int prog_fd)
 	prctl(PR_SET_NAME, "pycell-ready");
 	if (py.RunSimpleStringFlags(ready_call, NULL) != 0)
 		_exit(125);
-	fd = jail_receive_program(prog_fd, &len);
+	fd = jail_receive_program(prog_fd, &len, &linger);
 	if (fd < 0)
 		_exit(125);
 	close(prog_fd);
@@ -151,6 +154,12 @@ static __attribute__((noreturn)) void zygote_run_inline(const struct jail_spec *
 	fflush(NULL);
 	if (prog_fd >= 0)
 		report_end(status);
+	if (linger) {
+		/* the supervisor kills the jail once it has answered; a second
+		 * bounds the wait should that not come */
+		struct timespec t = { 1, 0 };
+		nanosleep(&t, NULL);
+	}
 	_exit(status);
 }
 

@@ -502,6 +502,51 @@ def test_servers_start_warm_by_default(args, warm):
         s.close()
 
 
+def jailed_pythons(server_pid):
+    """Pythons in a jail below server_pid that have had a cell (a ready
+    jail's is named pycell-ready until then)."""
+    out = []
+    for p in descendants(server_pid):
+        try:
+            nspid = [ln for ln in open(f"/proc/{p}/status") if ln.startswith("NSpid:")]
+        except OSError:
+            continue
+        if comm(p) == "python3" and nspid and len(nspid[0].split()) > 2:
+            out.append(p)
+    return out
+
+
+def test_an_answered_cells_jail_is_killed_soon_after_its_answer():
+    """After its report of how it ended, a warm cell's python waits to be
+    killed instead of exiting (at most a second: zygote.c), so that the
+    kernel's teardown of its address space comes after the answer; the
+    server kills the jail 3 ms after answering (calls.c, AFTER_ANSWER_MS).
+    Each jail is gone well before the second python would wait, one call
+    after another, and a cell that sleeps past its answer is not waited
+    for."""
+    s = Mcp(["--warm"], pycell_env())
+    try:
+        for i in range(5):
+            t0 = time.monotonic()
+            assert s.run(f"{i} * 2")["return_value"] == i * 2
+            assert time.monotonic() - t0 < 0.9
+            deadline = time.monotonic() + 0.5
+            while jailed_pythons(s.proc.pid) and time.monotonic() < deadline:
+                time.sleep(0.005)
+            assert not jailed_pythons(s.proc.pid), i
+        # a daemon thread still running at the end does not hold the answer
+        t0 = time.monotonic()
+        sc = s.run("import threading, time\nthreading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n7")
+        assert sc["return_value"] == 7 and time.monotonic() - t0 < 0.9
+        deadline = time.monotonic() + 0.5
+        while jailed_pythons(s.proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert not jailed_pythons(s.proc.pid)
+    finally:
+        s.close()
+    assert s.proc.returncode == 0, s.proc.stderr.read()[-2000:]
+
+
 def test_a_cell_that_says_it_ended_and_goes_on_gets_nothing_more(tmp_path):
     """A warm cell's python tells the supervisor how it ended just before it
     exits (pycell/exit on fd 3, zygote.c report_end), and the answer goes
@@ -538,20 +583,10 @@ def test_a_cell_that_says_it_ended_and_goes_on_gets_nothing_more(tmp_path):
         assert sc["tool_calls"]["count"] == 0, sc["tool_calls"]
         assert s.run("6 * 7")["return_value"] == 42
         # the jail that said it had ended is gone, sleep and all
-        def jailed_pythons():
-            out = []
-            for p in descendants(s.proc.pid):
-                try:
-                    nspid = [ln for ln in open(f"/proc/{p}/status") if ln.startswith("NSpid:")]
-                except OSError:
-                    continue
-                if comm(p) == "python3" and nspid and len(nspid[0].split()) > 2:
-                    out.append(p)
-            return out
         deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and jailed_pythons():
+        while time.monotonic() < deadline and jailed_pythons(s.proc.pid):
             time.sleep(0.02)
-        assert not jailed_pythons()
+        assert not jailed_pythons(s.proc.pid)
     finally:
         s.close()
     assert s.proc.returncode == 0, s.proc.stderr.read()[-2000:]
