@@ -119,6 +119,10 @@ int parse_duration_ms(const char *s, uint64_t *out, struct pc_err *err);
 
 /* write everything or fail (EINTR/EAGAIN-safe for blocking fds) */
 int write_all(int fd, const void *buf, size_t len);
+/* writev until all n parts have gone (iov is advanced: the caller's
+ * array is changed); -1 with errno. */
+struct iovec;
+int writev_all(int fd, struct iovec *iov, int n);
 /* read a whole file into a malloc'd, NUL-terminated buffer; max bytes */
 int read_file(const char *path, size_t max, char **out, size_t *len);
 /* read a whole stream fd; max bytes (larger is an error, EFBIG) */
