@@ -131,33 +131,44 @@ static __attribute__((noreturn)) void jail_init(int sync_fd)
 
 /* ------------------------------------------------------------ the child */
 
-/* Close every fd from 4 up but keep and keep2 (-1: none). */
-static int close_all_but(int keep, int keep2)
+/* Close every fd from 4 up but the n in keep (-1: none). */
+static int close_all_but(const int *keep, int n)
 {
-	int lo = keep2 >= 0 && keep2 < keep ? keep2 : keep, hi = keep2 > keep ? keep2 : keep;
-	if (lo > 4 && syscall(SYS_close_range, 4, lo - 1, 0) < 0)
-		return -1;
-	if (hi > lo + 1 && syscall(SYS_close_range, lo + 1, hi - 1, 0) < 0)
-		return -1;
-	return (int)syscall(SYS_close_range, hi + 1, ~0U, 0);
+	unsigned lo = 4;
+	for (;;) {
+		/* the lowest kept fd at or above lo */
+		int next = -1;
+		for (int i = 0; i < n; i++)
+			if (keep[i] >= (int)lo && (next < 0 || keep[i] < next))
+				next = keep[i];
+		if (next < 0)
+			return (int)syscall(SYS_close_range, lo, ~0U, 0);
+		if ((unsigned)next > lo && syscall(SYS_close_range, lo, (unsigned)next - 1, 0) < 0)
+			return -1;
+		lo = (unsigned)next + 1;
+	}
 }
 
 /* Place stdin, stdout, stderr and the tool socket at 0..3 and close
- * everything else but a copy of the sync socket above 3 (returned).
- * Copies come first: a source may sit at 0..3, where another one goes. */
-static int place_fds(const struct jail_spec *s, int sync_fd, struct pc_err *err)
+ * everything else but copies above 3 of the sync socket (returned) and
+ * of the program socket (*prog_fd, when there is one).  Copies come
+ * first: a source may sit at 0..3, where another one goes. */
+static int place_fds(const struct jail_spec *s, int sync_fd, int *prog_fd, struct pc_err *err)
 {
 	const int src[4] = { s->stdio[0], s->stdio[1], s->stdio[2], s->tool_fd };
 	int tmp[4], sfd = fcntl(sync_fd, F_DUPFD_CLOEXEC, 4);
+	int keep[3] = { sfd, coverage_fd(), -1 };
 	if (sfd < 0)
 		return pc_syserr(err, "fds", "copy the sync fd");
+	if (*prog_fd >= 0 && (keep[2] = *prog_fd = fcntl(*prog_fd, F_DUPFD_CLOEXEC, 4)) < 0)
+		return pc_syserr(err, "fds", "copy the program socket");
 	for (int i = 0; i < 4; i++)
 		if ((tmp[i] = fcntl(src[i], F_DUPFD_CLOEXEC, 4)) < 0)
 			return pc_syserr(err, "fds", "copy fd %d", i);
 	for (int i = 0; i < 4; i++)
 		if (dup2(tmp[i], i) < 0)
 			return pc_syserr(err, "fds", "place fd %d", i);
-	if (close_all_but(sfd, coverage_fd()) < 0)
+	if (close_all_but(keep, 3) < 0)
 		return pc_syserr(err, "fds", "close_range");
 	return sfd;
 }
@@ -197,8 +208,19 @@ int jail_unpack_files(struct jail_spec *s, const char *buf, uint64_t len)
 int jail_deliver(const struct jail *j, int memfd, uint64_t len, bool linger, struct pc_err *err)
 {
 	struct program_msg m = { .type = JAIL_MSG_PROGRAM, .linger = linger, .len = len };
-	if (send_fds(j->sync_fd, &m, sizeof(m), &memfd, 1) < 0)
-		return pc_syserr(err, "warm", "hand the program to a ready jail");
+	if (j->prog_fd < 0) {
+		/* node's: init copies the bytes into its pipe */
+		if (send_fds(j->sync_fd, &m, sizeof(m), &memfd, 1) < 0)
+			return pc_syserr(err, "warm", "hand the program to a ready jail");
+		return 0;
+	}
+	/* python's, straight: one process less to wake before the cell
+	 * runs; then init, which only learns that the jail is running */
+	if (send_fds(j->prog_fd, &m, sizeof(m), &memfd, 1) < 0)
+		return pc_syserr(err, "warm", "hand the program to a ready jail's python");
+	m.len = 0;
+	if (send(j->sync_fd, &m, sizeof(m), MSG_NOSIGNAL) != (ssize_t)sizeof(m))
+		return pc_syserr(err, "warm", "tell a ready jail's init that its cell came");
 	return 0;
 }
 
@@ -240,20 +262,48 @@ static int wait_program(int sync_fd, int prog_fd, struct pc_err *err)
 	return 0;
 }
 
-/* Pass the program on to python, which waits for it on prog_fd.  Init
- * never looks inside: python reads the files from the memfd itself. */
-static int forward_program(int sync_fd, int prog_fd, struct pc_err *err)
+static void on_sigchld(int sig)
 {
-	struct program_msg m;
-	int fd;
+	(void)sig;
+}
 
-	if (wait_program(sync_fd, prog_fd, err) < 0 || (fd = recv_program(sync_fd, &m, err)) < 0)
-		return -1;
-	if (send_fds(prog_fd, &m, sizeof(m), &fd, 1) < 0) {
-		close(fd);
-		return pc_syserr(err, "warm", "hand the program to python");
+/* A native ready jail's init, until its cell comes: python gets the
+ * program straight from the supervisor (jail_deliver), which tells us
+ * after, with a program message without a memfd; init never sees the
+ * program.  A supervisor that let the jail go unused (EOF), or a python
+ * that died waiting, ends the jail (the supervisor makes another). */
+static int await_start(int sync_fd, pid_t python, struct pc_err *err)
+{
+	struct sigaction sa = { .sa_handler = on_sigchld };
+	struct pollfd pf = { .fd = sync_fd, .events = POLLIN };
+	struct program_msg m;
+	sigset_t chld, none;
+	ssize_t n;
+
+	sigemptyset(&none);
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &chld, NULL);
+	sigaction(SIGCHLD, &sa, NULL);
+	for (;;) {
+		/* checked with SIGCHLD blocked, waited for with it open: an
+		 * exit in between interrupts the ppoll */
+		if (waitpid(python, NULL, WNOHANG) == python)
+			_exit(0);
+		if (ppoll(&pf, 1, NULL, &none) > 0)
+			break;
+		if (errno != EINTR)
+			return pc_syserr(err, "warm", "wait for the cell");
 	}
-	close(fd);
+	signal(SIGCHLD, SIG_DFL);
+	sigprocmask(SIG_UNBLOCK, &chld, NULL);
+	do
+		n = recv(sync_fd, &m, sizeof(m), 0);
+	while (n < 0 && errno == EINTR);
+	if (n == 0)
+		_exit(0);
+	if (n != (ssize_t)sizeof(m) || m.type != JAIL_MSG_PROGRAM || m.len != 0)
+		return pc_fail(err, EPROTO, "warm", "bad start message for a ready jail");
 	return 0;
 }
 
@@ -345,6 +395,7 @@ struct child {
 	bool as_root;
 	bool bare;                   /* no namespaces (jail_spec.bare) */
 	bool join_cgroup2;           /* cloned without CLONE_INTO_CGROUP: join it here */
+	int prog_fd;                 /* python's end of the program socket, or -1 */
 	uint32_t net_addr, net_gw;   /* an egress run's, from the release */
 };
 
@@ -515,7 +566,7 @@ static int open_exec_fd(const struct jail_spec *s, struct pc_err *err)
 
 static int step_fds(struct child *c, struct pc_err *err)
 {
-	int fd = place_fds(c->s, c->sync_fd, err);
+	int fd = place_fds(c->s, c->sync_fd, &c->prog_fd, err);
 	if (fd < 0)
 		return -1;
 	c->sync_fd = fd;
@@ -605,9 +656,8 @@ static __attribute__((noreturn)) void start_python(struct child *c)
 	} else if (bytes) {
 		pc_syserr(&err, "pipe", "the program pipe");
 		child_fail(c->sync_fd, &err);
-	} else if (s->park && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, prog) < 0) {
-		pc_syserr(&err, "socketpair", "the program socket");
-		child_fail(c->sync_fd, &err);
+	} else if (s->park) {
+		prog[1] = c->prog_fd; /* the supervisor holds the other end */
 	}
 	pid = fork();
 	if (pid < 0) {
@@ -629,8 +679,6 @@ static __attribute__((noreturn)) void start_python(struct child *c)
 			/* no exec will close it: the program must not be able to
 			 * write messages to the supervisor */
 			close(c->sync_fd);
-			if (s->park)
-				close(prog[0]);
 			s->run_inline(s, s->park ? prog[1] : -1);
 		}
 		if (bytes) {
@@ -660,9 +708,10 @@ static __attribute__((noreturn)) void start_python(struct child *c)
 	if (s->park) {
 		close(prog[1]);
 		if ((bytes ? forward_program_bytes(c->sync_fd, prog[0], &err)
-			   : forward_program(c->sync_fd, prog[0], &err)) < 0)
+			   : await_start(c->sync_fd, pid, &err)) < 0)
 			child_fail(c->sync_fd, &err);
-		close(prog[0]);
+		if (bytes)
+			close(prog[0]);
 		prctl(PR_SET_NAME, "pycell-init");
 	} else if (bytes) {
 		close(prog[1]);
@@ -674,11 +723,11 @@ static __attribute__((noreturn)) void start_python(struct child *c)
 	jail_init(c->sync_fd);
 }
 
-static __attribute__((noreturn)) void jail_child(const struct jail_spec *s, int sync_fd, bool as_root,
-						 bool join_cgroup2)
+static __attribute__((noreturn)) void jail_child(const struct jail_spec *s, int sync_fd, int prog_fd,
+						 bool as_root, bool join_cgroup2)
 {
 	struct child c = { .s = s, .sync_fd = sync_fd, .as_root = as_root, .bare = s->bare,
-			   .join_cgroup2 = join_cgroup2 };
+			   .join_cgroup2 = join_cgroup2, .prog_fd = prog_fd };
 	struct pc_err err = { 0 };
 
 	coverage_keep_host();
@@ -728,7 +777,9 @@ void jail_abort(struct jail *j)
 	waitpid(j->pid, NULL, __WALL); /* ECHILD when the zygote cloned it */
 	close(j->pidfd);
 	close(j->sync_fd);
-	j->pidfd = j->sync_fd = -1;
+	if (j->prog_fd >= 0)
+		close(j->prog_fd);
+	j->pidfd = j->sync_fd = j->prog_fd = -1;
 }
 
 #define JAIL_NS_FLAGS (CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS)
@@ -791,12 +842,16 @@ int jail_clone(const struct jail_spec *s, struct jail *j, struct pc_err *err)
 	};
 	bool as_root = maps_id_range() && !s->bare, join_cgroup2 = false;
 	cleanup_pair int sv[2] = { -1, -1 };
+	cleanup_pair int pv[2] = { -1, -1 };
 	int pidfd = -1;
 	long pid;
 	char ready;
 
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
 		return pc_syserr(err, "spawn", "socketpair");
+	/* a native ready jail's python waits for its program on pv[1] */
+	if (s->park && !policy_is_wasm(s->policy) && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pv) < 0)
+		return pc_syserr(err, "spawn", "the program socketpair");
 	args.pidfd = (uint64_t)(uintptr_t)&pidfd;
 	if (s->cgroup.into) {
 		args.flags |= CLONE_INTO_CGROUP;
@@ -825,11 +880,14 @@ int jail_clone(const struct jail_spec *s, struct jail *j, struct pc_err *err)
 		return pc_syserr(err, "clone3", "clone3 into new namespaces");
 	if (pid == 0) {
 		close(sv[0]);
-		jail_child(s, sv[1], as_root, join_cgroup2); /* does not return */
+		if (pv[0] >= 0)
+			close(pv[0]);
+		jail_child(s, sv[1], pv[1], as_root, join_cgroup2); /* does not return */
 	}
 	j->pid = (pid_t)pid;
 	j->pidfd = pidfd;
-	j->sync_fd = steal_fd(&sv[0]); /* the child's end closes as this returns */
+	j->sync_fd = steal_fd(&sv[0]); /* the child's ends close as this returns */
+	j->prog_fd = steal_fd(&pv[0]);
 	j->bare = s->bare;
 	if (!as_root && !s->bare && read(j->sync_fd, &ready, 1) != 1) {
 		pc_syserr(err, "spawn", "wait for the jail child");

@@ -80,6 +80,9 @@ struct jail {
 	pid_t pid;      /* host pid of the jail's init */
 	int pidfd;      /* pidfd of init (readable when it exits) */
 	int sync_fd;    /* seqpacket: struct jail_msg from the child */
+	/* A native ready jail's (spec->park): seqpacket to its python, which
+	 * waits on the other end for the program (jail_deliver); -1 else. */
+	int prog_fd;
 	bool bare;      /* made without namespaces (jail_spec.bare) */
 };
 
@@ -103,8 +106,10 @@ struct jail_msg {
 int jail_unpack_files(struct jail_spec *s, const char *buf, uint64_t len);
 
 /* Give a ready jail its program: memfd holds len bytes of files (the
- * format above).  Init passes the memfd on to python, which reads the
- * files from it: a ready jail's /run/pycell holds no program files. */
+ * format above).  A native jail's python gets the memfd straight from
+ * us (j->prog_fd) and reads the files from it; init is told after, only
+ * to know the jail is running.  The wasm backend's init passes the bytes
+ * on to node.  A ready jail's /run/pycell holds no program files. */
 int jail_deliver(const struct jail *j, int memfd, uint64_t len, bool linger, struct pc_err *err);
 /* In a ready jail's python: wait on prog_fd for the program.  The memfd
  * (its length in *len, jail_spec.linger in *linger), or -1 with errno set. */

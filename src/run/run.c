@@ -631,7 +631,7 @@ static struct run *run_new(struct loop *l, const struct run_request *q, struct p
 	r->out = (struct out_stream){ .fd = -1, .id = RUN_STDOUT, .buf = &r->result.out };
 	r->err = (struct out_stream){ .fd = -1, .id = RUN_STDERR, .buf = &r->result.err };
 	output_init(r);
-	r->stdin_fd = r->tool_fd = r->jail.pidfd = r->jail.sync_fd = -1;
+	r->stdin_fd = r->tool_fd = r->jail.pidfd = r->jail.sync_fd = r->jail.prog_fd = -1;
 	r->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 	if (r->timer_fd < 0 || loop_add(l, &r->w_timer, r->timer_fd, EPOLLIN, on_timer, r) < 0) {
 		pc_syserr(err, "spawn", "timerfd");
@@ -992,6 +992,10 @@ int run_start_parked(struct run *r, const struct run_request *q, struct pc_err *
 	r->t0 = now_ms();
 	if (r->spawner->ops->deliver(r->spawner, &spec, &r->jail, err) < 0)
 		return -1;
+	if (r->jail.prog_fd >= 0) {
+		close(r->jail.prog_fd);  /* python has its program */
+		r->jail.prog_fd = -1;
+	}
 	/* the run's CPU time starts now: what made the jail ready is not its */
 	r->cpu_base_us = cgroup_run_cpu_us(r->cgroup);
 	r->req = *q;
@@ -1122,6 +1126,8 @@ void run_free(struct run *r)
 	}
 	unwatch_close(r, &r->w_pidfd, &r->jail.pidfd);
 	unwatch_close(r, &r->w_sync, &r->jail.sync_fd);
+	if (r->jail.prog_fd >= 0)
+		close(r->jail.prog_fd);
 	unwatch_close(r, &r->out.w, &r->out.fd);
 	unwatch_close(r, &r->err.w, &r->err.fd);
 	unwatch_close(r, &r->w_tool, &r->tool_fd);

@@ -451,7 +451,7 @@ static int send_request(struct zygote *z, int fd, const struct jail_spec *s, str
  * is gone. */
 static int recv_reply(int fd, int flags, struct spawn_reply *reply, struct jail *j)
 {
-	int fds[2];
+	int fds[3] = { -1, -1, -1 };
 	char ctl[CMSG_SPACE(sizeof(fds))];
 	struct iovec iov = { reply, sizeof(*reply) };
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
@@ -466,11 +466,11 @@ static int recv_reply(int fd, int flags, struct spawn_reply *reply, struct jail 
 		return -1;
 	}
 	c = CMSG_FIRSTHDR(&mh);
-	/* a failure reply carries no fds; a success reply two, unless we had
-	 * no room for them (EMFILE: the kernel installs what fits and says
-	 * MSG_CTRUNC): what did come is closed, or it leaks */
-	if (!reply->ok || !c || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(fds)) ||
-	    (mh.msg_flags & MSG_CTRUNC)) {
+	/* a failure reply carries no fds; a success reply two or three, unless
+	 * we had no room for them (EMFILE: the kernel installs what fits and
+	 * says MSG_CTRUNC): what did come is closed, or it leaks */
+	if (!reply->ok || !c || c->cmsg_type != SCM_RIGHTS || reply->n_fds < 2 || reply->n_fds > 3 ||
+	    c->cmsg_len != CMSG_LEN((size_t)reply->n_fds * sizeof(int)) || (mh.msg_flags & MSG_CTRUNC)) {
 		for (; c; c = CMSG_NXTHDR(&mh, c))
 			if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
 				for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++)
@@ -480,9 +480,9 @@ static int recv_reply(int fd, int flags, struct spawn_reply *reply, struct jail 
 		errno = (mh.msg_flags & MSG_CTRUNC) ? EMFILE : EPROTO;
 		return -1;
 	}
-	memcpy(fds, CMSG_DATA(c), sizeof(fds));
+	memcpy(fds, CMSG_DATA(c), (size_t)reply->n_fds * sizeof(int));
 	/* whole: a zygote's jail is never bare */
-	*j = (struct jail){ .pid = reply->pid, .pidfd = fds[0], .sync_fd = fds[1] };
+	*j = (struct jail){ .pid = reply->pid, .pidfd = fds[0], .sync_fd = fds[1], .prog_fd = fds[2] };
 	return 1;
 }
 

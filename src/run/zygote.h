@@ -49,6 +49,7 @@ struct spawn_req {
 struct spawn_reply {
 	int32_t ok;
 	int32_t pid;
+	int32_t n_fds;   /* ok: the pidfd, the sync socket, and a ready jail's program socket */
 	struct pc_err err;
 };
 

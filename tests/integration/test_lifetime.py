@@ -156,7 +156,13 @@ def test_a_killed_pycell_mcp_takes_every_jail_along(start):
     mcp_call(proc, 1, "while True: pass")
     below = wait_jail_python(proc.pid)
     if start == ("--warm",):
-        # the zygote, a running jail and the ready ones made ahead
+        # the zygote, a running jail and the ready ones made ahead (the
+        # running jail's init names itself pycell-init once told that its
+        # cell came, which is after python has it)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and "pycell-init" not in comms(descendants(proc.pid)):
+            time.sleep(0.005)
+        below = descendants(proc.pid)
         names = set(comms(below))
         assert {"exe", "pycell-init", "pycell-ready"} <= names, names  # exe: the zygote
     proc.kill()

@@ -208,7 +208,13 @@ def test_a_ready_jail_holds_no_program_and_serves_one_run(require_root, tmp_path
         assert status_fields(first, "Seccomp", "Seccomp_filters", "CapEff") == ["2", "1", "0000000000000000"]
         assert status_fields(py, "Uid")[0].split() == [str(100000 + 1000)] * 4
         assert os.listdir(f"/proc/{py}/root/run/pycell") == ["lib"]
-        sc = s.run("import os\nopen('/tmp/mark', 'w').write('x')\n"
+        # init learns that its cell came after python has it (the
+        # supervisor sends the cell to python straight): it renames
+        # itself pycell-init then, while the cell runs
+        sc = s.run("import os, time\nopen('/tmp/mark', 'w').write('x')\n"
+                   "t = time.monotonic()\n"
+                   "while open('/proc/1/comm').read() != 'pycell-init\\n' and time.monotonic() - t < 5:\n"
+                   "    time.sleep(0.001)\n"
                    "[sorted(os.listdir('/run/pycell')), open('/proc/1/comm').read(), "
                    "open('/proc/self/comm').read(), os.getpid()]")
         assert sc["return_value"] == [["lib"], "pycell-init\n", "python3\n", 2]
@@ -498,6 +504,22 @@ def test_servers_start_warm_by_default(args, warm):
         else:
             with pytest.raises(AssertionError, match="no zygote"):
                 zygote_of(s.proc.pid)
+    finally:
+        s.close()
+
+
+def test_a_cells_python_holds_only_its_four_descriptors():
+    """A ready jail's python gets its cell over a socket of its own, which
+    it closes once the cell came (and whose other end the supervisor
+    closes): the cell finds stdin, stdout, stderr and the tool socket,
+    nothing else, no end of init's socket to the supervisor either."""
+    s = Mcp(["--warm"], pycell_env())
+    try:
+        for _ in range(2):
+            sc = s.run("import os\nfds = sorted(int(x) for x in os.listdir('/proc/self/fd'))\n"
+                       "[fds, [os.readlink(f'/proc/self/fd/{fd}')[:6] for fd in fds[:4]]]")
+            # 4: the listing's own descriptor, gone once it is done
+            assert sc["return_value"] == [[0, 1, 2, 3, 4], ["pipe:[", "pipe:[", "pipe:[", "socket"]], sc
     finally:
         s.close()
 
