@@ -707,6 +707,10 @@ static __attribute__((noreturn)) void start_python(struct child *c)
 	signal(SIGPIPE, SIG_IGN);
 	if (s->park) {
 		close(prog[1]);
+		/* the run's pipes are python's alone from here (jail_init): their
+		 * end must not wait for init to hear that the cell came */
+		for (int fd = 0; fd <= 3; fd++)
+			close(fd);
 		if ((bytes ? forward_program_bytes(c->sync_fd, prog[0], &err)
 			   : await_start(c->sync_fd, pid, &err)) < 0)
 			child_fail(c->sync_fd, &err);

@@ -208,6 +208,10 @@ def test_a_ready_jail_holds_no_program_and_serves_one_run(require_root, tmp_path
         assert status_fields(first, "Seccomp", "Seccomp_filters", "CapEff") == ["2", "1", "0000000000000000"]
         assert status_fields(py, "Uid")[0].split() == [str(100000 + 1000)] * 4
         assert os.listdir(f"/proc/{py}/root/run/pycell") == ["lib"]
+        # init holds none of the run's pipes (nor the tool socket) while it
+        # waits: their end is python's, not init's hearing that a cell came
+        init_fds = {int(fd): os.readlink(f"/proc/{first}/fd/{fd}") for fd in os.listdir(f"/proc/{first}/fd")}
+        assert not {0, 1, 2, 3} & set(init_fds) and not [v for v in init_fds.values() if v.startswith("pipe:")], init_fds
         # init learns that its cell came after python has it (the
         # supervisor sends the cell to python straight): it renames
         # itself pycell-init then, while the cell runs
