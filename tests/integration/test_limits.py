@@ -279,6 +279,34 @@ def bpf_device_progs(cgroup_dir):
         os.close(fd)
 
 
+def run_waiting_on_stdin(start, look, what):
+    """Start `pycell run` with a program that waits on its stdin, poll the
+    processes below it until look(pid) returns something (an OSError is
+    a process gone meanwhile), then let the program end.  What look
+    returned, once the run has ended with status 0."""
+    before = set(children_of(os.getpid()))
+    proc = start_pycell(["run", *start, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE,
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 10
+        found = None
+        while time.monotonic() < deadline and found is None:
+            for p in descendants(proc.pid):
+                try:
+                    found = look(p)
+                except OSError:
+                    continue
+                if found is not None:
+                    break
+            time.sleep(0.01)
+        assert found is not None, what
+    finally:
+        out, err = proc.communicate(b"", timeout=30)
+        reap_orphans(before)
+    assert proc.returncode == 0, err
+    return found
+
+
 @pytest.mark.parametrize("start", START)
 def test_device_filter_is_attached_to_the_run(start):
     if os.geteuid() != 0:
@@ -286,30 +314,17 @@ def test_device_filter_is_attached_to_the_run(start):
     cg = doctor()["cgroups"]
     if not cg["device_filter"]:
         pytest.skip(f"no cgroup device filter on this host: {doctor()['checks']}")
-    before = set(children_of(os.getpid()))
-    proc = start_pycell(["run", *start, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE,
-                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 10
-        path = None
-        while time.monotonic() < deadline and not path:
-            for p in descendants(proc.pid):
-                try:
-                    line = [x for x in Path(f"/proc/{p}/cgroup").read_text().splitlines()
-                            if x.startswith("0::")][0]
-                except (OSError, IndexError):
-                    continue
-                if re.search(r"/pycell-\d+-\d+$", line):
-                    path = cg["v2_mount"] + line[3:]
-                    break
-            time.sleep(0.01)
-        assert path, "the jail never showed up in a run cgroup2 dir"
-        assert bpf_device_progs(path) == 1
-        assert bpf_device_progs(cg["v2_parent"]) == 0   # only the run's own cgroup
-    finally:
-        out, err = proc.communicate(b"", timeout=30)
-        reap_orphans(before)
-    assert proc.returncode == 0, err
+
+    def run_dir(p):
+        lines = [x for x in Path(f"/proc/{p}/cgroup").read_text().splitlines() if x.startswith("0::")]
+        if lines and re.search(r"/pycell-\d+-\d+$", lines[0]):
+            path = cg["v2_mount"] + lines[0][3:]
+            # while the jail runs: attached to the run's own cgroup only
+            assert bpf_device_progs(path) == 1
+            assert bpf_device_progs(cg["v2_parent"]) == 0
+            return path
+        return None
+    path = run_waiting_on_stdin(start, run_dir, "the jail never showed up in a run cgroup2 dir")
     deadline = time.monotonic() + 2   # removed by the child that finishes the teardown
     while os.path.exists(path) and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -330,47 +345,31 @@ def test_the_program_runs_in_every_run_cgroup(start):
     used = {cg["dirs"][c] for c in ("memory", "pids", "cpu") if cg["limits"][c] == "cgroup1"}
     if not used and not cg["v2_parent"]:
         pytest.skip(f"no cgroup for runs on this host: {cg}")
-    mounts = {}
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        f = line.split()
-        if f[f.index("-") + 1] == "cgroup":
-            mounts[f[4]] = f[3]   # mount point -> root of the hierarchy in it
-    before = set(children_of(os.getpid()))
-    proc = start_pycell(["run", *start, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE,
-                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 10
-        lines = None
-        while time.monotonic() < deadline and lines is None:
-            for p in descendants(proc.pid):
-                try:
-                    if Path(f"/proc/{p}/comm").read_text().strip() == "python3":
-                        lines = Path(f"/proc/{p}/cgroup").read_text().splitlines()
-                except OSError:
-                    continue
-            time.sleep(0.01)
-        assert lines, "the jail's python never showed up"
-        # each hierarchy's line, as a host path (mount point + path)
-        seen = set()
-        for line in lines:
-            _, ctrls, path = line.split(":", 2)
-            for point, root in mounts.items():
-                if ctrls and set(ctrls.split(",")) == set(Path(point).name.split(",")):
-                    seen.add(str(Path(point) / path.lstrip("/")))
-        name = None
-        for d in used:
-            inside = [s for s in seen if s.startswith(d + "/pycell-")]
-            assert len(inside) == 1, (d, lines)
-            name = Path(inside[0]).name
-            assert re.fullmatch(r"pycell-\d+-\d+", name)
-        if cg["v2_parent"]:
-            [v2] = [line[3:] for line in lines if line.startswith("0::")]
-            assert re.search(r"/pycell-\d+-\d+$", v2), lines
-            assert name is None or v2.endswith("/" + name)   # one name for all of the run's dirs
-    finally:
-        out, err = proc.communicate(b"", timeout=30)
-        reap_orphans(before)
-    assert proc.returncode == 0, err
+    points = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()
+              if line.split()[line.split().index("-") + 1] == "cgroup"]
+
+    def python_cgroups(p):
+        if Path(f"/proc/{p}/comm").read_text().strip() != "python3":
+            return None
+        return Path(f"/proc/{p}/cgroup").read_text().splitlines()
+    lines = run_waiting_on_stdin(start, python_cgroups, "the jail's python never showed up")
+    # each v1 hierarchy's line, as a host path (mount point + path)
+    seen = set()
+    for line in lines:
+        _, ctrls, path = line.split(":", 2)
+        for point in points:
+            if ctrls and set(ctrls.split(",")) == set(Path(point).name.split(",")):
+                seen.add(str(Path(point) / path.lstrip("/")))
+    name = None
+    for d in used:
+        inside = [x for x in seen if x.startswith(d + "/pycell-")]
+        assert len(inside) == 1, (d, lines)
+        name = Path(inside[0]).name
+        assert re.fullmatch(r"pycell-\d+-\d+", name)
+    if cg["v2_parent"]:
+        [v2] = [line[3:] for line in lines if line.startswith("0::")]
+        assert re.search(r"/pycell-\d+-\d+$", v2), lines
+        assert name is None or v2.endswith("/" + name)   # one name for all of the run's dirs
 
 
 # ------------------------------------------------------- nothing left behind
