@@ -819,8 +819,15 @@ static int run_spawn(struct run *r, bool park, struct pc_err *setup_err)
 		 * and gives it its cell at once */
 		struct pc_err sp_err = { 0 };
 		spec.park = q->mode == RUN_MODE_CELL && sp->ops->deliver;
-		if (spawn_with(sp, &spec, &r->jail, spec.park, &sp_err) == 0)
+		spec.linger = spec.park && q->finish_on_report;
+		if (spawn_with(sp, &spec, &r->jail, spec.park, &sp_err) == 0) {
+			if (r->jail.prog_fd >= 0) {
+				close(r->jail.prog_fd);   /* python has its program */
+				r->jail.prog_fd = -1;
+			}
 			goto spawned;
+		}
+		spec.linger = false;
 		spec.park = false;
 		result_add_warning(&r->result, "%s start failed, started cold: %s: %s", sp->ops->name,
 				   sp_err.step, sp_err.msg);
