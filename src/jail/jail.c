@@ -205,7 +205,7 @@ int jail_unpack_files(struct jail_spec *s, const char *buf, uint64_t len)
 	return 0;
 }
 
-int jail_deliver(const struct jail *j, int memfd, uint64_t len, bool linger, struct pc_err *err)
+int jail_deliver(struct jail *j, int memfd, uint64_t len, bool linger, struct pc_err *err)
 {
 	struct program_msg m = { .type = JAIL_MSG_PROGRAM, .linger = linger, .len = len };
 	if (j->prog_fd < 0) {
@@ -218,6 +218,8 @@ int jail_deliver(const struct jail *j, int memfd, uint64_t len, bool linger, str
 	 * runs; then init, which only learns that the jail is running */
 	if (send_fds(j->prog_fd, &m, sizeof(m), &memfd, 1) < 0)
 		return pc_syserr(err, "warm", "hand the program to a ready jail's python");
+	close(j->prog_fd);   /* python has its program */
+	j->prog_fd = -1;
 	m.len = 0;
 	if (send(j->sync_fd, &m, sizeof(m), MSG_NOSIGNAL) != (ssize_t)sizeof(m))
 		return pc_syserr(err, "warm", "tell a ready jail's init that its cell came");

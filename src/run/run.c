@@ -820,13 +820,8 @@ static int run_spawn(struct run *r, bool park, struct pc_err *setup_err)
 		struct pc_err sp_err = { 0 };
 		spec.park = q->mode == RUN_MODE_CELL && sp->ops->deliver;
 		spec.linger = spec.park && q->finish_on_report;
-		if (spawn_with(sp, &spec, &r->jail, spec.park, &sp_err) == 0) {
-			if (r->jail.prog_fd >= 0) {
-				close(r->jail.prog_fd);   /* python has its program */
-				r->jail.prog_fd = -1;
-			}
+		if (spawn_with(sp, &spec, &r->jail, spec.park, &sp_err) == 0)
 			goto spawned;
-		}
 		spec.linger = false;
 		spec.park = false;
 		result_add_warning(&r->result, "%s start failed, started cold: %s: %s", sp->ops->name,
@@ -843,7 +838,7 @@ static int run_spawn(struct run *r, bool park, struct pc_err *setup_err)
 		goto fail;
 	if (later) {
 		int tasks[CGROUP_MAX_TASKS];
-		if (cgroup_run_finish(r->cgroup, &p->limits, true, &r->result, setup_err) < 0 ||
+		if (cgroup_run_finish(r->cgroup, &p->limits, !r->bare, &r->result, setup_err) < 0 ||
 		    jail_cgroups_done(&r->jail, tasks, cgroup_run_tasks_fds(r->cgroup, tasks), setup_err) < 0) {
 			jail_abort(&r->jail);
 			goto fail;
@@ -999,10 +994,6 @@ int run_start_parked(struct run *r, const struct run_request *q, struct pc_err *
 	r->t0 = now_ms();
 	if (r->spawner->ops->deliver(r->spawner, &spec, &r->jail, err) < 0)
 		return -1;
-	if (r->jail.prog_fd >= 0) {
-		close(r->jail.prog_fd);  /* python has its program */
-		r->jail.prog_fd = -1;
-	}
 	/* the run's CPU time starts now: what made the jail ready is not its */
 	r->cpu_base_us = cgroup_run_cpu_us(r->cgroup);
 	r->req = *q;

@@ -392,7 +392,7 @@ static int pack_files(const struct jail_spec *s, bool script, uint64_t *len, str
 	return fd;
 }
 
-int spawner_deliver_cell(const struct jail_spec *s, const struct jail *j, struct pc_err *err)
+int spawner_deliver_cell(const struct jail_spec *s, struct jail *j, struct pc_err *err)
 {
 	uint64_t len;
 	cleanup_close int memfd = pack_files(s, false, &len, err);
@@ -403,7 +403,7 @@ int spawner_deliver_cell(const struct jail_spec *s, const struct jail *j, struct
 	return jail_deliver(j, memfd, len, s->linger, err);
 }
 
-static int warm_deliver(struct spawner *sp, const struct jail_spec *s, const struct jail *j,
+static int warm_deliver(struct spawner *sp, const struct jail_spec *s, struct jail *j,
 			struct pc_err *err)
 {
 	return spawner_deliver_cell(s, j, err);

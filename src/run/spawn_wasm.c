@@ -46,7 +46,7 @@ static int wasm_release(struct spawner *sp, const struct jail_spec *s, struct ja
 	return jail_release(s, j, err);
 }
 
-static int wasm_deliver(struct spawner *sp, const struct jail_spec *s, const struct jail *j,
+static int wasm_deliver(struct spawner *sp, const struct jail_spec *s, struct jail *j,
 			struct pc_err *err)
 {
 	return spawner_deliver_cell(s, j, err);

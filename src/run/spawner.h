@@ -46,7 +46,7 @@ struct spawner_ops {
 	void (*revive)(struct spawner *sp);
 	int (*spawn)(struct spawner *sp, const struct jail_spec *s, struct jail *j, struct pc_err *err);
 	int (*release)(struct spawner *sp, const struct jail_spec *s, struct jail *j, struct pc_err *err);
-	int (*deliver)(struct spawner *sp, const struct jail_spec *s, const struct jail *j,
+	int (*deliver)(struct spawner *sp, const struct jail_spec *s, struct jail *j,
 		       struct pc_err *err);
 	/* The spec's fds are sent with the request: the caller may close its
 	 * copies on return.  done(ctx, ...) is called once, from loop l, unless
@@ -74,6 +74,6 @@ struct spawner *spawner_wasm(void);
 /* Hand the ready jail j its cell, the files of s, in one memfd (for each
  * file its name, a NUL, its length in 8 bytes of native order, its
  * bytes): the deliver of the warm and wasm spawners. */
-int spawner_deliver_cell(const struct jail_spec *s, const struct jail *j, struct pc_err *err);
+int spawner_deliver_cell(const struct jail_spec *s, struct jail *j, struct pc_err *err);
 
 #endif
