@@ -10,7 +10,8 @@ and it holds nothing of the supervisor (no configuration, no tokens).
     preload(host, jail)   in the zygote: pycell and pycell._cell
     script_prelude(path)  in a warm jail's python, before a script
     ready(env)            in a ready jail's python, before its cell comes
-    finish()              in a warm jail's python, after the program
+    finish()              in a warm jail's python, after the program: 0, or
+                          120 when a standard stream could not be flushed
 """
 
 import sys
@@ -81,8 +82,8 @@ def finish():
     """The end of a warm run: what Py_FinalizeEx does that a program can
     see (non-daemon threads joined, atexit handlers, __main__'s objects
     released so their __del__ and file flushes run, like the teardown of a
-    cold python, and the standard streams flushed; a failed flush makes
-    the status 120), without tearing down the interpreter inherited from
+    cold python, and the standard streams flushed; returns 120 when a
+    flush failed, python's exit status then, else 0), without tearing down the interpreter inherited from
     the zygote, which took 2 ms of copy-on-write faults per run and lost
     output written at teardown (test_run_cli.py::test_exit_runs_what_teardown_runs)."""
     import gc
@@ -114,9 +115,10 @@ def finish():
             if name.startswith("__"):
                 continue
             ok = False
-            try:
-                sys.__stderr__.write("Exception ignored on flushing sys.%s: %r\n" % (name, e))
+            try:   # as python's exit words it (PyErr_WriteUnraisable)
+                import traceback
+                sys.__stderr__.write("Exception ignored in: %r\n%s" % (
+                    f, "".join(traceback.format_exception_only(type(e), e))))
             except Exception:
                 pass
-    if not ok:
-        raise SystemExit(120)
+    return 0 if ok else 120

@@ -61,46 +61,46 @@ static struct {
  * below.  Each call binds no name in __main__. */
 #define WARM_MODULE "__import__('sys').modules['pycell._warm']"
 static const char script_prelude[] = WARM_MODULE ".script_prelude('" JAIL_RUN_DIR "/" WARM_FILE "')\n";
-static const char finish[] = WARM_MODULE ".finish()\n";
 static char *ready_call;   /* _warm.ready(ENV), ENV as a Python literal */
+/* pycell._cell.warm_main and pycell._warm.finish, looked up once by the
+ * zygote: a run calls them without compiling a call (PyRun_SimpleString
+ * would, 0.05 ms of a warm call each) */
+static void *warm_main_fn, *finish_fn;
 
 static bool linger;   /* jail_spec.linger, from the program message */
+
+/* The int a warm_main or finish call returned; `failed` when it raised
+ * (printed, as PyRun_SimpleString does). */
+static int call_status(void *res, int failed)
+{
+	long st;
+	if (!res) {
+		py.ErrPrint();
+		return failed;
+	}
+	st = py.LongAsLong(res);
+	py.DecRef(res);
+	return (int)st;
+}
 
 /* A ready jail's pid 2 (prog_fd >= 0): get ready, wait for the cell,
  * run it; the status comes back from pycell._cell.warm_main, not as
  * SystemExit, which would tear the interpreter down, and no name is bound
- * in __main__.  warm_main is looked up ahead: once the cell is here,
- * nothing is compiled but the cell (PyRun_SimpleString would compile the
- * call, 0.05 ms of a warm call). */
+ * in __main__.  Once the cell is here, nothing is compiled but the cell. */
 static int run_cell(int prog_fd)
 {
 	uint64_t len;
-	void *mod, *fn, *res;
-	long st;
 	int fd;
 
 	prctl(PR_SET_NAME, "pycell-ready");
 	if (py.RunSimpleStringFlags(ready_call, NULL) != 0)
 		_exit(125);
-	mod = py.ImportModule("pycell._cell");
-	fn = mod ? py.GetAttrString(mod, "warm_main") : NULL;
-	if (!fn) {
-		py.ErrPrint();
-		_exit(125);
-	}
 	fd = jail_receive_program(prog_fd, &len, &linger);
 	if (fd < 0)
 		_exit(125);
 	close(prog_fd);
 	prctl(PR_SET_NAME, "python3"); /* exec would have named it after the binary */
-	res = py.CallFunction(fn, "iK", fd, (unsigned long long)len);
-	if (!res) {
-		py.ErrPrint();   /* as PyRun_SimpleString does */
-		return 1;
-	}
-	st = py.LongAsLong(res);
-	py.DecRef(res);
-	return (int)st;
+	return call_status(py.CallFunction(warm_main_fn, "iK", fd, (unsigned long long)len), 1);
 }
 
 static int run_script(const struct jail_spec *s)
@@ -160,7 +160,8 @@ static __attribute__((noreturn)) void zygote_run_inline(const struct jail_spec *
 	 * runs from one zygote do not share its state (test_warm.py) */
 	py.AfterForkChild();
 	status = prog_fd >= 0 ? run_cell(prog_fd) : run_script(s);
-	if (py.RunSimpleStringFlags(finish, NULL) != 0)
+	/* 120 when a standard stream could not be flushed, as python's exit */
+	if (call_status(py.CallFunction(finish_fn, NULL), 120) != 0)
 		status = 120;
 	/* Python has run its atexit handlers and flushed its streams; skip
 	 * the C library's (a leak checker's among them: the interpreter
@@ -194,6 +195,19 @@ static const char bootstrap[] =
 	"    m.preload(host)\n"
 	"_pycell_boot(%s)\n"
 	"del _pycell_boot\n";
+
+/* module.name, a new reference kept for the zygote's life; NULL (printed)
+ * when missing */
+static void *python_function(const char *module, const char *name)
+{
+	void *mod = py.ImportModule(module);
+	void *fn = mod ? py.GetAttrString(mod, name) : NULL;
+	if (mod)
+		py.DecRef(mod);
+	if (!fn)
+		py.ErrPrint();
+	return fn;
+}
 
 static int load_python(const char *libname, const struct policy *p, const char *runtime_dir,
 		       struct pc_err *err)
@@ -275,6 +289,10 @@ static int load_python(const char *libname, const struct policy *p, const char *
 			return pc_fail(err, EINVAL, "warm", "the policy's environment is not valid UTF-8");
 		ready_call = xasprintf(WARM_MODULE ".ready(%s)\n", text);
 	}
+	if (!(warm_main_fn = python_function("pycell._cell", "warm_main")) ||
+	    !(finish_fn = python_function("pycell._warm", "finish")))
+		return pc_fail(err, EINVAL, "warm", "the pycell runtime in %s has no warm_main or finish",
+			       runtime_dir);
 	if (py.RunSimpleStringFlags("__import__('gc').freeze()\n", NULL) != 0)
 		return pc_fail(err, EINVAL, "warm", "gc.freeze failed");
 	return 0;

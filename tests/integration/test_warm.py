@@ -404,6 +404,10 @@ def test_a_cell_ends_like_a_python_exit(start):
     ("import sys\nsys.exit(3)", "", "", 3),
     ("import sys\nsys.exit('bye')", "", "bye\n", 1),
     ("import sys\nprint('out')\nsys.exit()", "out\n", "", 0),
+    # stdout closed under a buffered line: the flush at exit fails, status 120
+    ("import os\nprint('lost')\nos.close(1)", "",
+     "Exception ignored in: <_io.TextIOWrapper name='<stdout>' mode='w' encoding='utf-8'>\n"
+     "OSError: [Errno 9] Bad file descriptor\n", 120),
 ])
 def test_a_cell_that_fails_or_exits_ends_the_same(start, code, stdout, stderr_end, exit_code):
     s = Mcp([start], pycell_env())
@@ -508,6 +512,28 @@ def test_servers_start_warm_by_default(args, warm):
         else:
             with pytest.raises(AssertionError, match="no zygote"):
                 zygote_of(s.proc.pid)
+    finally:
+        s.close()
+
+
+@pytest.mark.parametrize("start", ["--cold", "--warm"])
+def test_a_ready_jails_warm_up_leaves_no_output(start):
+    """A ready jail's python goes once through a cell of its own before
+    the real one comes (_cell.warm_up: a value, the workspace looked at):
+    none of it reaches a result, and the files the call brings are not
+    the cell's output, as in a cold run."""
+    s = Mcp([start], pycell_env())
+    try:
+        for _ in range(2):
+            sc = s.run("print(1)")
+            assert (sc["stdout"], sc["stderr"], sc["return_value"]) == ("1\n", "", None), sc
+            assert "files" not in sc and "images" not in sc, sc
+        res = s.call("tools/call", {"name": "run_python", "arguments": {
+            "code": "open('/workspace/out.txt', 'w').write(open('/workspace/in/given.txt').read() * 2)",
+            "files": [{"path": "in/given.txt", "text": "ab"}]}})
+        sc = res["structuredContent"]
+        assert sc["return_value"] == 4, sc
+        assert [(f["path"], f["size"]) for f in sc["files"]] == [("out.txt", 4)], sc
     finally:
         s.close()
 
