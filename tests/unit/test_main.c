@@ -61,6 +61,7 @@ int main(void)
 	srunner_add_suite(sr, cli_suite());
 	srunner_add_suite(sr, options_suite());
 	srunner_add_suite(sr, seccomp_suite());
+	srunner_add_suite(sr, seccomp_bpf_suite());
 	srunner_add_suite(sr, seccomp_cache_suite());
 	srunner_add_suite(sr, bridge_suite());
 	srunner_add_suite(sr, mcp_suite());

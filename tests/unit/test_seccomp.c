@@ -615,9 +615,11 @@ START_TEST(test_filter_size)
 {
 	struct seccomp_filter *f = compile_default(NET_LOOPBACK);
 	size_t n = seccomp_filter_length(f);
-	/* well below the kernel's 4096, and not so small that groups are missing */
-	ck_assert_uint_lt(n, 2048);
-	ck_assert_uint_gt(n, 300);
+	/* Every jail installs it, at a cost that grows with its length: 282
+	 * instructions here when written, 75 us to install (1149 and 215 us
+	 * as libseccomp compiled it).  Not so small that groups are missing. */
+	ck_assert_uint_lt(n, 400);
+	ck_assert_uint_gt(n, 150);
 	seccomp_filter_free(f);
 }
 END_TEST

@@ -52,7 +52,7 @@ static char *cached_file(void)
 static void poison(const char *path)
 {
 	struct { char magic[8]; uint32_t njail, nprog; struct sock_filter allow; } bad = {
-		"PYCSEC01", 1, 0, BPF_STMT(BPF_RET | BPF_K, 0x7fff0000U /* SECCOMP_RET_ALLOW */) };
+		"PYCSEC02", 1, 0, BPF_STMT(BPF_RET | BPF_K, 0x7fff0000U /* SECCOMP_RET_ALLOW */) };
 	int fd;
 	unlink(path);
 	fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);

@@ -11,8 +11,9 @@ Suite *conf_suite(void);     /* test_conf.c: pycell.conf */
 Suite *result_suite(void);   /* test_result.c */
 Suite *cli_suite(void);      /* test_cli.c */
 Suite *options_suite(void);  /* test_options.c */
-Suite *seccomp_suite(void);
-Suite *seccomp_cache_suite(void); /* test_seccomp_cache.c: the compiled-program cache */  /* test_seccomp.c: seccomp filter, capabilities */
+Suite *seccomp_suite(void);  /* test_seccomp.c: seccomp filter, capabilities */
+Suite *seccomp_bpf_suite(void);   /* test_seccomp_bpf.c: the BPF writer */
+Suite *seccomp_cache_suite(void); /* test_seccomp_cache.c: the compiled-program cache */
 Suite *mcp_suite(void);      /* test_mcp.c: tool definitions and schemas */
 Suite *bridge_suite(void);   /* test_bridge.c: tool allowlist, SHA-256 */
 
