@@ -264,7 +264,8 @@ static void probe_v2(struct cgroup_env *e, const struct self_cgroups *s, bool bp
 		return;
 	}
 	root_avail = cg_read_ctrls(s->v2_point, "cgroup.controllers");
-	avail = cg_read_ctrls(own, "cgroup.controllers");
+	/* in the mount's root cgroup (a host's supervisor): the same file */
+	avail = strcmp(own, s->v2_point) == 0 ? root_avail : cg_read_ctrls(own, "cgroup.controllers");
 	enabled = cg_read_ctrls(own, "cgroup.subtree_control");
 	parent = xstrdup(own);
 
