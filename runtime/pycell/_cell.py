@@ -679,23 +679,25 @@ def warm_up():
     which is the cell's starting point too: /workspace is this jail's own
     tmpfs, empty until the cell's files come."""
     global _tool_fd, _source
-    import atexit
+    # atexit and os: what finish and warm_main import; the first import of
+    # a module in a process writes to its objects
+    import atexit  # noqa: F401
     import gc
     import io
-    import os
+    import os  # noqa: F401
     _unpack(b"main.py\0" + (1).to_bytes(8, sys.byteorder) + b"x")
     scratch = {"__builtins__": __builtins__}
     _tool_fd = -1
     try:
-        run_cell(scratch, b"x = [1, 'a']\nfor i in range(3):\n    x.append(i * 2.5)\nx\n",
-                 b"{}", None, True)
+        failed = run_cell(scratch, b"x = [1, 'a']\nfor i in range(3):\n    x.append(i * 2.5)\nx\n",
+                          b"{}", None, True)
     finally:
         _tool_fd, _source = TOOL_FD, None
+    if failed:   # the jail is of no use: it ends, and another is made
+        raise RuntimeError("pycell: the warm-up cell failed")
     print("", end="", file=io.StringIO())
     sys.stdout.flush()
     sys.stderr.flush()
-    atexit._ncallbacks()
-    os.getpid()
     scratch.clear()
     gc.collect()
 

@@ -82,10 +82,11 @@ def finish():
     """The end of a warm run: what Py_FinalizeEx does that a program can
     see (non-daemon threads joined, atexit handlers, __main__'s objects
     released so their __del__ and file flushes run, like the teardown of a
-    cold python, and the standard streams flushed; returns 120 when a
-    flush failed, python's exit status then, else 0), without tearing down the interpreter inherited from
-    the zygote, which took 2 ms of copy-on-write faults per run and lost
-    output written at teardown (test_run_cli.py::test_exit_runs_what_teardown_runs)."""
+    cold python, and the standard streams flushed; returns 120, python's
+    exit status then, when a flush failed, else 0), without tearing down
+    the interpreter inherited from the zygote, which took 2 ms of
+    copy-on-write faults per run and lost output written at teardown
+    (test_run_cli.py::test_exit_runs_what_teardown_runs)."""
     import gc
     t = sys.modules.get("threading")
     if t is not None:
