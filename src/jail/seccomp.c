@@ -272,6 +272,8 @@ static void check(struct bpf_call *c, unsigned arg, bool high, enum bpf_op op, u
 	c->checks[c->n_checks++] = (struct bpf_check){ (uint8_t)arg, high, (uint8_t)op, k, action };
 }
 
+_Static_assert(ARRAY_SIZE(prctl_allowed) < BPF_MAX_CHECKS, "prctl's checks would not fit a bpf_call");
+
 /* Argument `arg` equal to one of vals[] (all below 2^32): allowed; any
  * other value, upper half set included: `deny`. */
 static void value_allowlist(struct bpf_call *c, unsigned arg, const uint64_t *vals, size_t n,
@@ -350,7 +352,7 @@ static int by_nr(const void *a, const void *b)
 }
 
 /* The program for calls[] (any order), default action def: into a new
- * buffer, its length in *n. */
+ * buffer, its length in *len. */
 static int write_filter(struct bpf_call *calls, size_t n, uint32_t def, const char *what,
 			struct sock_filter **out, size_t *len, struct pc_err *err)
 {
