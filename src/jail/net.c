@@ -228,8 +228,8 @@ int net_link_up_inside(uint32_t addr, uint32_t gw, struct pc_err *err)
 #endif
 
 /* Up by ioctl, not netlink: one flag on an interface that is there
- * already needs no link dump (libnl's way took 0.2 ms of every jail's
- * start, this one a few microseconds). */
+ * already needs no link dump.  The step took 0.2 ms of every jail's start
+ * through libnl, 0.1 ms this way, most of it the kernel's own lo setup. */
 int net_loopback_up(struct pc_err *err)
 {
 	struct ifreq ifr;
