@@ -108,8 +108,7 @@ int jail_unpack_files(struct jail_spec *s, const char *buf, uint64_t len);
 /* Give a ready jail its program: memfd holds len bytes of files (the
  * format above).  A native jail's python gets the memfd straight from
  * us (j->prog_fd, closed here once it went) and reads the files from it;
- * init is told after, only
- * to know the jail is running.  The wasm backend's init passes the bytes
+ * init is told after, only to know the jail is running.  The wasm backend's init passes the bytes
  * on to node.  A ready jail's /run/pycell holds no program files. */
 int jail_deliver(struct jail *j, int memfd, uint64_t len, bool linger, struct pc_err *err);
 /* In a ready jail's python: wait on prog_fd for the program.  The memfd
