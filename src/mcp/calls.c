@@ -80,6 +80,20 @@ const char *mcp_call_owner(const struct mcp_call *c)
 	return c->task ? c->task->owner : c->session ? c->session->principal : NULL;
 }
 
+unsigned mcp_server_runs_of(const struct mcp_server *s, const char *principal)
+{
+	const struct call_list *lists[] = { &s->queue, &s->active };
+	unsigned n = 0;
+	for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++)
+		for (const struct mcp_call *c = lists[i]->head; c; c = c->next) {
+			const char *owner = mcp_call_owner(c);
+			if ((c->kind == CALL_RUN_PYTHON || c->kind == CALL_SESSION_OPEN) && !c->ended &&
+			    owner && strcmp(owner, principal) == 0)
+				n++;
+		}
+	return n;
+}
+
 /* The run's wall-clock limit: its own, else the policy's (0: none). */
 uint64_t mcp_call_timeout_ms(const struct mcp_call *c)
 {

@@ -83,6 +83,10 @@ void mcp_server_stats(const struct mcp_server *s, struct mcp_stats *st);
  * after it, and read their env).  On failure nothing changed. */
 int mcp_server_reconfigure(struct mcp_server *s, const struct run_env *env,
 			   const struct mcp_server_config *cfg, struct pc_err *err);
+/* The runs of principal's calls not yet ended: run_python runs and cells
+ * (queued, installing packages or running) and session jails being
+ * opened, whether their request is still open or they became tasks. */
+unsigned mcp_server_runs_of(const struct mcp_server *s, const char *principal);
 /* Is env this server's, or that of a run still in flight? */
 bool mcp_server_uses_env(const struct mcp_server *s, const struct run_env *env);
 /* Kills and frees every run, queued or running; sends nothing. */

@@ -98,12 +98,12 @@ struct hconn {
 
 struct hsession;
 
-/* A client as the token file names it: its runs in flight count against
- * its quota. */
+/* A client as the token file names it.  Its runs in flight, which count
+ * against its quota, are the MCP layer's to count (mcp_server_runs_of):
+ * a call that became a task is still a run after its request ended. */
 struct client {
 	struct client *next;
 	char *name;                  /* NULL: no token */
-	uint32_t runs;
 };
 
 struct hreq {
@@ -123,7 +123,6 @@ struct hreq {
 	bool queued;                  /* a response is queued with MHD */
 	bool suspended;
 	bool pending;                 /* counted in h->n_pending: answered later */
-	bool counted_run;             /* counted against its token's quota */
 	bool sse_ok;                  /* Accept names text/event-stream */
 	bool streaming;               /* the answer is an SSE stream */
 	bool done;                    /* the final response is in `final` or `out` */
@@ -413,8 +412,9 @@ static void hreq_push(struct hreq *r, json_t *msg)
 		if (r->is_initialize && r->hs && json_object_get(msg, "result"))
 			r->hs->initialized = true;
 	} else {
-		/* notifications are only for a client that takes a stream */
-		if (!r->sse_ok || r->queued)
+		/* notifications are only for a client that takes a stream;
+		 * once it is queued, each goes on it (sse_reader) */
+		if (!r->sse_ok || (r->queued && !r->streaming))
 			return;
 		r->streaming = true;
 		sse_append(r, msg);
@@ -555,8 +555,6 @@ static void hreq_free(struct hreq *r)
 	struct http_server *h = r->h;
 	if (r->pending)
 		h->n_pending--;
-	if (r->counted_run)
-		r->who->runs--;
 	session_unlink(r);
 	mcp_session_free(r->ss);
 	json_decref(r->id);
@@ -915,13 +913,13 @@ static enum MHD_Result process(struct hreq *r)
 			    "again later", retry);
 	}
 	if (is_tool_run(msg)) {
-		if (r->max_runs && r->who->runs >= r->max_runs) {
+		/* the request becomes a call at once (mcp_session_handle_text
+		 * below), so the calls already made are all there is to count */
+		if (r->max_runs && r->who->name && mcp_server_runs_of(r->srv, r->who->name) >= r->max_runs) {
 			static const char *const retry[] = { MHD_HTTP_HEADER_RETRY_AFTER, "1", NULL };
 			return fail(r, MHD_HTTP_TOO_MANY_REQUESTS, ERR_QUOTA, "Too Many Requests: this token's runs are "
 				    "all in use; try again when one ends", retry);
 		}
-		r->who->runs++;
-		r->counted_run = true;
 	}
 	h->n_pending++;
 	r->pending = true;

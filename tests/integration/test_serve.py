@@ -671,6 +671,39 @@ def test_tasks(serve, tmp_path):
     assert json.loads(data)["result"]["structuredContent"]["return_value"] == 8 and time.time() - t0 >= 1.5
 
 
+def test_a_task_counts_against_its_tokens_runs_until_its_run_ends(serve, tmp_path):
+    """max_runs counts runs, not HTTP requests: a call that became a task
+    (its request answered after a second) holds its slot until its run
+    ends, and the call past the quota is refused with 429."""
+    s = serve("--listen", "127.0.0.1:0", tokens=[
+        {"name": "bob", "sha256": sha("tb"), "max_runs": 1}, {"name": "amy", "sha256": sha("ta")}],
+        tmp_path=tmp_path)
+    B = {"Authorization": "Bearer tb"}
+    long_call = {"name": "run_python", "arguments": {"code": "import time\ntime.sleep(4)\n7"}, "_meta": TASKS}
+    r, data = s.modern(1, "tools/call", long_call, headers=B)
+    res = json.loads(data)["result"]
+    assert r.status == 200 and res["resultType"] == "task", data
+    tid = res["taskId"]
+    # its request has ended; its run has not: the next two are refused
+    for i in (2, 3):
+        r, data = s.modern(i, "tools/call", long_call, headers=B)
+        assert r.status == 429 and r.getheader("Retry-After") == "1", data
+        assert json.loads(data)["error"]["message"].startswith("Too Many Requests: this token's runs")
+    # another token is not held back by bob's
+    r, data = s.modern(4, "tools/call", {"name": "run_python", "arguments": {"code": "1"}},
+                       headers={"Authorization": "Bearer ta"})
+    assert r.status == 200 and json.loads(data)["result"]["structuredContent"]["return_value"] == 1
+    assert len(s.jails()) >= 2, "bob's task runs on"
+    got = wait_for(lambda: (lambda g: g if g["status"] != "working" else None)(json.loads(s.modern(
+        5, "tasks/get", {"taskId": tid, "_meta": TASKS}, headers={**B, "Mcp-Name": tid})[1])["result"]),
+        what="bob's task to complete")
+    assert got["status"] == "completed" and got["result"]["structuredContent"]["return_value"] == 7
+    # its run ended: the slot is free again
+    r, data = s.modern(6, "tools/call", {"name": "run_python", "arguments": {"code": "2"}}, headers=B)
+    assert r.status == 200 and json.loads(data)["result"]["structuredContent"]["return_value"] == 2
+    assert sorted(a["client"] for a in s.audit()) == ["amy", "bob", "bob"]   # written as runs end
+
+
 def test_a_2026_call_with_bad_params_is_answered_200(serve):
     s = serve("--listen", "127.0.0.1:0")
     r, data = s.modern(1, "tools/call", {"name": "nope", "arguments": {}})

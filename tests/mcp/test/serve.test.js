@@ -14,6 +14,8 @@ import { Client as Client2, StreamableHTTPClientTransport as Transport2 } from "
 import { alive, descendants, readyJails, startServe, waitFor } from "./helpers.js";
 
 const sleepCode = (s) => `import time\ntime.sleep(${s})`;
+// three lines of output 0.7 s apart: each its own progress notification
+const tickCode = "import time\nfor i in range(3):\n    print('tick', i, flush=True)\n    time.sleep(0.7)\n";
 
 const CLIENTS = {
   "v1 SDK (2025-11-25, session)": async (url) => {
@@ -80,6 +82,35 @@ for (const [name, connect] of Object.entries(CLIENTS)) {
               .then((res) => assert.equal(res.structuredContent.return_value, j)));
           await Promise.all(batch);
         }
+        await new Promise((res) => setTimeout(res, 200));
+        assert.deepEqual(errors, []);
+      } finally {
+        await c.client.close();
+      }
+    });
+
+    // Over HTTP every notification of a call goes on its SSE stream, as on
+    // stdio: its output as the code prints, in order, before the result
+    // (only the first, "started", came through once the stream was queued).
+    test("progress carries the output as it comes, in order, before the result", async () => {
+      const c = await connect(srv.url);
+      const errors = [];
+      c.client.onerror = (e) => errors.push(String(e));
+      try {
+        const seen = [];
+        const r = await c.call({ name: "run_python", arguments: { code: tickCode } },
+          { onprogress: (p) => seen.push(p) });
+        assert.equal(r.structuredContent.status, "ok");
+        assert.equal(r.structuredContent.stdout, "tick 0\ntick 1\ntick 2\n");
+        const msgs = seen.map((p) => p.message);
+        assert.equal(msgs[0], "started", JSON.stringify(msgs));
+        assert.ok(msgs.slice(1).every((m) => /^running for \d+ s(; output:\n|$)/.test(m)), JSON.stringify(msgs));
+        const output = msgs.filter((m) => m.includes("; output:\n")).map((m) => m.replace(/^[^\n]*\n/, ""));
+        // output within PROGRESS_OUTPUT_MS of the last notification waits
+        // for the next: lines may share one, never come out of order
+        assert.equal(output.join(""), "tick 0\ntick 1\ntick 2\n", JSON.stringify(msgs));
+        assert.ok(output.length >= 2, JSON.stringify(msgs));
+        for (let i = 1; i < seen.length; i++) assert.ok(seen[i].progress > seen[i - 1].progress, JSON.stringify(seen));
         await new Promise((res) => setTimeout(res, 200));
         assert.deepEqual(errors, []);
       } finally {
@@ -215,3 +246,81 @@ test("load: the server's RSS is flat within 1 MiB after the calls",
     assert.ok(loadRss.after - loadRss.before <= allowed,
       `RSS grew by ${loadRss.after - loadRss.before} KiB (allowed ${allowed}: ${loadRss.moreSockets} more connections)`);
   });
+
+// What a call says on its SSE stream, read raw: every message in order.
+async function sseMessages(url, body, headers = {}) {
+  const res = await fetch(url, {
+    method: "POST",
+    headers: { "Content-Type": "application/json", Accept: "application/json, text/event-stream", ...headers },
+    body: JSON.stringify(body),
+  });
+  assert.equal(res.status, 200);
+  assert.equal(res.headers.get("content-type"), "text/event-stream");
+  const text = await res.text();
+  const events = text.split("\n\n").filter((e) => e.length);
+  for (const e of events) assert.match(e, /^event: message\ndata: /);
+  return { res, messages: events.map((e) => JSON.parse(e.slice("event: message\ndata: ".length))) };
+}
+
+// The messages a call with a progress token and a log level at info
+// sends: the run's start in the log, then progress ("started", each line
+// of output), the run's end in the log, and last the response.
+function assertCallStream(messages, id) {
+  const kinds = messages.map((m) => m.method || "response");
+  assert.equal(kinds.at(-1), "response", JSON.stringify(kinds));
+  assert.equal(messages.at(-1).id, id);
+  assert.equal(messages.at(-1).result.structuredContent.stdout, "tick 0\ntick 1\ntick 2\n");
+  const logs = messages.filter((m) => m.method === "notifications/message").map((m) => m.params.data);
+  assert.equal(logs.length, 2, JSON.stringify(messages));
+  assert.match(logs[0], /^run \d+ started$/);
+  assert.match(logs[1], /^run \d+: ok in \d+ ms$/);
+  assert.ok(kinds.indexOf("notifications/message") < kinds.indexOf("notifications/progress"), JSON.stringify(kinds));
+  assert.equal(kinds.lastIndexOf("notifications/message"), kinds.length - 2, JSON.stringify(kinds));
+  const progress = messages.filter((m) => m.method === "notifications/progress").map((m) => m.params);
+  assert.equal(progress[0].message, "started");
+  assert.ok(progress.every((p) => p.progressToken === "p1"), JSON.stringify(progress));
+  for (let i = 1; i < progress.length; i++) assert.ok(progress[i].progress > progress[i - 1].progress, JSON.stringify(progress));
+  const output = progress.filter((p) => p.message.includes("; output:\n")).map((p) => p.message.replace(/^[^\n]*\n/, ""));
+  assert.equal(output.join(""), "tick 0\ntick 1\ntick 2\n", JSON.stringify(progress));
+  assert.ok(output.length >= 2, JSON.stringify(progress));
+}
+
+describe("pycell serve: every notification of a call on its stream, raw", () => {
+  let srv;
+  before(async () => {
+    srv = await startServe();
+  });
+  after(async () => {
+    const { code } = await srv.stop();
+    assert.equal(code, 0);
+  });
+
+  test("2026-07-28: logs and progress in order, then the result", async () => {
+    const V = "2026-07-28";
+    const { messages } = await sseMessages(srv.url, {
+      jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "run_python", arguments: { code: tickCode },
+        _meta: { "io.modelcontextprotocol/protocolVersion": V, "io.modelcontextprotocol/clientCapabilities": {},
+          "io.modelcontextprotocol/logLevel": "info", progressToken: "p1" } },
+    }, { "MCP-Protocol-Version": V, "Mcp-Method": "tools/call", "Mcp-Name": "run_python" });
+    assertCallStream(messages, 1);
+  });
+
+  test("2025-11-25 session: logs and progress in order, then the result", async () => {
+    const post = (body, headers = {}) => fetch(srv.url, { method: "POST", body: JSON.stringify(body),
+      headers: { "Content-Type": "application/json", Accept: "application/json, text/event-stream", ...headers } });
+    const init = await post({ jsonrpc: "2.0", id: 0, method: "initialize", params: { protocolVersion: "2025-11-25",
+      capabilities: {}, clientInfo: { name: "sse-test", version: "1" } } });
+    assert.equal(init.status, 200);
+    const sid = init.headers.get("mcp-session-id");
+    await init.text();
+    const h = { "Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-11-25" };
+    assert.equal((await post({ jsonrpc: "2.0", method: "notifications/initialized" }, h)).status, 202);
+    const lvl = await post({ jsonrpc: "2.0", id: 1, method: "logging/setLevel", params: { level: "info" } }, h);
+    assert.equal(lvl.status, 200);
+    await lvl.text();
+    const { messages } = await sseMessages(srv.url, { jsonrpc: "2.0", id: 2, method: "tools/call",
+      params: { name: "run_python", arguments: { code: tickCode }, _meta: { progressToken: "p1" } } }, h);
+    assertCallStream(messages, 2);
+    assert.equal((await fetch(srv.url, { method: "DELETE", headers: h })).status, 200);
+  });
+});
