@@ -30,7 +30,8 @@
 static const char mcp_usage[] =
 	"Usage: pycell mcp [OPTION]...\n"
 	"Serve MCP (the Model Context Protocol) on stdin/stdout, one JSON-RPC message per line.\n"
-	"Tools: run_python (run code in a fresh jail) and sandbox_info.\n"
+	"Tools: run_python (run code in a fresh jail, or a cell in a session), sandbox_info,\n"
+	"session_open, session_close and session_list (unless the policy turns sessions off).\n"
 	"\n"
 	"      --policy FILE|NAME   policy of every run (default: the config file's, else \"default\")\n"
 	"      --config FILE        configuration file (default " CONF_DEFAULT_PATH ")\n"

@@ -23,8 +23,9 @@ static const struct {
 
 /* The portable subset of JSON Schema that every client maps (the
  * Inspector's --strict, Gemini's function declarations): one type per
- * "type" (nullable as anyOf), no exclusiveMinimum/Maximum, no
- * additionalProperties. */
+ * "type" (nullable as anyOf), no exclusiveMinimum/Maximum, and
+ * additionalProperties only as false on a tool that takes no arguments
+ * (strict-mode converters, OpenAI Agents', warn without it). */
 static void check_portable(const char *file, const char *where, const json_t *v)
 {
 	const char *key;
@@ -39,8 +40,12 @@ static void check_portable(const char *file, const char *where, const json_t *v)
 		return;
 	json_object_foreach ((json_t *)v, key, sub) {
 		ck_assert_msg(strcmp(key, "type") != 0 || json_is_string(sub), "%s: %s: a type array", file, where);
-		ck_assert_msg(strcmp(key, "exclusiveMinimum") && strcmp(key, "exclusiveMaximum") &&
-			      strcmp(key, "additionalProperties"), "%s: %s: %s is not portable", file, where, key);
+		ck_assert_msg(strcmp(key, "exclusiveMinimum") && strcmp(key, "exclusiveMaximum"),
+			      "%s: %s: %s is not portable", file, where, key);
+		ck_assert_msg(strcmp(key, "additionalProperties") ||
+			      (json_is_false(sub) && json_object_size(json_object_get(v, "properties")) == 0),
+			      "%s: %s: additionalProperties is not portable but as false where there are no properties",
+			      file, where);
 		if (strcmp(key, "enum") != 0 && strcmp(key, "required") != 0)
 			check_portable(file, key, sub);
 	}

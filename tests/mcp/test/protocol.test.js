@@ -178,9 +178,18 @@ describe("tools/list", () => {
     const t = tools.find((x) => x.name === "sandbox_info");
     assert.ok(t);
     assert.deepEqual(t.inputSchema.properties, {});
+    // closed, so that strict-mode converters (OpenAI Agents') take it as it is
+    assert.equal(t.inputSchema.additionalProperties, false);
     assert.equal(t.annotations.readOnlyHint, true);
     assert.equal(t.annotations.openWorldHint, false);
     assert.ok(t.outputSchema.required.includes("python_version"));
+  });
+
+  test("the session tools: session_list takes no arguments, and says so", () => {
+    const t = tools.find((x) => x.name === "session_list");
+    assert.ok(t);
+    assert.deepEqual(t.inputSchema, { type: "object", properties: {}, additionalProperties: false });
+    assert.equal(t.annotations.readOnlyHint, true);
   });
 
   test("a cursor that this server did not hand out is an invalid param", async () => {
