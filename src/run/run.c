@@ -275,16 +275,6 @@ static void on_output(struct loop_watch *w, uint32_t events, void *data)
 
 static void on_tool(struct loop_watch *w, uint32_t events, void *data);
 
-void run_drain_output(struct run *r)
-{
-	/* on_output reads 16 chunks a turn: enough for a pipe's 64 KiB;
-	 * EOF finishes the stream there, as from the loop */
-	if (r->out.fd >= 0)
-		on_output(&r->out.w, EPOLLIN, r);
-	if (r->err.fd >= 0)
-		on_output(&r->err.w, EPOLLIN, r);
-}
-
 int run_signal(struct run *r, int sig)
 {
 	if (!r->spawned || r->reaped || r->done || r->jail.pidfd < 0)
@@ -564,16 +554,38 @@ static void on_tool(struct loop_watch *w, uint32_t events, void *data)
 
 int run_tool_send(struct run *r, json_t *msg)
 {
-	char *s;
-	ssize_t n;
-	if (r->tool_fd < 0)
+	return run_tool_send_fds(r, msg, NULL, 0);
+}
+
+int run_tool_send_fds(struct run *r, json_t *msg, const int *fds, size_t n_fds)
+{
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int) * RUN_TOOL_FDS_MAX)];
+	} ctl;
+	cleanup_free char *s = NULL;
+	struct iovec iov;
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	if (r->tool_fd < 0 || n_fds > RUN_TOOL_FDS_MAX) {
+		errno = r->tool_fd < 0 ? EPIPE : EINVAL;
 		return -1;
+	}
 	s = json_dumps(msg, JSON_COMPACT);
-	if (!s)
+	if (!s) {
+		errno = ENOMEM;
 		return -1;
-	n = send(r->tool_fd, s, strlen(s), MSG_DONTWAIT | MSG_NOSIGNAL);
-	free(s);
-	return n < 0 ? -1 : 0;
+	}
+	iov = (struct iovec){ s, strlen(s) };
+	if (n_fds) {
+		memset(&ctl, 0, sizeof(ctl));
+		mh.msg_control = ctl.buf;
+		mh.msg_controllen = CMSG_SPACE(sizeof(int) * n_fds);
+		ctl.h.cmsg_level = SOL_SOCKET;
+		ctl.h.cmsg_type = SCM_RIGHTS;
+		ctl.h.cmsg_len = CMSG_LEN(sizeof(int) * n_fds);
+		memcpy(CMSG_DATA(&ctl.h), fds, sizeof(int) * n_fds);
+	}
+	return sendmsg(r->tool_fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 ? -1 : 0;
 }
 
 /* ------------------------------------------------------------ start */

@@ -1,11 +1,14 @@
 /* pycell: a session: a jail whose python runs cells one at a time
- * (session.h).  The session owns its run and one timer, which times the
- * running cell (its timeout, then the grace after the interrupt). */
+ * (session.h).  The session owns its run, one timer, which times the
+ * running cell (its timeout, then the grace after the interrupt), and the
+ * read ends of the running cell's two pipes. */
 #include "config.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
@@ -29,14 +32,18 @@ struct session {
 	void (*tool_done)(struct run *r, void *tool_ctx);
 	void *tool_ctx;
 
-	/* output since the last cell ended: the next cell's, to its cap; and
-	 * whole (to the policy's cap) when the cell's is smaller */
+	/* the running cell's output, to its cap; and whole (to the policy's
+	 * cap) when the cell's is smaller */
 	struct output_buf out, err, whole_out, whole_err;
 	bool whole;
 	uint64_t cap;
-	/* the running cell */
+	uint64_t between;             /* bytes written outside any cell, dropped */
+	/* the running cell: its number, and its pipes (read ends; -1: none),
+	 * which python has as fds 1 and 2 while it runs */
 	enum cell_state state;
 	struct session_cell cell;
+	uint64_t number;
+	struct cell_pipe { struct session *s; enum run_stream id; int fd; struct loop_watch w; } pipes[2];
 	bool cancelled, timed_out;
 	uint64_t t0;
 	uint64_t net0_conn, net0_dns;   /* an egress session's counts when the cell began */
@@ -64,15 +71,75 @@ static void buffers_init(struct session *s, uint64_t cap)
 	outbuf_init(&s->whole_err, s->cap);
 }
 
-static void on_output(void *ctx, enum run_stream st, const char *buf, size_t len, size_t kept)
+static void cell_output(struct session *s, enum run_stream st, const char *buf, size_t len)
 {
-	struct session *s = ctx;
 	outbuf_append(st == RUN_STDOUT ? &s->out : &s->err, buf, len);
 	if (s->whole)
 		outbuf_append(st == RUN_STDOUT ? &s->whole_out : &s->whole_err, buf, len);
 	if (s->state == CELL_RUNNING && s->cell.on_output)
 		s->cell.on_output(s->cell.ctx, st, buf, len);
+}
+
+/* The jail's own fds 1 and 2: python holds them between cells, and what
+ * comes there (a thread that outlived its cell, the loop's last words)
+ * is no cell's: counted and dropped. */
+static void on_jail_output(void *ctx, enum run_stream st, const char *buf, size_t len, size_t kept)
+{
+	struct session *s = ctx;
+	s->between += len;
+	log_debug("session: %zu bytes on the jail's %s, outside any cell: dropped", len,
+		  st == RUN_STDOUT ? "stdout" : "stderr");
+	(void)buf;
 	(void)kept;
+}
+
+static void pipe_close(struct session *s, struct cell_pipe *p)
+{
+	if (p->fd < 0)
+		return;
+	loop_del(s->loop, &p->w);
+	close(p->fd);
+	p->fd = -1;
+}
+
+/* Read what the pipe holds now, at most all of it; at its end (every
+ * writer gone) close it. */
+static void pipe_read(struct cell_pipe *p, size_t most)
+{
+	char buf[16384];
+	while (p->fd >= 0 && most) {
+		ssize_t n = read(p->fd, buf, most < sizeof(buf) ? most : sizeof(buf));
+		if (n > 0) {
+			cell_output(p->s, p->id, buf, (size_t)n);
+			most -= (size_t)n;
+			continue;
+		}
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			return;
+		pipe_close(p->s, p);
+	}
+}
+
+static void on_pipe(struct loop_watch *w, uint32_t events, void *data)
+{
+	pipe_read(data, 16 * 16384);   /* then the loop's other work */
+	(void)w;
+	(void)events;
+}
+
+/* The cell ended: what its pipes hold now is the last of it (no more than
+ * that, though a writer goes on); then they close, and whatever writes to
+ * them later (the cell's own code, after an end it sent itself) writes to
+ * nobody. */
+static void pipes_finish(struct session *s)
+{
+	for (int i = 0; i < 2; i++) {
+		struct cell_pipe *p = &s->pipes[i];
+		int n = 0;
+		if (p->fd >= 0 && ioctl(p->fd, FIONREAD, &n) == 0 && n > 0)
+			pipe_read(p, (size_t)n);
+		pipe_close(s, p);
+	}
 }
 
 /* The running cell's result: what python said of it (end: pycell/cell_end's
@@ -85,6 +152,7 @@ static void cell_finish(struct session *s, json_t *end)
 	json_t *code = json_object_get(end, "exit_code");
 
 	result_init(res);
+	pipes_finish(s);
 	outbuf_finish(&s->out, "stdout");
 	outbuf_finish(&s->err, "stderr");
 	if (s->whole) {
@@ -136,7 +204,6 @@ static void cell_finish(struct session *s, json_t *end)
 	memset(&s->cell, 0, sizeof(s->cell));
 	arm(s, 0);
 	cell.done(s, res, cell.ctx);
-	/* what comes between cells (a thread's late output) is the next one's */
 	buffers_init(s, 0);
 }
 
@@ -167,13 +234,18 @@ static void on_tool_message(struct run *r, json_t *msg, void *ctx)
 		return;
 	}
 	if (note && method && strcmp(method, "pycell/cell_end") == 0) {
-		if (s->state == CELL_NONE)
+		json_t *params = json_object_get(msg, "params");
+		json_t *number = json_object_get(params, "cell");
+		/* the end of the running cell, by its number: a stale one (the
+		 * loop's own, after the cell's code sent one first) is no end */
+		if (s->state == CELL_NONE || !json_is_integer(number) ||
+		    (uint64_t)json_integer_value(number) != s->number) {
+			log_debug("session: a cell end that is not the running cell's: ignored");
 			return;
-		/* python flushed its streams before it said so: what they
-		 * hold now is the cell's */
-		run_drain_output(s->run);
-		if (s->state != CELL_NONE)
-			cell_finish(s, json_object_get(msg, "params"));
+		}
+		/* python flushed its streams before it said so: what the
+		 * cell's pipes hold now is the last of it */
+		cell_finish(s, params);
 		return;
 	}
 	if (s->tool_message)
@@ -245,6 +317,8 @@ struct session *session_open(struct loop *l, const struct run_request *q, struct
 	s->loop = l;
 	s->cap = q->policy->limits.output_bytes;
 	buffers_init(s, 0);
+	for (int i = 0; i < 2; i++)
+		s->pipes[i] = (struct cell_pipe){ s, i ? RUN_STDERR : RUN_STDOUT, -1, { 0 } };
 	s->ready_fn = ready;
 	s->gone_fn = gone;
 	s->ctx = ctx;
@@ -269,7 +343,7 @@ struct session *session_open(struct loop *l, const struct run_request *q, struct
 	req.timeout_ms = 0;
 	req.session = true;
 	req.outputs = true;
-	req.on_output = on_output;
+	req.on_output = on_jail_output;
 	req.on_done = on_done;
 	req.ctx = s;
 	req.on_tool_message = on_tool_message;
@@ -290,17 +364,44 @@ static json_t *json_or_null(const char *text)
 	return v ? v : json_null();
 }
 
+/* The cell's two pipes: read ends watched here, write ends (in w) for
+ * python.  -1 (err) with nothing left open. */
+static int pipes_open(struct session *s, int w[2], struct pc_err *err)
+{
+	for (int i = 0; i < 2; i++) {
+		int fds[2] = { -1, -1 };
+		if (pipe2(fds, O_CLOEXEC) < 0 || set_nonblock(fds[0], true) < 0 ||
+		    loop_add(s->loop, &s->pipes[i].w, fds[0], EPOLLIN, on_pipe, &s->pipes[i]) < 0) {
+			int e = errno;
+			if (fds[0] >= 0) {
+				close(fds[0]);
+				close(fds[1]);
+			}
+			for (int j = 0; j < i; j++) {
+				pipe_close(s, &s->pipes[j]);
+				close(w[j]);
+			}
+			errno = e;
+			return pc_syserr(err, "session", "the cell's pipes");
+		}
+		s->pipes[i].fd = fds[0];
+		w[i] = fds[1];
+	}
+	return 0;
+}
+
 int session_run_cell(struct session *s, const struct session_cell *cell, struct pc_err *err)
 {
 	json_t *msg;
 	size_t size;
-	int rc;
+	int rc, w[2];
 	if (s->ended || !s->ready)
 		return pc_fail(err, ESRCH, "session", "the session has ended");
 	if (s->state != CELL_NONE)
 		return pc_fail(err, EBUSY, "session", "the session is running a cell");
-	msg = json_pack("{s:s,s:s,s:{s:s%,s:o,s:o,s:b}}", "jsonrpc", "2.0", "method", "pycell/cell", "params",
-			"code", cell->code, cell->code_len, "variables", json_or_null(cell->variables_json),
+	msg = json_pack("{s:s,s:s,s:{s:I,s:s%,s:o,s:o,s:b}}", "jsonrpc", "2.0", "method", "pycell/cell", "params",
+			"cell", (json_int_t)(s->number + 1), "code", cell->code, cell->code_len,
+			"variables", json_or_null(cell->variables_json),
 			"files", json_or_null(cell->files_json), "outputs", 1);
 	if (!msg)
 		return pc_fail(err, EINVAL, "session", "the cell could not be encoded");
@@ -310,25 +411,25 @@ int session_run_cell(struct session *s, const struct session_cell *cell, struct 
 		return pc_fail(err, EMSGSIZE, "session", "the cell with its files is %zu bytes as JSON, more "
 			       "than the %d MiB one cell may carry: pass fewer files", size, SESSION_CELL_MAX >> 20);
 	}
-	rc = run_tool_send(s->run, msg);
-	json_decref(msg);
-	if (rc < 0)
-		return pc_syserr(err, "session", "sending the cell");
-	/* what came between cells is this cell's, to the cell's cap */
-	if (cell->output_bytes && cell->output_bytes < s->cap) {
-		struct output_buf o = s->out, e = s->err;
-		buffers_init(s, cell->output_bytes);
-		on_output(s, RUN_STDOUT, o.data ? o.data : "", o.len, 0);
-		on_output(s, RUN_STDERR, e.data ? e.data : "", e.len, 0);
-		outbuf_free(&o);
-		outbuf_free(&e);
+	if (pipes_open(s, w, err) < 0) {
+		json_decref(msg);
+		return -1;
 	}
+	rc = run_tool_send_fds(s->run, msg, w, 2);
+	json_decref(msg);
+	close(w[0]);
+	close(w[1]);
+	if (rc < 0) {
+		pipes_finish(s);
+		return pc_syserr(err, "session", "sending the cell");
+	}
+	s->number++;
+	buffers_init(s, cell->output_bytes);
 	s->cell = *cell;
 	s->state = CELL_RUNNING;
 	s->t0 = now_ms();
 	run_egress_counts(s->run, &s->net0_conn, &s->net0_dns);
 	s->cancelled = s->timed_out = false;
-	/* what came between cells (a thread's late output) is this cell's */
 	if (cell->timeout_ms)
 		arm(s, cell->timeout_ms);
 	return 0;
@@ -361,6 +462,8 @@ void session_free(struct session *s)
 		loop_del(s->loop, &s->w_timer);
 		close(s->timer_fd);
 	}
+	pipe_close(s, &s->pipes[0]);
+	pipe_close(s, &s->pipes[1]);
 	run_free(s->run);
 	outbuf_free(&s->out);
 	outbuf_free(&s->err);

@@ -165,6 +165,83 @@ def test_a_cell_that_ignores_the_interrupt_has_its_session_killed(client):
     client.close()
 
 
+# A cell's code can write to the tool socket (fd 3) what the session loop
+# writes there: a cell's end.  It never moves another cell's boundary.
+FORGED_END = ('import json, os, sys, time\n'
+              'def end(n):\n'
+              '    os.write(3, json.dumps({"jsonrpc": "2.0", "method": "pycell/cell_end",\n'
+              '                            "params": {"cell": n, "exit_code": 0}}).encode())\n')
+
+
+def test_an_end_the_cell_sends_itself_that_is_not_its_own_changes_nothing(client):
+    sid = client.open()
+    # no number, another cell's, a string: none ends the running cell
+    r = client.cell(sid, FORGED_END + 'print("one", flush=True)\nend(None); end(7); end("1")\n'
+                    'time.sleep(0.5)\nprint("two")\n5')
+    assert r["status"] == "ok" and r["stdout"] == "one\ntwo\n" and r["return_value"] == 5, r
+    assert client.cell(sid, 'print("next")')["stdout"] == "next\n"
+
+
+def test_a_cell_that_ends_itself_early_prints_into_no_other_cell(client):
+    sid = client.open()
+    client.cell(sid, "x = 1")
+    # cell 2 sends its own end with its own number, then goes on printing:
+    # its result is cut there, and what it prints after reaches no one
+    t0 = time.monotonic()
+    r = client.cell(sid, FORGED_END + 'print("before", flush=True)\nend(2)\ntime.sleep(1)\n'
+                    'try:\n    print("after", flush=True)\nexcept BrokenPipeError:\n    x = 2\n'
+                    'print("unflushed")\nsys.stderr.write("late\\n")')
+    assert time.monotonic() - t0 < 0.9, "the cell's own end ended it"
+    assert r["status"] == "ok" and r["stdout"] == "before\n" and r["stderr"] == "", r
+    # the next cell waits for cell 2's code to end; what it gets is its own
+    r = client.cell(sid, 'print("three")\nx', timeout_s=10)
+    assert r["status"] == "ok" and r["stdout"] == "three\n" and r["stderr"] == "", r
+    assert r["return_value"] == 2 and r["session"]["cell"] == 3
+    # cell 2's loop end (numbered 2) came after cell 3 began: it ended nothing
+    r = client.cell(sid, 'import time\ntime.sleep(0.5)\nprint("four")')
+    assert r["status"] == "ok" and r["stdout"] == "four\n", r
+
+
+def test_output_between_cells_is_no_cells(client):
+    sid = client.open()
+    # a thread that outlives its cell prints while no cell runs
+    r = client.cell(sid, "import threading, time, sys\n"
+                    "def late():\n    time.sleep(0.5)\n    print('between', flush=True)\n"
+                    "threading.Thread(target=late).start()\nprint('own')")
+    assert r["stdout"] == "own\n"
+    time.sleep(1.0)
+    r = client.cell(sid, "print('next')")
+    assert r["stdout"] == "next\n" and r["stderr"] == "", r
+
+
+def test_a_cell_that_replaces_fd_3_keeps_its_session(client):
+    sid = client.open()
+    client.cell(sid, "x = 1")
+    r = client.cell(sid, "import os\nr, w = os.pipe()\nos.dup2(r, 3)\nx = 2")
+    assert r["status"] == "ok", r
+    # the loop has its own copy of the socket: the next cell runs at once
+    t0 = time.monotonic()
+    r = client.cell(sid, "print(x)", timeout_s=20)
+    assert time.monotonic() - t0 < 3 and r["status"] == "ok" and r["stdout"] == "2\n", r
+    # and closing fd 3 is as harmless to the session
+    assert client.cell(sid, "import os\nos.close(3)")["status"] == "ok"
+    assert client.cell(sid, "x + 1")["return_value"] == 3
+
+
+def test_a_cell_that_replaces_the_loops_channel_ends_its_session_at_once(client):
+    sid = client.open()
+    t0 = time.monotonic()
+    r = client.cell(sid, "import os, pycell._session as s\nr, w = os.pipe()\nos.dup2(r, s._sock.fileno())",
+                    timeout_s=20)
+    assert time.monotonic() - t0 < 3, "reported at once, not at the cell's timeout"
+    assert r["status"] == "error" and r["session"]["alive"] is False, r
+    assert r["stderr"] == ("pycell: the session's channel to the supervisor was closed or replaced: "
+                           "the session ends\n"), r
+    assert "the session ended: its interpreter is gone" in r.get("warnings", [])
+    assert client.error_text("run_python", {"session_id": sid, "code": "1"}) == "run_python: " + NOT_FOUND
+    assert_no_jails_soon(client)
+
+
 def test_a_cell_can_be_cancelled_and_the_session_goes_on(client):
     sid = client.open()
     client.send({"jsonrpc": "2.0", "id": "c", "method": "tools/call",
