@@ -267,6 +267,7 @@ struct pkg_op {
 	char **allow;          /* the caller's policy's packages.allow */
 	size_t n_allow;
 	char rkey[65];
+	char *source;          /* the index and its CA bundle's digest: part of every key */
 	char *set_dir;         /* a cache hit, or the install's result */
 	struct pc_err err;
 	bool failed;
@@ -310,6 +311,7 @@ static void op_free(struct pkg_op *op)
 		free(op->allow[i]);
 	free(op->allow);
 	free(op->set_dir);
+	free(op->source);
 	free(op);
 }
 
@@ -368,8 +370,25 @@ static int create_file(const char *path, const char *data, size_t len)
 	return 0;
 }
 
+/* The wheel's digest that pip's report gives (download_info.archive_info:
+ * hashes.sha256, else hash "sha256=..."), when it is 64 hex digits; else
+ * NULL.  Part of a set's key, not a check: pip checked it against the
+ * index's. */
+static const char *wheel_sha256(const json_t *item)
+{
+	const json_t *ai = json_object_get(json_object_get(item, "download_info"), "archive_info");
+	const char *h = json_string_value(json_object_get(json_object_get(ai, "hashes"), "sha256"));
+	if (!h) {
+		h = json_string_value(json_object_get(ai, "hash"));
+		h = h && strncmp(h, "sha256=", 7) == 0 ? h + 7 : NULL;
+	}
+	return h && strlen(h) == 64 && strspn(h, "0123456789abcdef") == 64 ? h : NULL;
+}
+
 /* The set pip installed, checked: every package allowed, names and
- * versions plain.  Its key into key. */
+ * versions plain.  Its key into key: what decides its bytes (the index and
+ * its CA bundle, the interpreter's tag, each package's name, version and
+ * wheel digest). */
 static int check_report(struct pkg_op *op, char key[65])
 {
 	cleanup_free char *report = NULL, *abi = NULL, *rpath = xasprintf("%s/report.json", op->staging),
@@ -404,6 +423,7 @@ static int check_report(struct pkg_op *op, char key[65])
 			fail(op, EPROTO, "pip's report has a package without a plain name and version");
 			goto out;
 		}
+		const char *digest = wheel_sha256(item);
 		normalize(name, strlen(name), norm, sizeof(norm));
 		if (!allowed_in(op->allow, op->n_allow, norm)) {
 			fail(op, EPERM, "%s %s, which the request needs, is not among the packages the policy allows: "
@@ -411,12 +431,14 @@ static int check_report(struct pkg_op *op, char key[65])
 			goto out;
 		}
 		lines = xrealloc(lines, (nl + 1) * sizeof(*lines));
-		lines[nl++] = xasprintf("%s==%s", norm, ver);
+		lines[nl++] = xasprintf("%s==%s sha256:%s", norm, ver, digest ? digest : "-");
 	}
 	qsort(lines, nl, sizeof(*lines), str_cmp_ptr);
 	{
+		/* the source comes from us, not the report: an install from one
+		 * index can never make or take a set of another's */
 		cleanup_free char *joined = strv_join(lines, nl, "\n");
-		text = xasprintf("pycell-set 1\n%s\n%s\n", abi, joined);
+		text = xasprintf("pycell-set 2\n%s\n%s\n%s\n", op->source, abi, joined);
 	}
 	sha256_hex(text, strlen(text), key);
 	rc = 0;
@@ -509,6 +531,24 @@ static char *interpreter_id(const struct policy *p)
 		return xasprintf("%s", p->python);
 	return xasprintf("%s %llu %llu %lld %lld", p->python, (unsigned long long)st.st_dev,
 			 (unsigned long long)st.st_ino, (long long)st.st_mtime, (long long)st.st_size);
+}
+
+/* Where a policy's packages come from, as keys hold it: its index and
+ * the digest of its CA bundle ("-": the system's).  NULL (err) when the
+ * bundle cannot be read. */
+static char *package_source(const struct policy *p, struct pc_err *err)
+{
+	cleanup_free char *ca = NULL;
+	size_t len;
+	char digest[65] = "-";
+	if (p->packages.ca_bundle) {
+		if (read_file(p->packages.ca_bundle, 4u << 20, &ca, &len) < 0) {
+			pc_syserr(err, "packages", "read the CA bundle %s", p->packages.ca_bundle);
+			return NULL;
+		}
+		sha256_hex(ca, len, digest);
+	}
+	return xasprintf("%s\nca %s", p->packages.index, digest);
 }
 
 static char *constraints(const struct policy *p)
@@ -640,8 +680,10 @@ struct pkg_op *packages_get(struct loop *l, const struct run_request *base, char
 		op->specs[op->n++] = xasprintf("%s%s", name, spec);
 	}
 	qsort(op->specs, op->n, sizeof(char *), str_cmp_ptr);
+	if (!(op->source = package_source(p, err)))
+		goto fail;
 	joined = strv_join(op->specs, op->n, "\n");
-	text = xasprintf("pycell-request 1\n%s\n%s\n%s--\n%s\n", p->packages.index, interp, cons, joined);
+	text = xasprintf("pycell-request 2\n%s\n%s\n%s--\n%s\n", op->source, interp, cons, joined);
 	sha256_hex(text, strlen(text), op->rkey);
 	if ((op->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
 		pc_syserr(err, "packages", "eventfd");

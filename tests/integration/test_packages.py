@@ -30,12 +30,13 @@ pytestmark = pytest.mark.skipif(not HOST_IS_ROOT, reason="package installs run i
                                 "needs root (veth pairs, BPF filters, the test's own namespaces)")
 
 INDEX = "http://index.test:8088/simple/"
+OTHER_INDEX = "http://index.test:8088/other/simple/"
 
 
-def build_wheel(src, name, version, requires=()):
+def build_wheel(src, name, version, requires=(), body=""):
     pkg = src / f"{name}-{version}"
     (pkg / name).mkdir(parents=True)
-    (pkg / name / "__init__.py").write_text(f'__version__ = "{version}"\n')
+    (pkg / name / "__init__.py").write_text(f'__version__ = "{version}"\n{body}')
     deps = "".join(f'"{r}", ' for r in requires)
     (pkg / "pyproject.toml").write_text(textwrap.dedent(f"""
         [build-system]
@@ -51,15 +52,20 @@ def build_wheel(src, name, version, requires=()):
     return pkg
 
 
-def make_index(root):
+def make_index(root, only=None):
+    """The index's wheels and its PEP 503 pages below root; only: those
+    wheels (name, version, requires, body) instead of the test's set."""
     src, dist = root / "src", root / "dist"
-    src.mkdir()
+    src.mkdir(parents=True)
     dist.mkdir()
-    pkgs = [build_wheel(src, "tinylib", "1.0"), build_wheel(src, "tinylib", "2.0"),
-            build_wheel(src, "withdep", "1.0", ["tinylib"]),
-            build_wheel(src, "badparent", "1.0", ["forbidden"]),
-            build_wheel(src, "needsdist", "1.0", ["sdistonly"]),
-            build_wheel(src, "forbidden", "1.0")]
+    if only is not None:
+        pkgs = [build_wheel(src, *w) for w in only]
+    else:
+        pkgs = [build_wheel(src, "tinylib", "1.0"), build_wheel(src, "tinylib", "2.0"),
+                build_wheel(src, "withdep", "1.0", ["tinylib"]),
+                build_wheel(src, "badparent", "1.0", ["forbidden"]),
+                build_wheel(src, "needsdist", "1.0", ["sdistonly"]),
+                build_wheel(src, "forbidden", "1.0")]
     have = [subprocess.run(["/usr/bin/python3", *a], capture_output=True).returncode
             for a in (["-c", "import setuptools, wheel"], ["-m", "pip", "--version"])]
     if have != [0, 0]:
@@ -70,12 +76,13 @@ def make_index(root):
                            env=dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1"))
         assert p.returncode == 0, f"pip wheel {pkg.name}: {p.stderr[-1000:]}"
     # sdistonly: a source distribution only (its setup.py would say if it ever ran)
-    sd = src / "sdistonly-1.0"
-    sd.mkdir()
-    (sd / "setup.py").write_text("raise SystemExit('pycell test: a build step ran')\n")
-    (sd / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: sdistonly\nVersion: 1.0\n")
-    with tarfile.open(dist / "sdistonly-1.0.tar.gz", "w:gz") as t:
-        t.add(sd, arcname="sdistonly-1.0")
+    if only is None:
+        sd = src / "sdistonly-1.0"
+        sd.mkdir()
+        (sd / "setup.py").write_text("raise SystemExit('pycell test: a build step ran')\n")
+        (sd / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: sdistonly\nVersion: 1.0\n")
+        with tarfile.open(dist / "sdistonly-1.0.tar.gz", "w:gz") as t:
+            t.add(sd, arcname="sdistonly-1.0")
     files = {}
     for f in sorted(dist.iterdir()):
         name = f.name.split("-")[0].replace("_", "-")
@@ -96,6 +103,8 @@ def serve_index(n):
     idx = n.tmp / "index"
     idx.mkdir()
     n.names = make_index(idx)
+    # another index on the same server (OTHER_INDEX): its own tinylib 1.0
+    make_index(idx / "other", only=[("tinylib", "1.0", (), "PLANTED = True\n")])
     n.spawn(n.enter(n.inet) + ["/usr/bin/python3", "-m", "http.server", "--bind", "0.0.0.0",
                                "--directory", str(idx), "8088"])
     deadline = time.monotonic() + 10
@@ -297,3 +306,38 @@ def test_an_interpreter_the_policy_binds_installs_too(net):
         assert (sc["status"], sc["stdout"]) == ("ok", "/opt/pybin/python3 1.0\n"), sc.get("setup_error")
     finally:
         m.close()
+
+
+def test_one_index_never_supplies_another_policys_packages(net, mcp):
+    """The same name and version from two indexes are two sets: a policy
+    whose index serves its own tinylib 1.0 gets that one, and the other
+    policy still gets its index's (the set key holds the index, its CA
+    bundle and the wheels' digests)."""
+    code = "import tinylib; print(tinylib.__version__, getattr(tinylib, 'PLANTED', False))"
+    assert mcp.run(code, ["tinylib==1.0"])["structuredContent"]["stdout"] == "1.0 False\n"
+    sets = listing(net.cache / "sets")
+    other = net.tmp / "pkgs-other.json"
+    other.write_text(json.dumps({"extends": "default", "packages": {"index": OTHER_INDEX, "allow": ["tinylib"]}}))
+    other.chmod(0o644)
+    m = Mcp(net, other)
+    try:
+        sc = m.run(code, ["tinylib==1.0"])["structuredContent"]
+        assert (sc["status"], sc["stdout"]) == ("ok", "1.0 True\n"), sc
+        # its own set, beside the first index's
+        assert len(listing(net.cache / "sets")) == len(sets) + 1
+    finally:
+        m.close()
+    # and the first policy's runs still get their index's tinylib
+    assert mcp.run(code, ["tinylib==1.0"])["structuredContent"]["stdout"] == "1.0 False\n"
+    # a fresh cache, the other index first: the first policy is not handed its set either
+    conf = net.tmp / "fresh.conf"
+    cache = net.tmp / "fresh-cache"
+    conf.write_text(json.dumps({**CONF, "packages": {"cache": str(cache)}}))
+    for policy, want in ((other, "1.0 True\n"), (net.policy, "1.0 False\n")):
+        m = Mcp(net, policy, conf)
+        try:
+            sc = m.run(code, ["tinylib==1.0"])["structuredContent"]
+            assert (sc["status"], sc["stdout"]) == ("ok", want), sc
+        finally:
+            m.close()
+    assert len(listing(cache / "sets")) == 2
