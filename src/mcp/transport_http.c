@@ -83,12 +83,33 @@ static int mhd_open(struct pc_err *err)
 
 enum conn_state { CONN_RECEIVING, CONN_ANSWERING };
 
+/* A connection that has not yet sent a whole request that authenticated
+ * (a valid token; without a token file, any whole request to /mcp) is
+ * unproven: it has UNPROVEN_MS from its start (or the request timeout,
+ * when shorter), and unproven connections are bounded per client address
+ * (UNPROVEN_PER_ADDR) and in all (UNPROVEN_SHARE of max_connections):
+ * past a bound the oldest of them is cut.  So clients that never
+ * authenticate cannot hold the slots an authenticated one needs. */
+#define UNPROVEN_MS 5000
+#define UNPROVEN_PER_ADDR 64
+#define UNPROVEN_SHARE(max) ((max) - (max) / 4)
+
+/* Who a connection comes from, as the bounds count: the address without
+ * the port (TCP), the peer's uid (a unix socket). */
+struct peer_key {
+	sa_family_t family;
+	unsigned char addr[16];
+};
+
 struct hconn {
 	struct hconn *prev, *next;
 	struct http_server *h;
 	int fd;
 	enum conn_state state;
 	uint64_t t_start;            /* when the request being received began */
+	uint64_t t_connect;          /* when the connection came */
+	bool proven;                 /* it sent a whole request that authenticated */
+	struct peer_key peer;
 	bool cut;                    /* shut down for taking too long */
 	bool peer_known;
 	uid_t peer_uid;
@@ -1020,6 +1041,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 				    ENDPOINT, NULL);
 		if (check_origin(r) < 0 || authenticate(r) < 0)
 			return MHD_YES;
+		r->hc->proven = true;
 		if (h->quiesced) {
 			static const char *const closing[] = { MHD_HTTP_HEADER_CONNECTION, "close", NULL };
 			return fail(r, MHD_HTTP_SERVICE_UNAVAILABLE, ERR_FULL, "Service Unavailable: the server is "
@@ -1092,6 +1114,63 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
 	*con_cls = NULL;
 }
 
+static void peer_key_of(struct MHD_Connection *c, struct hconn *hc)
+{
+	const union MHD_ConnectionInfo *ci = mhd.get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+	memset(&hc->peer, 0, sizeof(hc->peer));
+	if (sa && sa->sa_family == AF_INET) {
+		hc->peer.family = AF_INET;
+		memcpy(hc->peer.addr, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, 4);
+	} else if (sa && sa->sa_family == AF_INET6) {
+		hc->peer.family = AF_INET6;
+		memcpy(hc->peer.addr, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, 16);
+	} else if (hc->peer_known) {
+		hc->peer.family = AF_UNIX;
+		memcpy(hc->peer.addr, &hc->peer_uid, sizeof(hc->peer_uid));
+	}
+}
+
+static bool unproven(const struct hconn *hc)
+{
+	return !hc->proven && !hc->cut && hc->fd >= 0;
+}
+
+static void cut(struct hconn *hc, const char *why)
+{
+	log_debug("serve: a connection that sent no whole authenticated request cut: %s", why);
+	hc->cut = true;
+	shutdown(hc->fd, SHUT_RDWR);
+}
+
+/* Before hc (new, not yet listed) joins: the unproven connections of its
+ * address, and all of them, within their bounds, the oldest cut. */
+static void make_room(struct http_server *h, struct hconn *hc)
+{
+	unsigned mine = 0, all = 0;
+	struct hconn *oldest_mine = NULL, *oldest = NULL;
+	for (struct hconn *o = h->conns; o; o = o->next) {
+		if (!unproven(o))
+			continue;
+		all++;
+		if (!oldest || o->t_connect <= oldest->t_connect)
+			oldest = o;
+		if (memcmp(&o->peer, &hc->peer, sizeof(o->peer)) == 0) {
+			mine++;
+			if (!oldest_mine || o->t_connect <= oldest_mine->t_connect)
+				oldest_mine = o;
+		}
+	}
+	if (mine >= UNPROVEN_PER_ADDR) {
+		cut(oldest_mine, "its address has too many");
+		if (oldest == oldest_mine)
+			oldest = NULL;
+		all--;
+	}
+	if (oldest && all >= UNPROVEN_SHARE(h->cfg.max_connections))
+		cut(oldest, "too many in all");
+}
+
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
 			  enum MHD_ConnectionNotificationCode toe)
 {
@@ -1112,6 +1191,9 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 				hc->peer_uid = cred.uid;
 			}
 		}
+		hc->t_connect = hc->t_start;
+		peer_key_of(c, hc);
+		make_room(h, hc);
 		hc->next = h->conns;
 		if (hc->next)
 			hc->next->prev = hc;
@@ -1194,12 +1276,17 @@ static void on_tick(struct loop_watch *w, uint32_t events, void *data)
 	(void)!read(h->tick_fd, &n, sizeof(n));
 	(void)w;
 	(void)events;
-	for (struct hconn *hc = h->conns; hc; hc = hc->next)
-		if (hc->state == CONN_RECEIVING && !hc->cut && now - hc->t_start > limit && hc->fd >= 0) {
+	for (struct hconn *hc = h->conns; hc; hc = hc->next) {
+		if (hc->state != CONN_RECEIVING || hc->cut || hc->fd < 0)
+			continue;
+		if (now - hc->t_start > limit) {
 			log_debug("serve: a connection sent no whole request in %u s: cut", h->cfg.request_timeout_s);
 			hc->cut = true;
 			shutdown(hc->fd, SHUT_RDWR);
+		} else if (!hc->proven && now - hc->t_connect > (limit < UNPROVEN_MS ? limit : UNPROVEN_MS)) {
+			cut(hc, "its time ran out");
 		}
+	}
 	expire_sessions(h);
 	run_mhd(h);
 }

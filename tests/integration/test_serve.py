@@ -457,6 +457,95 @@ def test_slowloris_is_cut_and_others_are_served(serve):
     c.close()
 
 
+def open_or_cut(c):
+    """Is socket c still open (True), or did the server cut it (False)?"""
+    c.setblocking(False)
+    try:
+        return c.recv(1) != b""
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+
+
+def test_clients_that_never_authenticate_cannot_hold_the_slots(serve, tmp_path):
+    """A slowloris load of unauthenticated connections (160 from four
+    addresses, each trickling its headers) on a server of 64 connections:
+    an authenticated client gets through at once, every time, and none of
+    the load outlives its short deadline."""
+    s = serve("--listen", "127.0.0.1:0", "--max-connections", "64", "--request-timeout", "30s",
+              tokens=[{"name": "alice", "sha256": sha("good")}], tmp_path=tmp_path)
+    stop = threading.Event()
+    socks = []
+
+    def trickle(source):
+        mine = []
+        for _ in range(40):
+            try:
+                c = socket.create_connection((s.host, s.port), timeout=2, source_address=(source, 0))
+                c.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+                mine.append(c)
+            except OSError:
+                pass
+        socks.extend(mine)
+        for _ in range(16):   # 8 s, bounded
+            if stop.wait(0.5):
+                break
+            for c in mine:
+                try:
+                    c.send(b"X")
+                except OSError:
+                    pass
+    threads = [threading.Thread(target=trickle, args=(f"127.0.0.{i}",), daemon=True) for i in (2, 3, 4, 5)]
+    t0 = time.time()
+    for t in threads:
+        t.start()
+    try:
+        time.sleep(0.5)
+        took = []
+        while time.time() - t0 < 6:
+            t1 = time.time()
+            r, data = s.modern(len(took) + 1, "tools/list", headers={"Authorization": "Bearer good"},
+                               conn=s.conn(timeout=3))
+            assert r.status == 200, data
+            took.append(time.time() - t1)
+            time.sleep(0.3)
+        assert len(took) >= 8 and max(took) < 2, took
+        # no unauthenticated connection outlived its deadline (5 s), though each kept sending
+        time.sleep(max(0, t0 + 7 - time.time()))
+        assert sum(open_or_cut(c) for c in socks) == 0
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(10)
+        for c in socks:
+            c.close()
+
+
+def test_unauthenticated_connections_are_bounded_per_address(serve, tmp_path):
+    s = serve("--listen", "127.0.0.1:0", "--max-connections", "1024",
+              tokens=[{"name": "alice", "sha256": sha("good")}], tmp_path=tmp_path)
+    socks = [socket.create_connection((s.host, s.port), source_address=("127.0.0.9", 0)) for _ in range(100)]
+    try:
+        time.sleep(0.5)
+        # the 64 newest stay; the oldest were cut as the others came
+        assert [open_or_cut(c) for c in socks] == [False] * 36 + [True] * 64
+        # another address is not held back, and an authenticated request proves its connection
+        r, data = s.modern(1, "tools/list", headers={"Authorization": "Bearer good"})
+        assert r.status == 200
+        c = s.conn()
+        for i in range(70):   # a proven keep-alive connection outlives 70 newer unproven ones
+            r, data = s.modern(2, "tools/list", headers={"Authorization": "Bearer good"}, conn=c)
+            assert r.status == 200
+            if i == 0:
+                more = [socket.create_connection((s.host, s.port)) for _ in range(70)]
+        for m in more:
+            m.close()
+    finally:
+        for c in socks:
+            c.close()
+
+
 def test_1000_idle_connections(serve):
     s = serve("--listen", "127.0.0.1:0", "--request-timeout", "2s", "--max-connections", "1100")
     socks = [socket.create_connection((s.host, s.port)) for _ in range(1000)]
