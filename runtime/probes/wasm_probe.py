@@ -102,6 +102,63 @@ def node_globals_deleted():
     return "no process on a converted object's constructor chain; js has %d names" % len(dir(js))
 
 
+def pyodide_api_modules():
+    """pyodide_js is unregistered, and none of its submodules (_api held
+    Pyodide's API: FS, the Emscripten Module, loadPackage) is left."""
+    left = sorted(n for n in sys.modules if n == "pyodide_js" or n.startswith("pyodide_js."))
+    if left:
+        raise Escaped("sys.modules still has " + ", ".join(left))
+    return refused("import pyodide_js._api", lambda: __import__("pyodide_js._api").FS)
+
+
+def heap_javascript():
+    """Every JavaScript object reachable from Python's heap is on the
+    runner's allowlist: the empty `js` module and asyncio's scheduler."""
+    import gc
+    from pyodide.ffi import JsProxy
+    allowed = {id(sys.modules.get("js"))}
+    for finder in sys.meta_path:
+        reg = getattr(finder, "jsproxies", None)
+        if isinstance(reg, dict):
+            if set(reg) - {"js"}:
+                raise Escaped("the import hook still registers " + ", ".join(sorted(set(reg) - {"js"})))
+            allowed |= {id(v) for v in reg.values()}
+    webloop = sys.modules.get("pyodide.webloop")
+    allowed.add(id(getattr(webloop, "scheduleCallback", None)))
+    found = set()
+    for o in gc.get_objects():
+        for r in gc.get_referents(o):
+            if isinstance(r, JsProxy) and not isinstance(r, type) and id(r) not in allowed:
+                found.add("a %s held by a %s" % (type(r).__name__, type(o).__name__))
+        if not isinstance(o, type) and isinstance(getattr(o, "__dict__", None), dict):
+            for k, v in vars(o).items():
+                if isinstance(v, JsProxy) and not isinstance(v, type) and id(v) not in allowed:
+                    found.add("%s.%s" % (type(o).__name__, k))
+    if found:
+        raise Escaped("JavaScript objects beyond the allowlist: " + "; ".join(sorted(found))[:300])
+    return "no JavaScript object on Python's heap but js and the asyncio scheduler"
+
+
+def emscripten_system():
+    """Emscripten's system() spawns a shell through Node's child_process:
+    posix.system is an OSError, and libc's system() through ctypes runs
+    nothing (the shell could not be run: 127) instead of a fatal error."""
+    import posix
+    why = [refused("posix.system", lambda: posix.system("touch /workspace/ran"))]
+    try:
+        import ctypes
+    except ImportError:
+        ctypes = None
+    if ctypes is not None:
+        status = ctypes.CDLL(None).system(b"touch /workspace/ran")
+        if status >> 8 != 127:
+            raise Escaped("libc system() through ctypes returned %d" % status)
+        why.append("libc system() through ctypes: status %d (no shell)" % status)
+    if os.path.exists("/workspace/ran"):
+        raise Escaped("a command ran")
+    return "; ".join(why)
+
+
 # ------------------------------------------------------------ filesystem
 
 def host_canary_file():
@@ -180,7 +237,8 @@ PROBES = {
     "javascript": [("js-module-empty", js_module), ("pyodide-js", pyodide_js), ("run-js", run_js),
                    ("function-constructor", function_constructor), ("dynamic-import", dynamic_import),
                    ("prototype-constructor", async_function_constructor),
-                   ("converted-objects", node_globals_deleted)],
+                   ("converted-objects", node_globals_deleted), ("pyodide-api-modules", pyodide_api_modules),
+                   ("heap-javascript", heap_javascript), ("emscripten-system", emscripten_system)],
     "filesystem": [("host-canary-file", host_canary_file), ("run-dir-read-only", run_dir_read_only),
                    ("host-root-invisible", host_root_invisible)],
     "leaks": [("env-canary", env_canary), ("argv-canary", argv_canary)],

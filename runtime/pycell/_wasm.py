@@ -42,12 +42,21 @@ def channel():
     return _Channel()
 
 
+def _no_program(*args, **kwargs):
+    import errno
+    raise PermissionError(errno.EPERM, "system(): no other program runs on pycell's wasm backend "
+                          "(Pyodide): run this code on the native backend")
+
+
 def _confine():
     import _thread
+    import posix
     import threading
     _thread.start_new_thread = _refuse("threads are")
     threading.Thread.start = _refuse("threads are")
-    os.system = _refuse("processes are")
+    # Emscripten's system() is Node's child_process (the runner gives it a
+    # stand-in that runs nothing): an OSError here, whichever name is called
+    os.system = posix.system = _no_program
     for name in ("fork", "forkpty", "posix_spawn", "posix_spawnp", "execv", "execve", "execvp"):
         if hasattr(os, name):
             setattr(os, name, _refuse("processes are"))
@@ -90,16 +99,83 @@ def _script(argv):
     exec(code, main.__dict__)
 
 
+# The JavaScript objects Python may hold once prepare() is done, by where
+# they are: the `js` module (the runner's empty object: the import hook's
+# one registered module, and sys.modules' once imported) and the scheduler
+# asyncio runs on (pyodide.webloop).  Every other one reachable from
+# Python's heap (pyodide_js and its submodules, which held Pyodide's API:
+# FS, the Emscripten Module, loadPackage; their loaders; the package
+# loader's record) is dropped from what holds it, and the start fails if
+# one is left.
+def _js_allowed():
+    held = set()
+    for finder in sys.meta_path:
+        registry = getattr(finder, "jsproxies", None)
+        if isinstance(registry, dict):
+            for name in list(registry):
+                if name != "js":
+                    del registry[name]
+            if "js" in registry:
+                held.add(id(registry["js"]))
+    for mod, attr in (("js", None), ("pyodide.webloop", "scheduleCallback")):
+        m = sys.modules.get(mod)
+        if m is not None:
+            held.add(id(m if attr is None else getattr(m, attr, None)))
+    return held
+
+
+def _js_held():
+    """(container, key) for each JsProxy the heap holds that is not
+    allowed: an entry of a dict, a list or an object's attributes (key),
+    or of anything else (key None)."""
+    import gc
+    from pyodide.ffi import JsProxy
+    allowed = _js_allowed()
+    found = []
+    for o in gc.get_objects():
+        if isinstance(o, dict):
+            items = list(o.items())
+        elif isinstance(o, list):
+            items = list(enumerate(o))
+        elif not isinstance(o, type) and isinstance(getattr(o, "__dict__", None), dict):
+            items = list(vars(o).items())
+        else:
+            items = [(None, r) for r in gc.get_referents(o)]
+        for k, v in items:
+            if isinstance(v, JsProxy) and not isinstance(v, type) and id(v) not in allowed:
+                found.append((o, k))
+    return found
+
+
+def _seal():
+    import gc
+    for name in [n for n in sys.modules if n == "pyodide_js" or n.startswith("pyodide_js.")]:
+        del sys.modules[name]
+    for o, k in _js_held():
+        if k is None:
+            continue
+        if isinstance(o, (dict, list)):
+            o[k] = None
+        else:
+            setattr(o, k, None)
+    gc.collect()
+    left = _js_held()
+    if left:
+        raise RuntimeError("pycell: the wasm runner could not take from Python the JavaScript objects "
+                           "held by %s" % ", ".join(sorted({"%s[%r]" % (type(o).__name__, k) for o, k in left})))
+
+
 def prepare(env):
     """Before the program (a ready jail does it ahead): os.environ env
-    (node's, which the jail set), the refusals above, what a cell imports.
+    (node's, which the jail set), the refusals above, what a cell imports,
+    and no JavaScript object left to Python but the allowlist's.
     Returns run."""
     from pycell import _cell  # noqa: F401 (imported ahead)
-    sys.modules.pop("pyodide_js", None)   # unregistered by the runner
     os.environ.clear()
     os.environ.update(env)
     _confine()
     sys.meta_path.append(_Missing)
+    _seal()
     return run
 
 

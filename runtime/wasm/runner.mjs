@@ -24,11 +24,18 @@
 // any user code runs the Node globals are deleted from globalThis
 // (process, require's kin, fetch, WebSocket, ...); the functions this file
 // needs are held in its own bindings, which no object reachable from Python
-// refers to.  The kernel jail around it is the same as a native run's.
+// refers to.  Python's side (pycell._wasm.prepare) then lets Python hold
+// no JavaScript object but an allowlist's.  Emscripten's libc reaches Node
+// through require() (system() spawns a shell with child_process): once
+// Pyodide has loaded, Node's loader hands out only the modules its file
+// system and randomness use, and for child_process a stand-in that runs
+// nothing.  Node's permission model stays a layer under that, not the
+// boundary; the kernel jail around it is the same as a native run's.
 //
 //   node ... runner.mjs --make-snapshot OUT   (make: the snapshot)
 
 import { closeSync, constants, readFileSync, readSync, writeFileSync, writeSync } from "node:fs";
+import nodeModule from "node:module";
 import { endianness } from "node:os";
 
 const exitNow = process.reallyExit.bind(process);  // no exit handlers of anyone's
@@ -168,6 +175,26 @@ if (toolStream.fd !== 3) {
 	FS.dupStream(toolStream, 3);
 	FS.closeStream(toolStream.fd);
 }
+
+// What Emscripten's code may still require() at run time: the modules of
+// its file system (NODEFS) and randomness, and nothing else.  A program
+// (system(), from posix.system or ctypes alike) gets child_process's
+// stand-in: it runs nothing and says the shell could not be run (127).
+const LOADABLE = new Set(["fs", "path", "url", "crypto"]);
+const noProcesses = Object.freeze({
+	spawnSync: () => Object.freeze({ pid: 0, status: 127, signal: null, output: null, stdout: null, stderr: null }),
+});
+const realLoad = nodeModule._load;
+nodeModule._load = function (request, ...rest) {
+	const name = String(request).replace(/^node:/, "");
+	if (LOADABLE.has(name))
+		return realLoad.call(this, request, ...rest);
+	if (name === "child_process")
+		return noProcesses;
+	const e = new Error(`require("${request}"): not in pycell's wasm runner`);
+	e.code = "ERR_ACCESS_DENIED";
+	throw e;
+};
 
 // Nothing of Node for Python: `pyodide_js` goes; the Node globals go.
 py.unregisterJsModule("pyodide_js");

@@ -281,6 +281,49 @@ def test_python_reaches_nothing_of_node():
     assert found["Function constructor"] == "refused: JsException"   # EvalError: code generation disallowed
 
 
+# What Python holds of JavaScript is an allowlist (the empty js module and
+# asyncio's scheduler), and Emscripten's system() runs nothing: issue 34's
+# first two defects, as a run sees them.
+REACH_PROBE = r"""
+import ctypes, errno, gc, json, os, posix, sys
+from pyodide.ffi import JsProxy
+out = {"modules": sorted(n for n in sys.modules if n.startswith("pyodide_js"))}
+held = set()
+for o in gc.get_objects():
+    for r in gc.get_referents(o):
+        if isinstance(r, JsProxy) and not isinstance(r, type):
+            held.add(repr(r)[:40])
+    if not isinstance(o, type) and isinstance(getattr(o, "__dict__", None), dict):
+        held |= {repr(v)[:40] for v in vars(o).values() if isinstance(v, JsProxy) and not isinstance(v, type)}
+out["held"] = len(held)
+for name, f in (("posix.system", posix.system), ("os.system", os.system)):
+    try:
+        out[name] = f("touch /workspace/ran")
+    except OSError as e:
+        out[name] = [type(e).__name__, e.errno == errno.EPERM]
+out["ctypes"] = ctypes.CDLL(None).system(b"touch /workspace/ran")
+out["ran"] = os.path.exists("/workspace/ran")
+print(json.dumps(out, sort_keys=True))
+"""
+REACH_WANT = {"modules": [], "held": 2, "posix.system": ["PermissionError", True],
+              "os.system": ["PermissionError", True], "ctypes": 127 << 8, "ran": False}
+
+
+def test_python_holds_no_javascript_but_the_allowlist_and_runs_no_program(tmp_path):
+    """Cold (pycell run) and from a ready jail (run_python), the same."""
+    res = run("wasm", REACH_PROBE)
+    assert res["status"] == "ok", res["stderr"]
+    assert json.loads(res["stdout"]) == REACH_WANT
+    m = Mcp(wasm_policy(tmp_path))
+    try:
+        for _ in range(2):   # the first may be made at once, the second from the pool
+            sc = m.tool("run_python", {"code": REACH_PROBE})["structuredContent"]
+            assert sc["status"] == "ok", sc["stderr"]
+            assert json.loads(sc["stdout"]) == REACH_WANT
+    finally:
+        m.close()
+
+
 @pytest.fixture
 def weakened_datadir():
     """A copy of the data dir whose runner hands Node's globalThis to Python
