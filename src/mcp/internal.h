@@ -213,6 +213,7 @@ struct mcp_server {
 	struct mcp_stats stats;       /* the counters of it (mcp_server_stats fills the rest) */
 	struct pysess *sessions;      /* sessions.c */
 	struct mcp_resource *resources;   /* resources.c, newest first */
+	struct mcp_session *conns;    /* every connection (mcp_session) of the server */
 	size_t resource_bytes;
 	int sess_fd;                  /* timer: idle and lifetime limits, every second */
 	struct loop_watch w_sess;
@@ -227,6 +228,8 @@ struct mcp_session {
 	enum mlog log_min;            /* set by logging/setLevel (ERA_LEGACY) */
 	char *client;
 	char *principal;              /* mcp_session_set_principal */
+	struct mcp_session *prev, *next;   /* the server's connections (resources.c tells them) */
+	bool resources_changed;       /* its principal's resource list changed: tell it */
 };
 
 /* ---- protocol.c */

@@ -334,7 +334,14 @@ static json_t *supported_versions(void)
 
 static json_t *capabilities(enum proto v)
 {
-	json_t *caps = json_pack("{s:{s:b},s:{},s:{}}", "tools", "listChanged", 0, "logging", "resources");
+	/* resources/list_changed: sent to a 2025 client (on stdio, and over
+	 * HTTP on the stream of the call that changed the list); 2026-07-28
+	 * sends it only on a subscriptions/listen stream, which this server
+	 * does not offer yet */
+	json_t *caps = json_pack("{s:{s:b},s:{},s:{s:b}}", "tools", "listChanged", 0, "logging", "resources",
+				 "listChanged", !proto_is_modern(v));
+	if (proto_is_modern(v))
+		json_object_del(json_object_get(caps, "resources"), "listChanged");
 	if (proto_is_modern(v))
 		json_object_set_new(caps, "extensions", json_pack("{s:{}}", EXT_TASKS));
 	return caps;
@@ -729,6 +736,10 @@ struct mcp_session *mcp_session_new(struct mcp_server *s, const struct mcp_sessi
 	ss->proto = PROTO_NONE;
 	/* quiet until the client picks a level with logging/setLevel */
 	ss->log_min = MLOG_OFF;
+	ss->next = s->conns;
+	if (ss->next)
+		ss->next->prev = ss;
+	s->conns = ss;
 	return ss;
 }
 
@@ -756,6 +767,12 @@ void mcp_session_free(struct mcp_session *ss)
 				mcp_call_free(c);
 		}
 	}
+	if (ss->prev)
+		ss->prev->next = ss->next;
+	else
+		s->conns = ss->next;
+	if (ss->next)
+		ss->next->prev = ss->prev;
 	free(ss->client);
 	free(ss->principal);
 	free(ss);

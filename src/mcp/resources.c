@@ -10,7 +10,12 @@
  *   pycell://sessions/{session_id}/files/{path}
  *   pycell://sessions/{session_id}/cells/{cell}/{stdout|stderr}
  *   pycell://runs/{run_id}/files/{path}
- */
+ *
+ * When a client's list changes (a call keeps, replaces or drops files, a
+ * session's go, a run's expire or make room), its 2025 connections hear
+ * notifications/resources/list_changed: the call's own connection on that
+ * call (over HTTP, on its stream, before its result), the others when they
+ * can be told (stdio). */
 #include "config.h"
 
 #include <stdio.h>
@@ -28,6 +33,27 @@ struct mcp_resource {
 	size_t len;
 	uint64_t t_expires;           /* monotonic ms; 0: its session's */
 };
+
+/* Owner's list changed: its connections are to be told (tell_changed). */
+static void mark_changed(struct mcp_server *s, const char *owner)
+{
+	for (struct mcp_session *ss = s->conns; ss; ss = ss->next)
+		if (ss->era == ERA_LEGACY && str_eq(ss->principal, owner))
+			ss->resources_changed = true;
+}
+
+/* Tell each connection marked, once: c's own as part of c (related to its
+ * request, so that HTTP sends it on that request's stream). */
+static void tell_changed(struct mcp_server *s, const struct mcp_call *c)
+{
+	for (struct mcp_session *ss = s->conns; ss; ss = ss->next) {
+		if (!ss->resources_changed)
+			continue;
+		ss->resources_changed = false;
+		mcp_send(ss, jsonrpc_notification("notifications/resources/list_changed", NULL),
+			 c && c->session == ss ? c->id : NULL);
+	}
+}
 
 static void res_free(struct mcp_resource *x)
 {
@@ -49,6 +75,7 @@ static void res_drop(struct mcp_server *s, bool (*pred)(const struct mcp_resourc
 		if (pred && pred(x, arg)) {
 			*pp = x->next;
 			s->resource_bytes -= x->len;
+			mark_changed(s, x->owner);
 			res_free(x);
 			continue;
 		}
@@ -59,6 +86,7 @@ static void res_drop(struct mcp_server *s, bool (*pred)(const struct mcp_resourc
 			;
 		log_debug("mcp: resource %s dropped: the store is full", (*pp)->uri);
 		s->resource_bytes -= (*pp)->len;
+		mark_changed(s, (*pp)->owner);
 		res_free(*pp);
 		*pp = NULL;
 	}
@@ -83,6 +111,7 @@ static void expire(struct mcp_server *s)
 {
 	uint64_t now = now_ms();
 	res_drop(s, expired, &now);
+	tell_changed(s, NULL);
 }
 
 /* Keep data (taken) as uri; a resource of the same uri is replaced. */
@@ -105,6 +134,7 @@ static void res_add(struct mcp_server *s, const struct mcp_call *c, const char *
 	x->next = s->resources;
 	s->resources = x;
 	s->resource_bytes += len;
+	mark_changed(s, owner);
 	res_drop(s, NULL, NULL);
 }
 
@@ -194,12 +224,14 @@ json_t *mcp_resources_keep(struct mcp_call *c, const struct run_result *r, json_
 		else
 			json_decref(out);
 	}
+	tell_changed(s, c);
 	return links;
 }
 
 void mcp_resources_drop_session(struct mcp_server *s, const char *session_id)
 {
 	res_drop(s, of_session, session_id);
+	tell_changed(s, NULL);
 }
 
 void mcp_resources_free(struct mcp_server *s)

@@ -22,7 +22,7 @@ describe("initialize", () => {
     const caps = s.client.getServerCapabilities();
     assert.deepEqual(caps.tools, { listChanged: false });
     assert.deepEqual(caps.logging, {});
-    assert.deepEqual(caps.resources, {});
+    assert.deepEqual(caps.resources, { listChanged: true });   // resources.test.js
     assert.equal(caps.prompts, undefined);
     assert.match(s.client.getInstructions(), /run_python/);
   });
