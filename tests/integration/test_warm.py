@@ -136,6 +136,28 @@ def test_random_differs_between_warm_runs():
         s.close()
 
 
+def test_nothing_a_module_draws_repeats_across_warm_runs():
+    """random (reseeded at fork), tempfile's names (its generator is made
+    in the run: every jail's python is pid 2, so a pid check would not
+    tell two runs apart), uuid4 and secrets (the kernel's): two warm runs,
+    and two cells of two sessions, never draw the same."""
+    s = Mcp(["--warm"], pycell_env())
+    code = ("import random, tempfile, uuid, secrets\n"
+            "[random.getrandbits(62), next(tempfile._get_candidate_names()), str(uuid.uuid4()),"
+            " secrets.token_hex(16)]")
+    try:
+        a, b = (s.run(code)["return_value"] for _ in range(2))
+        sids = [s.call("tools/call", {"name": "session_open", "arguments": {}})["structuredContent"]["session_id"]
+                for _ in range(2)]
+        c, d = (s.call("tools/call", {"name": "run_python", "arguments": {"code": code, "session_id": sid}})
+                ["structuredContent"]["return_value"] for sid in sids)
+        for i, what in enumerate(("random", "tempfile's names", "uuid4", "secrets")):
+            drawn = [a[i], b[i], c[i], d[i]]
+            assert len(set(drawn)) == 4, (what, drawn)
+    finally:
+        s.close()
+
+
 # ------------------------------------------------------------ ready jails
 
 def children(pid):
