@@ -382,6 +382,8 @@ void mcp_run_request(struct mcp_server *s, struct run_request *req, const char *
 {
 	*req = (struct run_request){ .stdin_fd = -1, .client = client };
 	run_request_from_env(req, s->env);
+	/* no two principals' runs come from one zygote (one hash secret) */
+	req->spawner = run_env_warm_for(s->env, client);
 #ifndef PYCELL_COVERAGE
 	/* answered on init's report; the jail's teardown is the loop's
 	 * (run_free).  Not in a coverage build: init writes its counters as
@@ -483,7 +485,8 @@ static int call_start_run(struct mcp_call *c, struct pc_err *err)
 	/* the next ready jail is made once this run has been answered
 	 * (on_defer): made now, it would compete with this run for the CPU
 	 * and hold the loop for the zygote's round trip */
-	if (c->kind == CALL_RUN_PYTHON && !c->pkg_dir && (c->run = run_pool_start(s->pool, &req)))
+	if (c->kind == CALL_RUN_PYTHON && !c->pkg_dir &&
+	    (c->run = run_pool_start(mcp_pool_for(s, mcp_call_owner(c)), &req)))
 		return 0;
 	return run_start(s->loop, &req, &c->run, err);
 }
@@ -610,7 +613,7 @@ void mcp_on_after(struct loop_watch *w, uint32_t events, void *data)
 	uint64_t n;
 	(void)!read(s->after_fd, &n, sizeof(n));
 	mcp_free_spent(s);
-	run_pool_fill(s->pool);
+	mcp_pools_fill(s, false);
 	/* their envs may be free now (a reload's old ones) */
 	if (s->on_answered)
 		s->on_answered(s->answered_ctx);
@@ -631,11 +634,10 @@ static void after_answers(struct mcp_server *s, const struct spent_run *spent, s
 	s->n_spent += n_spent;
 	if (s->after_fd < 0 || (!armed && timerfd_settime(s->after_fd, 0, &t, NULL) < 0)) {
 		mcp_free_spent(s);
-		run_pool_fill(s->pool);
+		mcp_pools_fill(s, false);
 		return;
 	}
-	if (!run_pool_ready(s->pool))
-		run_pool_fill(s->pool);
+	mcp_pools_fill(s, true);
 }
 
 void mcp_on_defer(struct loop_watch *w, uint32_t events, void *data)
@@ -671,9 +673,47 @@ void mcp_on_defer(struct loop_watch *w, uint32_t events, void *data)
 	free(spent);
 	mcp_schedule(s);
 	if (!n_spent)
-		run_pool_fill(s->pool);
+		mcp_pools_fill(s, false);
 	(void)w;
 	(void)events;
+}
+
+struct run_pool *mcp_pool_for(struct mcp_server *s, const char *principal)
+{
+	struct spawner *sp;
+	/* no principal, or no zygote per principal (cold; wasm, whose ready
+	 * jails share nothing): the server's pool */
+	if (!principal || !s->env->units)
+		return s->pool;
+	for (size_t i = 0; i < s->n_pools; i++)
+		if (strcmp(s->pools[i].principal, principal) == 0)
+			return s->pools[i].pool;
+	if (!(sp = run_env_warm_for(s->env, principal)))
+		return NULL;
+	s->pools = xrealloc(s->pools, (s->n_pools + 1) * sizeof(*s->pools));
+	s->pools[s->n_pools++] = (struct principal_pool){ xstrdup(principal),
+							  run_pool_new(s->loop, s->env, sp, s->cfg.ready) };
+	return s->pools[s->n_pools - 1].pool;
+}
+
+void mcp_pools_fill(struct mcp_server *s, bool only_empty)
+{
+	for (size_t i = 0; i <= s->n_pools; i++) {
+		struct run_pool *p = i < s->n_pools ? s->pools[i].pool : s->pool;
+		if (!only_empty || !run_pool_ready(p))
+			run_pool_fill(p);
+	}
+}
+
+void mcp_pools_free(struct mcp_server *s)
+{
+	for (size_t i = 0; i < s->n_pools; i++) {
+		run_pool_free(s->pools[i].pool);
+		free(s->pools[i].principal);
+	}
+	free(s->pools);
+	s->pools = NULL;
+	s->n_pools = 0;
 }
 
 void mcp_version_probe(struct mcp_server *s)

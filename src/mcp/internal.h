@@ -195,7 +195,10 @@ struct mcp_server {
 	json_t *packages;             /* [{name, version}] importable in the jail */
 	struct mcp_call *version_call;
 	json_t *tools;
-	struct run_pool *pool;        /* warm starts: jails made ahead (run/pool.h) */
+	struct run_pool *pool;        /* warm starts: jails made ahead (run/pool.h), of no principal's */
+	/* a named principal's, made by its own zygote (run_env_warm_for) */
+	struct principal_pool { char *principal; struct run_pool *pool; } *pools;
+	size_t n_pools;
 	/* Answered runs whose jails are torn down, and the pool refilled,
 	 * AFTER_ANSWER_MS after the first of them was answered (mcp_on_after):
 	 * the client reads its answer before that work takes the CPUs. */
@@ -284,6 +287,14 @@ void mcp_call_ended(struct mcp_call *c);
 void mcp_run_request(struct mcp_server *s, struct run_request *req, const char *client, bool tools);
 /* Start queued runs while there are slots. */
 void mcp_schedule(struct mcp_server *s);
+/* The ready jails of principal's runs: the server's own pool for none, a
+ * pool of the principal's own (its zygote's jails) for a named one, made
+ * at its first run; NULL when its runs start cold. */
+struct run_pool *mcp_pool_for(struct mcp_server *s, const char *principal);
+/* Fill every pool (only_empty: those with no ready jail left). */
+void mcp_pools_fill(struct mcp_server *s, bool only_empty);
+/* Free the named principals' pools (a reload, the server's end). */
+void mcp_pools_free(struct mcp_server *s);
 /* Ask the interpreter its version once (sandbox_info waits for it). */
 void mcp_version_probe(struct mcp_server *s);
 /* sandbox_info can be answered: the interpreter was asked (or could not

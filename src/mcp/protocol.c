@@ -828,7 +828,7 @@ struct mcp_server *mcp_server_new(struct loop *l, const struct run_env *env,
 		pc_fail(err, 0, "mcp", "could not build the tool definitions");
 		goto fail;
 	}
-	s->pool = run_pool_new(l, env, s->cfg.ready);
+	s->pool = run_pool_new(l, env, env->warm, s->cfg.ready);
 	run_pool_fill(s->pool);
 	return s;
 fail:
@@ -847,11 +847,12 @@ int mcp_server_reconfigure(struct mcp_server *s, const struct run_env *env,
 	/* the ready jails are the old policy's: gone; the new pool fills
 	 * from the loop, as after a run */
 	run_pool_free(s->pool);
+	mcp_pools_free(s);
 	s->env = env;
 	s->cfg.max_runs = cfg->max_runs ? cfg->max_runs : DEFAULT_MAX_RUNS;
 	s->cfg.ready = cfg->ready;
 	s->cfg.cache_private = cfg->cache_private;
-	s->pool = run_pool_new(s->loop, env, s->cfg.ready);
+	s->pool = run_pool_new(s->loop, env, env->warm, s->cfg.ready);
 	mcp_kick(s);   /* more run slots start queued runs; the pool fills */
 	return 0;
 }
@@ -877,6 +878,11 @@ void mcp_server_stats(const struct mcp_server *s, struct mcp_stats *st)
 	st->ready = run_pool_ready(s->pool);
 	st->ready_target = run_pool_size(s->pool);
 	st->pool_up = run_pool_up(s->pool);
+	for (size_t i = 0; i < s->n_pools; i++) {
+		st->ready += run_pool_ready(s->pools[i].pool);
+		st->ready_target += run_pool_size(s->pools[i].pool);
+		st->pool_up = st->pool_up && run_pool_up(s->pools[i].pool);
+	}
 	st->tasks = s->n_tasks;
 }
 
@@ -899,6 +905,7 @@ void mcp_server_free(struct mcp_server *s)
 	mcp_free_spent(s);
 	free(s->spent);
 	run_pool_free(s->pool);
+	mcp_pools_free(s);
 	run_reap_pending();   /* the jails of runs answered before they had gone */
 	loop_del(s->loop, &s->w_defer);
 	loop_del(s->loop, &s->w_task);

@@ -379,7 +379,7 @@ static void session_open_tool(const struct mcp_req *r, const json_t *args)
 	if (n_pkgs)
 		p->pkg_op = packages_get(s->loop, &req, pkgs, n_pkgs, on_packages, p, &err);
 	else
-		p->sess = session_open(s->loop, &req, s->pool, on_ready, on_gone, p, &err);
+		p->sess = session_open(s->loop, &req, mcp_pool_for(s, principal), on_ready, on_gone, p, &err);
 	if (!p->sess && !p->pkg_op) {
 		TOOL_ERROR(r, "The session could not be opened: %s: %s", err.step, err.msg);
 		pysess_free(p);

@@ -13,6 +13,7 @@
 struct run_pool {
 	struct loop *loop;
 	const struct run_env *env;
+	struct spawner *sp;       /* what makes its jails; NULL: none */
 	unsigned size;
 	struct run **ready;       /* oldest first */
 	unsigned n;
@@ -38,7 +39,7 @@ bool run_pool_up(const struct run_pool *p)
 
 unsigned run_pool_size(const struct run_pool *p)
 {
-	return p && p->env->warm ? p->size : 0;
+	return p && p->sp ? p->size : 0;
 }
 
 static void on_retry(struct loop_watch *w, uint32_t events, void *data)
@@ -51,11 +52,12 @@ static void on_retry(struct loop_watch *w, uint32_t events, void *data)
 	(void)events;
 }
 
-struct run_pool *run_pool_new(struct loop *l, const struct run_env *env, unsigned size)
+struct run_pool *run_pool_new(struct loop *l, const struct run_env *env, struct spawner *sp, unsigned size)
 {
 	struct run_pool *p = xcalloc(1, sizeof(*p));
 	p->loop = l;
 	p->env = env;
+	p->sp = sp;
 	p->size = size;
 	p->ready = xcalloc(size ? size : 1, sizeof(*p->ready));
 	p->making = xcalloc(size ? size : 1, sizeof(*p->making));
@@ -114,11 +116,12 @@ void run_pool_fill(struct run_pool *p)
 		log_warn("pool: a ready jail died while waiting; making another");
 		run_free(take(p, i));
 	}
-	while (p->env->warm && p->n + p->n_making < p->size && now_ms() - p->failed_ms >= 1000) {
+	while (p->sp && p->n + p->n_making < p->size && now_ms() - p->failed_ms >= 1000) {
 		struct run_request req = { .stdin_fd = -1 };
 		struct pc_err err = { 0 };
 		struct run *r;
 		run_request_from_env(&req, p->env);
+		req.spawner = p->sp;
 		req.mode = RUN_MODE_CELL;
 		if (!(r = run_park(p->loop, &req, on_parked, p, &err))) {
 			pool_failed(p, &err);

@@ -10,9 +10,10 @@
 
 struct run_pool;
 
-/* Up to `size` jails of env's policy, made by env's warm spawner (none
- * without one).  The env must outlive the pool. */
-struct run_pool *run_pool_new(struct loop *l, const struct run_env *env, unsigned size);
+/* Up to `size` jails of env's policy, made by spawner sp (none without
+ * one: NULL), one of env's (run_env_warm_for).  The env must outlive the
+ * pool. */
+struct run_pool *run_pool_new(struct loop *l, const struct run_env *env, struct spawner *sp, unsigned size);
 /* Replace the jails that died while waiting and ask for up to size; they
  * come from the loop (the zygote's round trip never holds it); a failure
  * is retried a second later at the earliest.  Asking costs the loop the

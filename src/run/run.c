@@ -32,6 +32,7 @@
 #include "run/program.h"
 #include "run/egress.h"
 #include "run/spawner.h"
+#include "run/zygote.h"
 
 #define READ_CHUNK (64 << 10)
 #define TOOL_MSG_MAX (4 << 20)
@@ -114,6 +115,15 @@ int run_env_init(struct run_env *env, const char *policy_name, struct pc_err *er
 	return run_env_prepare(env, err);
 }
 
+struct warm_units {
+	size_t n;
+	struct warm_unit {
+		char *principal;
+		struct spawner *sp;      /* NULL: it could not be started (cold) */
+	} v[RUN_ENV_WARM_PRINCIPALS];
+	bool full_said;              /* "past the bound" logged once */
+};
+
 int run_env_warm(struct run_env *env, struct pc_err *err)
 {
 	if (env->policy.network.mode == NET_EGRESS)
@@ -133,7 +143,39 @@ int run_env_warm(struct run_env *env, struct pc_err *err)
 		return -1;
 	}
 	env->warm = sp;
+	env->units = xcalloc(1, sizeof(*env->units));
 	return 0;
+}
+
+struct spawner *run_env_warm_for(const struct run_env *env, const char *principal)
+{
+	struct warm_units *u = env->units;
+	struct warm_unit *w;
+	struct pc_err err = { 0 };
+	if (!env->warm || !principal || !u)
+		return env->warm;
+	for (size_t i = 0; i < u->n; i++)
+		if (strcmp(u->v[i].principal, principal) == 0)
+			return u->v[i].sp;
+	if (u->n == RUN_ENV_WARM_PRINCIPALS) {
+		if (!u->full_said)
+			log_warn("warm starts: policy %s: %d clients have a zygote of their own already; the runs of "
+				 "others start cold", env->policy.name ? env->policy.name : "", RUN_ENV_WARM_PRINCIPALS);
+		u->full_said = true;
+		return NULL;
+	}
+	w = &u->v[u->n++];
+	w->principal = xstrdup(principal);
+	w->sp = spawner_warm_new();
+	if (w->sp->ops->prepare(w->sp, &env->policy, env->runtime_dir, &err) < 0) {
+		log_warn("warm starts: a zygote for %s could not be started; its runs start cold: %s: %s", principal,
+			 err.step, err.msg);
+		w->sp->ops->free(w->sp);
+		w->sp = NULL;
+	} else {
+		log_info("warm starts: a zygote for %s (pid %d)", principal, (int)zygote_pid(w->sp));
+	}
+	return w->sp;
 }
 
 void run_env_unwatch(struct run_env *env)
@@ -143,6 +185,12 @@ void run_env_unwatch(struct run_env *env)
 
 void run_env_free(struct run_env *env)
 {
+	for (size_t i = 0; env->units && i < env->units->n; i++) {
+		if (env->units->v[i].sp)
+			env->units->v[i].sp->ops->free(env->units->v[i].sp);
+		free(env->units->v[i].principal);
+	}
+	free(env->units);
 	if (env->warm)
 		env->warm->ops->free(env->warm);
 	seccomp_filter_free(env->filter);

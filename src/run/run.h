@@ -99,6 +99,9 @@ struct run_env {
 	struct cgroup_env *cgroups;
 	char *runtime_dir;
 	struct spawner *warm;      /* warm starts, after run_env_warm(); NULL: cold */
+	/* A zygote per principal (run_env_warm_for): its runs share the
+	 * zygote's string hash secret, so no two principals share one. */
+	struct warm_units *units;
 	/* Set before run_env_prepare: the cgroups are probed by the first run
 	 * (run_request.probe_env), while its jail builds its root, instead of
 	 * before it (pycell run, whose one run waits for both). */
@@ -119,6 +122,15 @@ void run_env_unwatch(struct run_env *env);
 int run_env_warm(struct run_env *env, struct pc_err *err);
 /* Fill the policy/filter/cgroups/runtime fields of req from env. */
 void run_request_from_env(struct run_request *req, const struct run_env *env);
+/* The spawner of principal's runs: env->warm for no principal (NULL: the
+ * anonymous client, stdio's connection) and for a backend with no zygote
+ * (wasm: its ready jails share nothing); a zygote of the principal's own
+ * for a named one, started at its first run (about 0.1 s) and kept with
+ * the env, at most RUN_ENV_WARM_PRINCIPALS of them.  NULL (cold, each run
+ * a fresh interpreter) without warm starts, past that bound, or when the
+ * zygote could not be started (logged). */
+#define RUN_ENV_WARM_PRINCIPALS 8
+struct spawner *run_env_warm_for(const struct run_env *env, const char *principal);
 
 /* Start a run.  Returns -1 only when nothing was started (out of memory or
  * fds); a jail that fails to build ends as a RUN_SETUP_FAILED result

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DATADIR, PYCELL
+from conftest import DATADIR, PYCELL, descendants
 
 V = "2026-07-28"
 META = {"io.modelcontextprotocol/protocolVersion": V, "io.modelcontextprotocol/clientCapabilities": {}}
@@ -793,6 +793,42 @@ def test_a_task_counts_against_its_tokens_runs_until_its_run_ends(serve, tmp_pat
     assert sorted(a["client"] for a in s.audit()) == ["amy", "bob", "bob"]   # written as runs end
 
 
+def proc_cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def test_two_tokens_never_share_a_hash_secret(serve, tmp_path):
+    """Warm runs of one token share its zygote's string hash secret (as
+    every run of one zygote does); another token's runs, and its
+    sessions, have a zygote and a secret of their own."""
+    s = serve("--listen", "127.0.0.1:0", "--warm", tokens=[
+        {"name": "amy", "sha256": sha("ta")}, {"name": "bob", "sha256": sha("tb")}], tmp_path=tmp_path)
+    code = {"name": "run_python", "arguments": {"code": "import sys\n[hash('pycell'), hash(b'x'), sys.flags.hash_randomization]"}}
+
+    def drawn(token, i):
+        r, data = s.modern(i, "tools/call", code, headers={"Authorization": "Bearer " + token})
+        sc = json.loads(data)["result"]["structuredContent"]
+        assert sc["status"] == "ok" and not any("start" in w for w in sc.get("warnings", [])), sc
+        return sc["return_value"]
+    a = [drawn("ta", i) for i in range(3)]
+    b = [drawn("tb", i) for i in range(3, 6)]
+    assert a[0] == a[1] == a[2] and b[0] == b[1] == b[2], (a, b)
+    assert a[0][2] == 1 and a[0][0] != b[0][0] and a[0][1] != b[0][1], (a, b)
+    # a session's cells come from its token's zygote too
+    r, data = s.modern(6, "tools/call", {"name": "session_open", "arguments": {}}, headers={"Authorization": "Bearer tb"})
+    sid = json.loads(data)["result"]["structuredContent"]["session_id"]
+    cell = {"name": "run_python", "arguments": {"code": code["arguments"]["code"], "session_id": sid}}
+    r, data = s.modern(7, "tools/call", cell, headers={"Authorization": "Bearer tb"})
+    assert json.loads(data)["result"]["structuredContent"]["return_value"] == b[0]
+    # one zygote per token (and the server's own, for runs of no token)
+    zygotes = [p for p in descendants(s.proc.pid) if proc_cmdline(p) == b"pycell\0__zygote\0"]
+    assert len(zygotes) == 3, zygotes
+
+
 def test_a_2026_call_with_bad_params_is_answered_200(serve):
     s = serve("--listen", "127.0.0.1:0")
     r, data = s.modern(1, "tools/call", {"name": "nope", "arguments": {}})
@@ -1272,8 +1308,10 @@ def test_sighup_rereads_the_configuration_and_the_policies(serve, tmp_path, star
         assert m[("pycell_ready_jails_target", (("policy", str(pol)),))] == 2
         wait_for(lambda: scrape(s, "ta")[("pycell_ready_jails", (("policy", "strict"),))] == 0,
                  what="no ready jail of strict")
-        # the first policy's zygote was replaced: a reload leaves one per policy served
-        wait_for(lambda: len(zygotes(s.proc.pid)) == 2, what="one zygote per policy")
+        # the first policy's zygote was replaced: a reload leaves one per policy served, and
+        # one per client that ran under it since (b's, under strict, which the last reload
+        # kept as it was: no longer named, it starts nothing new)
+        wait_for(lambda: len(zygotes(s.proc.pid)) == 3, what="one zygote per policy and b's")
     s.stop()
     assert s.proc.returncode == 0
 
