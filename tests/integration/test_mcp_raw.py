@@ -42,8 +42,17 @@ class Server:
     def start_reading(self):
         threading.Thread(target=self._read_stdout, daemon=True).start()
 
+    # What a client that keeps no list of resources does with
+    # notifications/resources/list_changed: counts them, and reads on
+    # (tests/mcp/test/resources.test.js checks them with the SDK).
+    LIST_CHANGED = b'{"jsonrpc":"2.0","method":"notifications/resources/list_changed"}\n'
+    list_changed = 0
+
     def _read_stdout(self):
         for line in self.proc.stdout:
+            if line == self.LIST_CHANGED:
+                self.list_changed += 1
+                continue
             self.lines.put(line)
         self.lines.put(None)
 
