@@ -37,7 +37,7 @@ struct session {
 	struct output_buf out, err, whole_out, whole_err;
 	bool whole;
 	uint64_t cap;
-	uint64_t between;             /* bytes written outside any cell, dropped */
+	uint64_t between;             /* bytes written outside any cell, dropped: the next cell says so */
 	/* the running cell: its number, and its pipes (read ends; -1: none),
 	 * which python has as fds 1 and 2 while it runs */
 	enum cell_state state;
@@ -184,6 +184,11 @@ static void cell_finish(struct session *s, json_t *end)
 		result_add_limit(res, "output_bytes", cell.output_bytes, ENF_SUPERVISOR);
 	for (int i = 0; i < jail->n_warnings; i++)
 		result_add_warning(res, "%s", jail->warnings[i]);
+	if (s->between) {
+		result_add_warning(res, "%llu bytes written while no cell ran (by a thread or process that outlived "
+				   "its cell) were dropped", (unsigned long long)s->between);
+		s->between = 0;
+	}
 	if (end) {
 		res->exit_code = json_is_integer(code) ? (int)json_integer_value(code) : 1;
 		res->status = s->timed_out ? RUN_TIMEOUT : s->cancelled ? RUN_KILLED

@@ -212,6 +212,9 @@ def test_output_between_cells_is_no_cells(client):
     time.sleep(1.0)
     r = client.cell(sid, "print('next')")
     assert r["stdout"] == "next\n" and r["stderr"] == "", r
+    # said, not lost in silence
+    assert "8 bytes written while no cell ran (by a thread or process that outlived its cell) were dropped" \
+        in r["warnings"], r
 
 
 def test_a_cell_that_replaces_fd_3_keeps_its_session(client):
