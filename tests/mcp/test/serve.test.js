@@ -17,6 +17,20 @@ const sleepCode = (s) => `import time\ntime.sleep(${s})`;
 // three lines of output 0.7 s apart: each its own progress notification
 const tickCode = "import time\nfor i in range(3):\n    print('tick', i, flush=True)\n    time.sleep(0.7)\n";
 
+// The progress of tickCode's call: "started", then its output as it came,
+// in order, with progress strictly increasing.  Output within
+// PROGRESS_OUTPUT_MS of the last notification waits for the next: lines
+// may share one, never come out of order.
+function assertTickProgress(progress) {
+  const msgs = progress.map((p) => p.message);
+  assert.equal(msgs[0], "started", JSON.stringify(msgs));
+  assert.ok(msgs.slice(1).every((m) => /^running for \d+ s(; output:\n|$)/.test(m)), JSON.stringify(msgs));
+  for (let i = 1; i < progress.length; i++) assert.ok(progress[i].progress > progress[i - 1].progress, JSON.stringify(progress));
+  const output = msgs.filter((m) => m.includes("; output:\n")).map((m) => m.replace(/^[^\n]*\n/, ""));
+  assert.equal(output.join(""), "tick 0\ntick 1\ntick 2\n", JSON.stringify(msgs));
+  assert.ok(output.length >= 2, JSON.stringify(msgs));
+}
+
 const CLIENTS = {
   "v1 SDK (2025-11-25, session)": async (url) => {
     const client = new Client({ name: "serve-test-v1", version: "1" });
@@ -102,15 +116,7 @@ for (const [name, connect] of Object.entries(CLIENTS)) {
           { onprogress: (p) => seen.push(p) });
         assert.equal(r.structuredContent.status, "ok");
         assert.equal(r.structuredContent.stdout, "tick 0\ntick 1\ntick 2\n");
-        const msgs = seen.map((p) => p.message);
-        assert.equal(msgs[0], "started", JSON.stringify(msgs));
-        assert.ok(msgs.slice(1).every((m) => /^running for \d+ s(; output:\n|$)/.test(m)), JSON.stringify(msgs));
-        const output = msgs.filter((m) => m.includes("; output:\n")).map((m) => m.replace(/^[^\n]*\n/, ""));
-        // output within PROGRESS_OUTPUT_MS of the last notification waits
-        // for the next: lines may share one, never come out of order
-        assert.equal(output.join(""), "tick 0\ntick 1\ntick 2\n", JSON.stringify(msgs));
-        assert.ok(output.length >= 2, JSON.stringify(msgs));
-        for (let i = 1; i < seen.length; i++) assert.ok(seen[i].progress > seen[i - 1].progress, JSON.stringify(seen));
+        assertTickProgress(seen);
         await new Promise((res) => setTimeout(res, 200));
         assert.deepEqual(errors, []);
       } finally {
@@ -277,12 +283,8 @@ function assertCallStream(messages, id) {
   assert.ok(kinds.indexOf("notifications/message") < kinds.indexOf("notifications/progress"), JSON.stringify(kinds));
   assert.equal(kinds.lastIndexOf("notifications/message"), kinds.length - 2, JSON.stringify(kinds));
   const progress = messages.filter((m) => m.method === "notifications/progress").map((m) => m.params);
-  assert.equal(progress[0].message, "started");
   assert.ok(progress.every((p) => p.progressToken === "p1"), JSON.stringify(progress));
-  for (let i = 1; i < progress.length; i++) assert.ok(progress[i].progress > progress[i - 1].progress, JSON.stringify(progress));
-  const output = progress.filter((p) => p.message.includes("; output:\n")).map((p) => p.message.replace(/^[^\n]*\n/, ""));
-  assert.equal(output.join(""), "tick 0\ntick 1\ntick 2\n", JSON.stringify(progress));
-  assert.ok(output.length >= 2, JSON.stringify(progress));
+  assertTickProgress(progress);
 }
 
 describe("pycell serve: every notification of a call on its stream, raw", () => {
