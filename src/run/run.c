@@ -32,7 +32,6 @@
 #include "run/program.h"
 #include "run/egress.h"
 #include "run/spawner.h"
-#include "run/zygote.h"
 
 #define READ_CHUNK (64 << 10)
 #define TOOL_MSG_MAX (4 << 20)
@@ -173,7 +172,7 @@ struct spawner *run_env_warm_for(const struct run_env *env, const char *principa
 		w->sp->ops->free(w->sp);
 		w->sp = NULL;
 	} else {
-		log_info("warm starts: a zygote for %s (pid %d)", principal, (int)zygote_pid(w->sp));
+		log_info("warm starts: a zygote of its own for %s", principal);
 	}
 	return w->sp;
 }
