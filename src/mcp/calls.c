@@ -461,6 +461,7 @@ static int call_start_run(struct mcp_call *c, struct pc_err *err)
 {
 	struct mcp_server *s = c->srv;
 	struct run_request req;
+	struct run_pool *pool;
 
 	mcp_run_request(s, &req, mcp_call_owner(c),
 			c->kind == CALL_RUN_PYTHON);
@@ -485,8 +486,8 @@ static int call_start_run(struct mcp_call *c, struct pc_err *err)
 	/* the next ready jail is made once this run has been answered
 	 * (on_defer): made now, it would compete with this run for the CPU
 	 * and hold the loop for the zygote's round trip */
-	if (c->kind == CALL_RUN_PYTHON && !c->pkg_dir &&
-	    (c->run = run_pool_start(mcp_pool_for(s, mcp_call_owner(c)), &req)))
+	if (c->kind == CALL_RUN_PYTHON && !c->pkg_dir && (pool = mcp_pool_for(s, mcp_call_owner(c))) &&
+	    (c->run = run_pool_start(pool, &req)))
 		return 0;
 	return run_start(s->loop, &req, &c->run, err);
 }

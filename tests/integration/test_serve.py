@@ -831,6 +831,29 @@ def test_two_tokens_never_share_a_hash_secret(serve, tmp_path):
     assert len(zygotes) == 3, zygotes
 
 
+def test_past_eight_clients_a_policys_runs_start_cold(serve, tmp_path):
+    """At most 8 clients of a policy get a zygote of their own; the runs of
+    a ninth start cold: each a fresh interpreter, so each its own hash
+    secret, and the log says so once."""
+    names = [f"c{i}" for i in range(9)]
+    s = serve("--listen", "127.0.0.1:0", "--warm", tokens=[{"name": n, "sha256": sha(n)} for n in names],
+              tmp_path=tmp_path)
+    code = {"name": "run_python", "arguments": {"code": "hash('pycell')"}}
+
+    def drawn(name, i):
+        r, data = s.modern(i, "tools/call", code, headers={"Authorization": "Bearer " + name})
+        sc = json.loads(data)["result"]["structuredContent"]
+        assert sc["status"] == "ok", sc
+        return sc["return_value"]
+    secrets = [(drawn(n, 2 * i), drawn(n, 2 * i + 1)) for i, n in enumerate(names)]
+    assert all(a == b for a, b in secrets[:8]), secrets
+    assert len({a for a, _ in secrets[:8]}) == 8, secrets
+    assert secrets[8][0] != secrets[8][1], "the ninth client's runs are cold: a secret each"
+    assert s.stderr().count(b"8 clients have a zygote of their own already; the runs of others start cold") == 1
+    zygotes = [p for p in descendants(s.proc.pid) if proc_cmdline(p) == b"pycell\0__zygote\0"]
+    assert len(zygotes) == 9, zygotes   # the server's own and eight
+
+
 def test_a_2026_call_with_bad_params_is_answered_200(serve):
     s = serve("--listen", "127.0.0.1:0")
     r, data = s.modern(1, "tools/call", {"name": "nope", "arguments": {}})
