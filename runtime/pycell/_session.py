@@ -189,6 +189,8 @@ def serve():
             _use_fds(*_jail_out)
             _send("pycell/cell_end", end)
         except KeyboardInterrupt:
+            # the interrupt came late, maybe between the two dup2s
+            _use_fds(*_jail_out)
             _send("pycell/cell_end", {"cell": number, "exit_code": 1})
         except OSError:
             return
