@@ -125,44 +125,54 @@ def _js_allowed():
 
 
 def _js_held():
-    """(container, key) for each JsProxy the heap holds that is not
-    allowed: an entry of a dict, a list or an object's attributes (key),
-    or of anything else (key None)."""
+    """(holder, key) for each place on Python's heap that holds a
+    JavaScript object beyond the allowlist: a dict's key, a list's index or
+    an object's attribute (key None: a holder of another kind).  One pass
+    in C over every referent of every tracked object (JsProxy objects are
+    not tracked themselves), then the holders of the few found."""
     import gc
+    import itertools
     from pyodide.ffi import JsProxy
     allowed = _js_allowed()
-    found = []
-    for o in gc.get_objects():
+    refs = gc.get_referents(*gc.get_objects())
+    kinds = {t for t in set(map(type, refs)) if issubclass(t, JsProxy)}
+    found = {id(r): r for r in itertools.compress(refs, map(kinds.__contains__, map(type, refs)))}
+    for i in allowed:
+        found.pop(i, None)
+    del refs
+    proxies = list(found.values())
+    held = []
+    for o in gc.get_referrers(*proxies):
+        if o is proxies or o is found:
+            continue
         if isinstance(o, dict):
-            items = list(o.items())
+            keys = [k for k, v in o.items() if id(v) in found]
         elif isinstance(o, list):
-            items = list(enumerate(o))
+            keys = [i for i, v in enumerate(o) if id(v) in found]
         elif not isinstance(o, type) and isinstance(getattr(o, "__dict__", None), dict):
-            items = list(vars(o).items())
+            keys = [k for k, v in vars(o).items() if id(v) in found]
         else:
-            items = [(None, r) for r in gc.get_referents(o)]
-        for k, v in items:
-            if isinstance(v, JsProxy) and not isinstance(v, type) and id(v) not in allowed:
-                found.append((o, k))
-    return found
+            keys = []
+        held += [(o, k) for k in keys] or [(o, None)]
+    return held
 
 
 def _seal():
-    import gc
+    """Drop every JavaScript object beyond the allowlist from what holds
+    it; one that something else holds (a tuple, a frame) fails the start."""
     for name in [n for n in sys.modules if n == "pyodide_js" or n.startswith("pyodide_js.")]:
         del sys.modules[name]
+    left = []
     for o, k in _js_held():
         if k is None:
-            continue
-        if isinstance(o, (dict, list)):
+            left.append((o, k))
+        elif isinstance(o, (dict, list)):
             o[k] = None
         else:
             setattr(o, k, None)
-    gc.collect()
-    left = _js_held()
     if left:
         raise RuntimeError("pycell: the wasm runner could not take from Python the JavaScript objects "
-                           "held by %s" % ", ".join(sorted({"%s[%r]" % (type(o).__name__, k) for o, k in left})))
+                           "held by %s" % ", ".join(sorted({"%s" % type(o).__name__ for o, _ in left})))
 
 
 def prepare(env):
