@@ -139,6 +139,27 @@ def heap_javascript():
     return "no JavaScript object on Python's heap but js and the asyncio scheduler"
 
 
+def frozen_intrinsics():
+    """The realm's prototypes cannot be changed from Python: a method or a
+    getter put there would run inside Pyodide's own code and be handed
+    what that code holds."""
+    from pyodide.ffi import create_proxy, to_js
+    arr = to_js([1])
+    obj_proto = getattr(arr.constructor.prototype, "__proto__")
+    Object = obj_proto.constructor
+    targets = [("Array.prototype", arr.constructor.prototype), ("Object.prototype", obj_proto),
+               ("Function.prototype", getattr(arr.constructor, "__proto__"))]
+    why = []
+    for what, o in targets:
+        why.append(refused("a property on " + what, lambda: setattr(o, "pycell_probe", 1)))
+    spy = create_proxy(lambda *a: None)
+    desc = to_js({"get": spy}, dict_converter=Object.fromEntries)
+    why.append(refused("a getter on Object.prototype", lambda: Object.defineProperty(obj_proto, "pycell_probe", desc)))
+    if hasattr(obj_proto, "pycell_probe"):
+        raise Escaped("Object.prototype took a property")
+    return "; ".join(w.split(": ", 1)[0] for w in why) + ": all refused (frozen)"
+
+
 def emscripten_system():
     """Emscripten's system() spawns a shell through Node's child_process:
     posix.system is an OSError, and libc's system() through ctypes runs
@@ -238,7 +259,8 @@ PROBES = {
                    ("function-constructor", function_constructor), ("dynamic-import", dynamic_import),
                    ("prototype-constructor", async_function_constructor),
                    ("converted-objects", node_globals_deleted), ("pyodide-api-modules", pyodide_api_modules),
-                   ("heap-javascript", heap_javascript), ("emscripten-system", emscripten_system)],
+                   ("heap-javascript", heap_javascript), ("frozen-intrinsics", frozen_intrinsics),
+                   ("emscripten-system", emscripten_system)],
     "filesystem": [("host-canary-file", host_canary_file), ("run-dir-read-only", run_dir_read_only),
                    ("host-root-invisible", host_root_invisible)],
     "leaks": [("env-canary", env_canary), ("argv-canary", argv_canary)],

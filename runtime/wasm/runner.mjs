@@ -25,7 +25,8 @@
 // (process, require's kin, fetch, WebSocket, ...); the functions this file
 // needs are held in its own bindings, which no object reachable from Python
 // refers to.  Python's side (pycell._wasm.prepare) then lets Python hold
-// no JavaScript object but an allowlist's.  Emscripten's libc reaches Node
+// no JavaScript object but an allowlist's, and the realm's intrinsics are
+// frozen (lockdown, below).  Emscripten's libc reaches Node
 // through require() (system() spawns a shell with child_process): once
 // Pyodide has loaded, Node's loader hands out only the modules its file
 // system and randomness use, and for child_process a stand-in that runs
@@ -220,6 +221,42 @@ pycell._wasm.prepare
 } catch (e) {
 	fail("the runtime could not start: " + (e && e.message ? e.message : e));
 }
+
+// The realm's intrinsics are frozen before any user code: Python holds
+// JavaScript objects it makes (to_js, create_proxy), and through them the
+// realm's prototypes; one it changed (a getter on Object.prototype, a
+// method of Array.prototype) would run when Pyodide's own code uses it,
+// and hand Python what that code holds.  Frozen only now: Pyodide adds
+// properties to some of them while it loads.
+function lockdown() {
+	const seen = new Set();
+	const freeze = (o) => {
+		if (o === null || (typeof o !== "object" && typeof o !== "function") || seen.has(o))
+			return;
+		seen.add(o);
+		Object.freeze(o);
+		freeze(Object.getPrototypeOf(o));
+	};
+	for (const name of Object.getOwnPropertyNames(globalThis)) {
+		const d = Object.getOwnPropertyDescriptor(globalThis, name);
+		if (!d || !("value" in d) || d.value === globalThis)
+			continue;
+		if (typeof d.value === "function") {
+			freeze(d.value);
+			freeze(d.value.prototype);
+		} else if (typeof d.value === "object" && /^[A-Z]/.test(name)) {
+			freeze(d.value);   // Math, JSON, Reflect, Atomics, Intl, WebAssembly
+		}
+	}
+	for (const f of [function () {}, async function () {}, function* () {}, async function* () {}])
+		freeze(Object.getPrototypeOf(f));
+	freeze(Object.getPrototypeOf([][Symbol.iterator]()));
+	freeze(Object.getPrototypeOf(new Map()[Symbol.iterator]()));
+	freeze(Object.getPrototypeOf(new Set()[Symbol.iterator]()));
+	freeze(Object.getPrototypeOf(""[Symbol.iterator]()));
+	freeze(Object.getPrototypeOf(/x/[Symbol.matchAll]("")));
+}
+lockdown();
 
 // The cell of a ready jail: its length (8 bytes, the host's byte order:
 // jail.c writes a uint64_t), then its files.

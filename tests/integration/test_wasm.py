@@ -301,11 +301,17 @@ for name, f in (("posix.system", posix.system), ("os.system", os.system)):
         out[name] = f("touch /workspace/ran")
     except OSError as e:
         out[name] = [type(e).__name__, e.errno == errno.EPERM]
+from pyodide.ffi import to_js
+try:
+    to_js([1]).constructor.prototype.planted = 1
+    out["prototype"] = "changed"
+except Exception as e:
+    out["prototype"] = type(e).__name__
 out["ctypes"] = ctypes.CDLL(None).system(b"touch /workspace/ran")
 out["ran"] = os.path.exists("/workspace/ran")
 print(json.dumps(out, sort_keys=True))
 """
-REACH_WANT = {"modules": [], "held": 2, "posix.system": ["PermissionError", True],
+REACH_WANT = {"modules": [], "held": 2, "prototype": "JsException", "posix.system": ["PermissionError", True],
               "os.system": ["PermissionError", True], "ctypes": 127 << 8, "ran": False}
 
 

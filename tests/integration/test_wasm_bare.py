@@ -301,6 +301,6 @@ def test_policy_test_contains_every_probe_without_namespaces():
     rep = json.loads(out)
     verdicts = {p["category"] + "/" + p["name"]: p["status"] for p in rep["probes"]}
     assert rc == 0 and set(verdicts.values()) == {"contained"}, (verdicts, err[-2000:])
-    assert (rep["passed"], rep["failed"]) == (25, 0), rep
+    assert (rep["passed"], rep["failed"]) == (26, 0), rep
     run_dir = [p for p in rep["probes"] if p["name"] == "run-dir-read-only"][0]
     assert run_dir["reason"].endswith("/run/pycell itself is Pyodide's own (no namespaces here)"), run_dir
