@@ -338,10 +338,9 @@ static json_t *capabilities(enum proto v)
 	 * HTTP on the stream of the call that changed the list); 2026-07-28
 	 * sends it only on a subscriptions/listen stream, which this server
 	 * does not offer yet */
-	json_t *caps = json_pack("{s:{s:b},s:{},s:{s:b}}", "tools", "listChanged", 0, "logging", "resources",
-				 "listChanged", !proto_is_modern(v));
-	if (proto_is_modern(v))
-		json_object_del(json_object_get(caps, "resources"), "listChanged");
+	json_t *caps = json_pack("{s:{s:b},s:{},s:{}}", "tools", "listChanged", 0, "logging", "resources");
+	if (!proto_is_modern(v))
+		json_object_set_new(json_object_get(caps, "resources"), "listChanged", json_true());
 	if (proto_is_modern(v))
 		json_object_set_new(caps, "extensions", json_pack("{s:{}}", EXT_TASKS));
 	return caps;
