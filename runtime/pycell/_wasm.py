@@ -107,16 +107,16 @@ def _script(argv):
 # FS, the Emscripten Module, loadPackage; their loaders; the package
 # loader's record) is dropped from what holds it, and the start fails if
 # one is left.
+def _js_registries():
+    """The import hook's registries of JavaScript modules (JsFinder's)."""
+    return [r for r in (getattr(f, "jsproxies", None) for f in sys.meta_path) if isinstance(r, dict)]
+
+
 def _js_allowed():
     held = set()
-    for finder in sys.meta_path:
-        registry = getattr(finder, "jsproxies", None)
-        if isinstance(registry, dict):
-            for name in list(registry):
-                if name != "js":
-                    del registry[name]
-            if "js" in registry:
-                held.add(id(registry["js"]))
+    for registry in _js_registries():
+        if "js" in registry:
+            held.add(id(registry["js"]))
     for mod, attr in (("js", None), ("pyodide.webloop", "scheduleCallback")):
         m = sys.modules.get(mod)
         if m is not None:
@@ -162,6 +162,9 @@ def _seal():
     it; one that something else holds (a tuple, a frame) fails the start."""
     for name in [n for n in sys.modules if n == "pyodide_js" or n.startswith("pyodide_js.")]:
         del sys.modules[name]
+    for registry in _js_registries():
+        for name in [n for n in registry if n != "js"]:
+            del registry[name]
     left = []
     for o, k in _js_held():
         if k is None:

@@ -681,19 +681,18 @@ void mcp_on_defer(struct loop_watch *w, uint32_t events, void *data)
 
 struct run_pool *mcp_pool_for(struct mcp_server *s, const char *principal)
 {
-	struct spawner *sp;
+	struct spawner *sp = run_env_warm_for(s->env, principal);
 	/* no principal, or no zygote per principal (cold; wasm, whose ready
 	 * jails share nothing): the server's pool */
-	if (!principal || !s->env->units)
+	if (sp == s->env->warm)
 		return s->pool;
+	if (!sp)
+		return NULL;   /* past the bound: cold */
 	for (size_t i = 0; i < s->n_pools; i++)
-		if (strcmp(s->pools[i].principal, principal) == 0)
+		if (s->pools[i].sp == sp)
 			return s->pools[i].pool;
-	if (!(sp = run_env_warm_for(s->env, principal)))
-		return NULL;
 	s->pools = xrealloc(s->pools, (s->n_pools + 1) * sizeof(*s->pools));
-	s->pools[s->n_pools++] = (struct principal_pool){ xstrdup(principal),
-							  run_pool_new(s->loop, s->env, sp, s->cfg.ready) };
+	s->pools[s->n_pools++] = (struct principal_pool){ sp, run_pool_new(s->loop, s->env, sp, s->cfg.ready) };
 	return s->pools[s->n_pools - 1].pool;
 }
 
@@ -708,10 +707,8 @@ void mcp_pools_fill(struct mcp_server *s, bool only_empty)
 
 void mcp_pools_free(struct mcp_server *s)
 {
-	for (size_t i = 0; i < s->n_pools; i++) {
+	for (size_t i = 0; i < s->n_pools; i++)
 		run_pool_free(s->pools[i].pool);
-		free(s->pools[i].principal);
-	}
 	free(s->pools);
 	s->pools = NULL;
 	s->n_pools = 0;

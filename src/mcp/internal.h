@@ -197,7 +197,7 @@ struct mcp_server {
 	json_t *tools;
 	struct run_pool *pool;        /* warm starts: jails made ahead (run/pool.h), of no principal's */
 	/* a named principal's, made by its own zygote (run_env_warm_for) */
-	struct principal_pool { char *principal; struct run_pool *pool; } *pools;
+	struct principal_pool { struct spawner *sp; struct run_pool *pool; } *pools;
 	size_t n_pools;
 	/* Answered runs whose jails are torn down, and the pool refilled,
 	 * AFTER_ANSWER_MS after the first of them was answered (mcp_on_after):

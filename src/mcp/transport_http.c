@@ -1138,7 +1138,7 @@ static bool unproven(const struct hconn *hc)
 
 static void cut(struct hconn *hc, const char *why)
 {
-	log_debug("serve: a connection that sent no whole authenticated request cut: %s", why);
+	log_debug("serve: a connection cut: %s", why);
 	hc->cut = true;
 	shutdown(hc->fd, SHUT_RDWR);
 }
@@ -1162,13 +1162,13 @@ static void make_room(struct http_server *h, struct hconn *hc)
 		}
 	}
 	if (mine >= UNPROVEN_PER_ADDR) {
-		cut(oldest_mine, "its address has too many");
+		cut(oldest_mine, "no whole authenticated request yet, and its address has too many such");
 		if (oldest == oldest_mine)
 			oldest = NULL;
 		all--;
 	}
 	if (oldest && all >= UNPROVEN_SHARE(h->cfg.max_connections))
-		cut(oldest, "too many in all");
+		cut(oldest, "no whole authenticated request yet, and too many such in all");
 }
 
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
@@ -1279,13 +1279,10 @@ static void on_tick(struct loop_watch *w, uint32_t events, void *data)
 	for (struct hconn *hc = h->conns; hc; hc = hc->next) {
 		if (hc->state != CONN_RECEIVING || hc->cut || hc->fd < 0)
 			continue;
-		if (now - hc->t_start > limit) {
-			log_debug("serve: a connection sent no whole request in %u s: cut", h->cfg.request_timeout_s);
-			hc->cut = true;
-			shutdown(hc->fd, SHUT_RDWR);
-		} else if (!hc->proven && now - hc->t_connect > (limit < UNPROVEN_MS ? limit : UNPROVEN_MS)) {
-			cut(hc, "its time ran out");
-		}
+		if (now - hc->t_start > limit)
+			cut(hc, "no whole request within the request timeout");
+		else if (!hc->proven && now - hc->t_connect > (limit < UNPROVEN_MS ? limit : UNPROVEN_MS))
+			cut(hc, "no whole authenticated request within its first seconds");
 	}
 	expire_sessions(h);
 	run_mhd(h);

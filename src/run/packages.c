@@ -268,6 +268,8 @@ struct pkg_op {
 	size_t n_allow;
 	char rkey[65];
 	char *source;          /* the index and its CA bundle's digest: part of every key */
+	char *ca;              /* the CA bundle's bytes, read once: keyed, then given the install */
+	size_t ca_len;
 	char *set_dir;         /* a cache hit, or the install's result */
 	struct pc_err err;
 	bool failed;
@@ -312,6 +314,7 @@ static void op_free(struct pkg_op *op)
 	free(op->allow);
 	free(op->set_dir);
 	free(op->source);
+	free(op->ca);
 	free(op);
 }
 
@@ -533,22 +536,19 @@ static char *interpreter_id(const struct policy *p)
 			 (unsigned long long)st.st_ino, (long long)st.st_mtime, (long long)st.st_size);
 }
 
-/* Where a policy's packages come from, as keys hold it: its index and
- * the digest of its CA bundle ("-": the system's).  NULL (err) when the
- * bundle cannot be read. */
-static char *package_source(const struct policy *p, struct pc_err *err)
+/* Where a policy's packages come from, as keys hold it (op->source): its
+ * index and the digest of its CA bundle ("-": the system's), whose bytes
+ * op keeps for the install.  -1 (err) when the bundle cannot be read. */
+static int package_source(struct pkg_op *op, const struct policy *p, struct pc_err *err)
 {
-	cleanup_free char *ca = NULL;
-	size_t len;
 	char digest[65] = "-";
 	if (p->packages.ca_bundle) {
-		if (read_file(p->packages.ca_bundle, 4u << 20, &ca, &len) < 0) {
-			pc_syserr(err, "packages", "read the CA bundle %s", p->packages.ca_bundle);
-			return NULL;
-		}
-		sha256_hex(ca, len, digest);
+		if (read_file(p->packages.ca_bundle, 4u << 20, &op->ca, &op->ca_len) < 0)
+			return pc_syserr(err, "packages", "read the CA bundle %s", p->packages.ca_bundle);
+		sha256_hex(op->ca, op->ca_len, digest);
 	}
-	return xasprintf("%s\nca %s", p->packages.index, digest);
+	op->source = xasprintf("%s\nca %s", p->packages.index, digest);
+	return 0;
 }
 
 static char *constraints(const struct policy *p)
@@ -626,12 +626,10 @@ static int start_install(struct pkg_op *op, const struct run_request *base, stru
 	cpath = xasprintf("%s/constraints.txt", op->staging);
 	if (create_file(cpath, cons, strlen(cons)) < 0)
 		return pc_syserr(err, "packages", "write %s", cpath);
-	if (p->packages.ca_bundle) {
-		cleanup_free char *ca = NULL, *dst = xasprintf("%s/ca.pem", op->staging);
-		size_t len;
-		if (read_file(p->packages.ca_bundle, 4u << 20, &ca, &len) < 0)
-			return pc_syserr(err, "packages", "read the CA bundle %s", p->packages.ca_bundle);
-		if (create_file(dst, ca, len) < 0)
+	if (op->ca) {
+		/* the bytes its key holds the digest of */
+		cleanup_free char *dst = xasprintf("%s/ca.pem", op->staging);
+		if (create_file(dst, op->ca, op->ca_len) < 0)
 			return pc_syserr(err, "packages", "write %s", dst);
 	}
 	if (read_file(script, 1u << 20, &op->code, &op->code_len) < 0)
@@ -680,7 +678,7 @@ struct pkg_op *packages_get(struct loop *l, const struct run_request *base, char
 		op->specs[op->n++] = xasprintf("%s%s", name, spec);
 	}
 	qsort(op->specs, op->n, sizeof(char *), str_cmp_ptr);
-	if (!(op->source = package_source(p, err)))
+	if (package_source(op, p, err) < 0)
 		goto fail;
 	joined = strv_join(op->specs, op->n, "\n");
 	text = xasprintf("pycell-request 2\n%s\n%s\n%s--\n%s\n", op->source, interp, cons, joined);

@@ -604,17 +604,11 @@ int run_tool_send(struct run *r, json_t *msg)
 	return run_tool_send_fds(r, msg, NULL, 0);
 }
 
-int run_tool_send_fds(struct run *r, json_t *msg, const int *fds, size_t n_fds)
+int run_tool_send_fds(struct run *r, json_t *msg, const int *fds, int n_fds)
 {
-	union {
-		struct cmsghdr h;
-		char buf[CMSG_SPACE(sizeof(int) * RUN_TOOL_FDS_MAX)];
-	} ctl;
 	cleanup_free char *s = NULL;
-	struct iovec iov;
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-	if (r->tool_fd < 0 || n_fds > RUN_TOOL_FDS_MAX) {
-		errno = r->tool_fd < 0 ? EPIPE : EINVAL;
+	if (r->tool_fd < 0) {
+		errno = EPIPE;
 		return -1;
 	}
 	s = json_dumps(msg, JSON_COMPACT);
@@ -622,17 +616,8 @@ int run_tool_send_fds(struct run *r, json_t *msg, const int *fds, size_t n_fds)
 		errno = ENOMEM;
 		return -1;
 	}
-	iov = (struct iovec){ s, strlen(s) };
-	if (n_fds) {
-		memset(&ctl, 0, sizeof(ctl));
-		mh.msg_control = ctl.buf;
-		mh.msg_controllen = CMSG_SPACE(sizeof(int) * n_fds);
-		ctl.h.cmsg_level = SOL_SOCKET;
-		ctl.h.cmsg_type = SCM_RIGHTS;
-		ctl.h.cmsg_len = CMSG_LEN(sizeof(int) * n_fds);
-		memcpy(CMSG_DATA(&ctl.h), fds, sizeof(int) * n_fds);
-	}
-	return sendmsg(r->tool_fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 ? -1 : 0;
+	/* the socket is non-blocking: a full one fails at once */
+	return send_fds(r->tool_fd, s, strlen(s), fds, n_fds);
 }
 
 /* ------------------------------------------------------------ start */

@@ -159,10 +159,9 @@ bool run_done(const struct run *r);
 const struct run_result *run_result(const struct run *r);
 /* Send one JSON-RPC message to the jail over fd 3 (one packet). */
 int run_tool_send(struct run *r, json_t *msg);
-/* The same, with up to RUN_TOOL_FDS_MAX fds (SCM_RIGHTS): the jail gets
+/* The same, with up to FDS_MAX fds (SCM_RIGHTS, send_fds): the jail gets
  * copies; the caller keeps its own. */
-#define RUN_TOOL_FDS_MAX 2
-int run_tool_send_fds(struct run *r, json_t *msg, const int *fds, size_t n_fds);
+int run_tool_send_fds(struct run *r, json_t *msg, const int *fds, int n_fds);
 /* What the run does with a message from the jail that no one handles
  * (no on_tool_message): a request is answered "no tools". */
 void run_tool_unhandled(struct run *r, const json_t *msg);

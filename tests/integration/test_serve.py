@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DATADIR, PYCELL, descendants
+from conftest import DATADIR, PYCELL
 
 V = "2026-07-28"
 META = {"io.modelcontextprotocol/protocolVersion": V, "io.modelcontextprotocol/clientCapabilities": {}}
@@ -795,14 +795,6 @@ def test_a_task_counts_against_its_tokens_runs_until_its_run_ends(serve, tmp_pat
     assert sorted(a["client"] for a in s.audit()) == ["amy", "bob", "bob"]   # written as runs end
 
 
-def proc_cmdline(pid):
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read()
-    except OSError:
-        return None
-
-
 def test_two_tokens_never_share_a_hash_secret(serve, tmp_path):
     """Warm runs of one token share its zygote's string hash secret (as
     every run of one zygote does); another token's runs, and its
@@ -827,8 +819,7 @@ def test_two_tokens_never_share_a_hash_secret(serve, tmp_path):
     r, data = s.modern(7, "tools/call", cell, headers={"Authorization": "Bearer tb"})
     assert json.loads(data)["result"]["structuredContent"]["return_value"] == b[0]
     # one zygote per token (and the server's own, for runs of no token)
-    zygotes = [p for p in descendants(s.proc.pid) if proc_cmdline(p) == b"pycell\0__zygote\0"]
-    assert len(zygotes) == 3, zygotes
+    assert len(zygotes(s.proc.pid)) == 3, zygotes(s.proc.pid)
 
 
 def test_past_eight_clients_a_policys_runs_start_cold(serve, tmp_path):
@@ -850,8 +841,7 @@ def test_past_eight_clients_a_policys_runs_start_cold(serve, tmp_path):
     assert len({a for a, _ in secrets[:8]}) == 8, secrets
     assert secrets[8][0] != secrets[8][1], "the ninth client's runs are cold: a secret each"
     assert s.stderr().count(b"8 clients have a zygote of their own already; the runs of others start cold") == 1
-    zygotes = [p for p in descendants(s.proc.pid) if proc_cmdline(p) == b"pycell\0__zygote\0"]
-    assert len(zygotes) == 9, zygotes   # the server's own and eight
+    assert len(zygotes(s.proc.pid)) == 9, zygotes(s.proc.pid)   # the server's own and eight
 
 
 def test_a_2026_call_with_bad_params_is_answered_200(serve):
