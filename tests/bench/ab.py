@@ -6,7 +6,8 @@
 Each tree is a built source tree (its ./pycell, its policies and runtime).
 Under the same load, alternating the two every iteration (order swapped
 each time), it measures the warm MCP tools/call print("hello") (one
-`pycell mcp` per tree, warm starts being its default) and the cold
+`pycell mcp` per tree, warm starts being its default), the same as a
+cell of a session open on each server, and the cold
 `pycell run -c 'print("hello")'`, beside bare /usr/bin/python3 -c.
 Prints p50 and p90 and the ratio to python3.  For the committed numbers
 of one build against python3 and bwrap, use `make bench`.
@@ -66,6 +67,17 @@ def main():
             if i > warmup:
                 warm[n].append(time.perf_counter() - t0)
             assert m["result"]["structuredContent"]["stdout"] == "hello\n", m
+    cells = {n: [] for n in trees}
+    sids = {n: servers[n][1](0, "tools/call", {"name": "session_open", "arguments": {}})
+            ["result"]["structuredContent"]["session_id"] for n in trees}
+    for i in range(1, a.iterations + warmup + 1):
+        for n in (["old", "new"] if i % 2 else ["new", "old"]):
+            t0 = time.perf_counter()
+            m = servers[n][1](i, "tools/call", {"name": "run_python",
+                                                "arguments": {"code": CODE, "session_id": sids[n]}})
+            if i > warmup:
+                cells[n].append(time.perf_counter() - t0)
+            assert m["result"]["structuredContent"]["stdout"] == "hello\n", m
     for p, _ in servers.values():
         p.stdin.close()
         p.wait()
@@ -86,7 +98,7 @@ def main():
 
     base = statistics.median(py)
     print(f"python3 -c: p50 {base * 1000:.2f} ms   load {os.getloadavg()[0]:.2f}")
-    for kind, data in (("warm mcp tools/call", warm), ("cold pycell run", cold)):
+    for kind, data in (("warm mcp tools/call", warm), ("session cell", cells), ("cold pycell run", cold)):
         for n in trees:
             m = statistics.median(data[n])
             print(f"{kind:20} {n}: p50 {m * 1000:6.2f} ms  p90 {pct(data[n], 0.9) * 1000:6.2f} ms  "
