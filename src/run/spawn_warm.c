@@ -331,71 +331,10 @@ pid_t zygote_pid(const struct spawner *sp)
 	return sp && sp->ops == &warm_ops ? zygote_of_const(sp)->pid : 0;
 }
 
-/* The program files in one memfd: for each file its name, a NUL, its
- * length (8 bytes, native order) and its bytes.  A script's also carry
- * .warm.json: its sys.argv, environment and sys.path[0], for the prelude
- * (a cell's are the same for every cell, set in the ready jail ahead). */
-static int pack_files(const struct jail_spec *s, bool script, uint64_t *len, struct pc_err *err)
-{
-	const struct policy *p = s->policy;
-	cleanup_free char *wtext = NULL;
-	int fd, n_files = s->n_files + (script ? 1 : 0);
-	uint64_t total = 0;
-
-	if (script) {
-		json_t *warm = json_object(), *argv = json_array(), *env = json_object();
-		bool ok = true;
-		/* sys.argv as python would set it from the cold argv; json_string
-		 * refuses bytes that are not UTF-8 (python would decode them with
-		 * surrogateescape: such runs stay cold) */
-		for (size_t i = 1 + p->n_python_flags; s->argv[i]; i++)
-			ok &= json_array_append_new(argv, json_string(s->argv[i])) == 0;
-		for (size_t i = 0; s->envp[i]; i++) {
-			const char *eq = strchr(s->envp[i], '=');
-			char *k = xasprintf("%.*s", (int)(eq - s->envp[i]), s->envp[i]);
-			ok &= json_object_set_new(env, k, json_string(eq + 1)) == 0;
-			free(k);
-		}
-		json_object_set_new(warm, "argv", argv);
-		json_object_set_new(warm, "env", env);
-		json_object_set_new(warm, "path0", json_string(JAIL_RUN_DIR));
-		wtext = ok ? json_dumps(warm, JSON_COMPACT) : NULL;
-		json_decref(warm);
-		if (!wtext)
-			return pc_fail(err, EINVAL, "warm", "arguments or environment are not valid UTF-8");
-	}
-
-	fd = memfd_create("pycell-run", MFD_CLOEXEC);
-	if (fd < 0)
-		return pc_syserr(err, "warm", "memfd_create");
-	{
-		/* one writev for all of it: a warm call's path */
-		struct iovec iov[3 * (JAIL_MAX_FILES + 1)];
-		uint64_t lens[JAIL_MAX_FILES + 1];
-		int n_iov = 0;
-		for (int i = 0; i < n_files; i++) {
-			const char *name = i < s->n_files ? s->files[i].name : WARM_FILE;
-			const char *data = i < s->n_files ? s->files[i].data : wtext;
-			lens[i] = i < s->n_files ? s->files[i].len : strlen(wtext);
-			iov[n_iov++] = (struct iovec){ (void *)name, strlen(name) + 1 };
-			iov[n_iov++] = (struct iovec){ &lens[i], sizeof(lens[i]) };
-			iov[n_iov++] = (struct iovec){ (void *)data, lens[i] };
-			total += strlen(name) + 1 + sizeof(lens[i]) + lens[i];
-		}
-		if (writev_all(fd, iov, n_iov) < 0) {
-			pc_syserr(err, "warm", "write the program for the zygote");
-			close(fd);
-			return -1;
-		}
-	}
-	*len = total;
-	return fd;
-}
-
 int spawner_deliver_cell(const struct jail_spec *s, struct jail *j, struct pc_err *err)
 {
 	uint64_t len;
-	cleanup_close int memfd = pack_files(s, false, &len, err);
+	cleanup_close int memfd = warm_pack_files(s, false, &len, err);
 	if (memfd < 0)
 		return -1;
 	if (len > JAIL_PARK_FILES_MAX)
@@ -414,31 +353,15 @@ static int warm_deliver(struct spawner *sp, const struct jail_spec *s, struct ja
  * failed). */
 static int send_request(struct zygote *z, int fd, const struct jail_spec *s, struct pc_err *err)
 {
-	struct spawn_req req = { .type = Z_SPAWN, .park = s->park };
-	int out[REQ_MAX_FDS], n = REQ_FIXED_FDS;
-	cleanup_close int memfd = -1;
+	struct spawn_req req;
+	int out[REQ_MAX_FDS], n;
+	int rc;
 
-	if (s->park) {
-		memfd = memfd_create("pycell-ready", MFD_CLOEXEC);
-		if (memfd < 0)
-			return pc_syserr(err, "warm", "memfd_create");
-	} else {
-		memfd = pack_files(s, true, &req.files_len, err);
-		if (memfd < 0)
-			return -1;
-	}
-	out[0] = s->stdio[0];
-	out[1] = s->stdio[1];
-	out[2] = s->stdio[2];
-	out[3] = s->tool_fd;
-	out[REQ_FD_MEMFD] = memfd;
-	if (s->cgroup.into)
-		out[n++] = s->cgroup.dir_fd;
-	for (int i = 0; i < s->cgroup.n_tasks; i++)
-		out[n++] = s->cgroup.tasks[i];
-	req.cgroup_into = s->cgroup.into;
-	req.n_cgroup_tasks = (uint32_t)s->cgroup.n_tasks;
-	if (send_fds(fd, &req, sizeof(req), out, n) < 0) {
+	if (warm_request_pack(s, &req, out, &n, err) < 0)
+		return -1;
+	rc = send_fds(fd, &req, sizeof(req), out, n);
+	close(out[REQ_FD_MEMFD]);
+	if (rc < 0) {
 		pc_syserr(err, "warm", "the zygote stopped answering");
 		zygote_lost(z);
 		return -1;

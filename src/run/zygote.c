@@ -345,7 +345,7 @@ static int zygote_serve_one(int ctl, struct jail_spec *tmpl)
 	struct spawn_reply reply = { 0 };
 	struct jail_spec s = *tmpl;
 	struct jail j = { 0 };
-	int fds[REQ_MAX_FDS], nfds, cg;
+	int fds[REQ_MAX_FDS], nfds;
 	char *buf = MAP_FAILED;
 	ssize_t n = recv_fds(ctl, &req, sizeof(req), fds, REQ_MAX_FDS, &nfds);
 
@@ -353,38 +353,21 @@ static int zygote_serve_one(int ctl, struct jail_spec *tmpl)
 		return 0;
 	if (n == 0 || (n < 0 && errno != EPROTO))
 		return -1; /* the supervisor is gone */
-	if (n != (ssize_t)sizeof(req) || req.type != Z_SPAWN || req.cgroup_into > 1 || req.park > 1 ||
-	    (req.park && req.files_len) ||
-	    req.n_cgroup_tasks > CGROUP_MAX_TASKS ||
-	    nfds != REQ_FIXED_FDS + (int)req.cgroup_into + (int)req.n_cgroup_tasks) {
-		pc_fail(&reply.err, EPROTO, "warm", "bad request to the zygote");
+	if (warm_request_check(&req, n, nfds, &reply.err) < 0)
 		goto close_fds;
-	}
 	if (req.files_len)
 		buf = mmap(NULL, req.files_len, PROT_READ, MAP_PRIVATE, fds[REQ_FD_MEMFD], 0);
-	else if (req.park)
+	else
 		buf = NULL;
 	if (buf == MAP_FAILED) {
 		pc_syserr(&reply.err, "warm", "map the program");
 		goto close_fds;
 	}
-	if (jail_unpack_files(&s, buf ? buf : "", req.files_len) < 0) {
-		pc_fail(&reply.err, EPROTO, "warm", "malformed program files");
+	if (warm_request_unpack(&req, fds, buf, &s, &reply.err) < 0) {
 		if (buf)
 			munmap(buf, req.files_len);
 		goto close_fds;
 	}
-	s.stdio[0] = fds[0];
-	s.stdio[1] = fds[1];
-	s.stdio[2] = fds[2];
-	s.tool_fd = fds[3];
-	cg = REQ_FIXED_FDS;
-	s.cgroup.into = req.cgroup_into;
-	s.cgroup.dir_fd = req.cgroup_into ? fds[cg++] : -1;
-	s.cgroup.n_tasks = (int)req.n_cgroup_tasks;
-	for (int i = 0; i < s.cgroup.n_tasks; i++)
-		s.cgroup.tasks[i] = fds[cg++];
-	s.park = req.park;
 	if (jail_clone(&s, &j, &reply.err) == 0) {
 		int out[3] = { j.pidfd, j.sync_fd, j.prog_fd };
 		reply.ok = 1;

@@ -19,6 +19,7 @@
 
 #include "base/util.h"
 #include "jail/cgroup.h"
+#include "jail/jail.h"
 #include "run/spawner.h"
 
 /* Two control sockets, each strictly one request, one reply: ZYGOTE_FD
@@ -52,6 +53,41 @@ struct spawn_reply {
 	int32_t n_fds;   /* ok: the pidfd, the sync socket, and a ready jail's program socket */
 	struct pc_err err;
 };
+
+/* How a jail the zygote makes gets each member of struct jail_spec
+ * (warm_req.c).  A member added to jail_spec without a row here fails
+ * tests/unit/test_warm.c, and so does a row the request leaves out: a
+ * field added for cold runs cannot silently miss warm ones. */
+enum warm_carry {
+	WARM_REQUEST,  /* in struct spawn_req and its fds */
+	WARM_PROGRAM,  /* in the program memfd (.warm.json for a script), or with the cell (jail_deliver) */
+	WARM_ZYGOTE,   /* the zygote's own, equal by construction (it serves only its own policy) */
+	WARM_NEVER,    /* a run that sets it is cold: warm_request_pack refuses it */
+};
+struct warm_member {
+	const char *name;
+	size_t off, size, align;
+	enum warm_carry carry;
+};
+extern const struct warm_member warm_members[];
+extern const size_t warm_n_members;
+
+/* The supervisor's half: the request for spec s and its *nfds fds
+ * (fds[REQ_FD_MEMFD] is a new memfd, the caller's to close).  -1 with err,
+ * also when s sets a WARM_NEVER member. */
+int warm_request_pack(const struct jail_spec *s, struct spawn_req *req, int fds[REQ_MAX_FDS], int *nfds,
+		      struct pc_err *err);
+/* The zygote's half: a request of n bytes with nfds fds is well formed
+ * (0), or -1 with err. */
+int warm_request_check(const struct spawn_req *req, ssize_t n, int nfds, struct pc_err *err);
+/* Fill s (a copy of the zygote's template) from a checked request, its
+ * fds and files, the program memfd's bytes (NULL: none).  -1 with err. */
+int warm_request_unpack(const struct spawn_req *req, const int *fds, const char *files, struct jail_spec *s,
+			struct pc_err *err);
+/* The program files of s in a new memfd of *len bytes (the format of
+ * jail_unpack_files); a script's carry .warm.json too: its sys.argv,
+ * environment and sys.path[0] (a cell's are set in the ready jail). */
+int warm_pack_files(const struct jail_spec *s, bool script, uint64_t *len, struct pc_err *err);
 
 /* Interpreter flags a zygote can honour: each has an environment variable
  * that Py_Initialize reads ("" for one that needs none); NULL for others. */

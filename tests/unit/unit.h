@@ -16,6 +16,7 @@ Suite *seccomp_bpf_suite(void);   /* test_seccomp_bpf.c: the BPF writer */
 Suite *seccomp_cache_suite(void); /* test_seccomp_cache.c: the compiled-program cache */
 Suite *mcp_suite(void);      /* test_mcp.c: tool definitions and schemas */
 Suite *bridge_suite(void);   /* test_bridge.c: tool allowlist, SHA-256 */
+Suite *warm_suite(void);     /* test_warm.c: the warm request carries every member of jail_spec */
 
 /* The source tree ($PYCELL_SRCDIR, set by `make check`; else "."), for
  * tests that read shipped files such as policy/default.json. */

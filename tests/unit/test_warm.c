@@ -1,0 +1,303 @@
+/* pycell: the warm request (run/warm_req.c): every member of struct
+ * jail_spec has a row that says how a jail the zygote makes gets it, and
+ * each row holds: what the request carries comes out of it equal, what
+ * the zygote keeps is its own, what a warm jail never has is refused. */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "config/policy.h"
+#include "run/spawner.h"
+#include "run/zygote.h"
+#include "unit.h"
+
+/* Every member of struct jail_spec, in order, by position: a member added
+ * to the struct leaves this initializer one short, and the build stops
+ * here (a member in what was padding escapes the byte count below; not
+ * this).  Add the member's row to warm_members, then its value here. */
+#pragma GCC diagnostic error "-Wmissing-field-initializers"
+static const struct jail_spec every_member __attribute__((unused)) = {
+	NULL, NULL, { false, false, -1, { -1 }, 0 }, NULL, NULL,
+	{ { NULL, NULL, 0 } }, 0, NULL, NULL, { 0, 1, 2 }, 3, NULL, NULL, false, NULL, false, false,
+};
+
+static int by_offset(const void *a, const void *b)
+{
+	const struct warm_member *x = *(const struct warm_member *const *)a;
+	const struct warm_member *y = *(const struct warm_member *const *)b;
+	return x->off < y->off ? -1 : x->off > y->off;
+}
+
+/* Every byte of struct jail_spec is in a row's member or is the padding
+ * the compiler puts before a member: a member added without a row fails. */
+START_TEST(test_table_covers_the_spec)
+{
+	const struct warm_member *rows[64];
+	size_t end = 0;
+
+	ck_assert_uint_le(warm_n_members, ARRAY_SIZE(rows));
+	for (size_t i = 0; i < warm_n_members; i++)
+		rows[i] = &warm_members[i];
+	qsort(rows, warm_n_members, sizeof(rows[0]), by_offset);
+	for (size_t i = 0; i < warm_n_members; i++) {
+		size_t aligned = (end + rows[i]->align - 1) / rows[i]->align * rows[i]->align;
+		ck_assert_msg(rows[i]->off == aligned,
+			      "bytes %zu..%zu of struct jail_spec (before %s) are in no row of warm_members", end,
+			      rows[i]->off, rows[i]->name);
+		end = rows[i]->off + rows[i]->size;
+	}
+	ck_assert_msg((end + __alignof__(struct jail_spec) - 1) / __alignof__(struct jail_spec) *
+				  __alignof__(struct jail_spec) == sizeof(struct jail_spec),
+		      "bytes %zu..%zu of struct jail_spec are in no row of warm_members", end,
+		      sizeof(struct jail_spec));
+}
+END_TEST
+
+static struct policy pol; /* no interpreter flags: argv[1] is the script */
+static char *argv_[] = { "/usr/bin/python3", "/run/pycell/main.py", "--flag", NULL };
+static char *envp_[] = { "HOME=/tmp", "LANG=C.UTF-8", NULL };
+static void fake_inline(const struct jail_spec *s, int prog_fd)
+{
+	(void)s;
+	(void)prog_fd;
+	abort();
+}
+
+/* A request's spec, as run.c makes one: a script (or a ready jail with
+ * park) with every member a request carries given a value that is not
+ * its zero, and the supervisor's own policy, filter and runtime dir. */
+static void supervisor_spec(struct jail_spec *s, bool park)
+{
+	*s = (struct jail_spec){ 0 };
+	s->policy = &pol;
+	s->filter = (const struct seccomp_filter *)&pol;
+	s->argv = argv_;
+	s->envp = envp_;
+	s->runtime_dir = "/usr/share/pycell/runtime";
+	s->park = park;
+	if (!park) {
+		s->files[0] = (struct jail_file){ "main.py", "print(1)\n", 9 };
+		s->files[1] = (struct jail_file){ "vars.json", "{}", 2 };
+		s->n_files = 2;
+	}
+	s->stdio[0] = 40;
+	s->stdio[1] = 41;
+	s->stdio[2] = 42;
+	s->tool_fd = 43;
+	s->cgroup.into = true;
+	s->cgroup.dir_fd = 44;
+	for (int i = 0; i < CGROUP_MAX_TASKS; i++)
+		s->cgroup.tasks[i] = 50 + i;
+	s->cgroup.n_tasks = CGROUP_MAX_TASKS;
+	s->linger = true;
+}
+
+/* The zygote's template (cmd_zygote): its own of each WARM_ZYGOTE row. */
+static void zygote_template(struct jail_spec *t)
+{
+	static char *python[] = { "/usr/bin/python3", NULL };
+	memset(t, 0, sizeof(*t));
+	t->policy = (const struct policy *)&python;
+	t->filter = (const struct seccomp_filter *)&python[1];
+	t->argv = python;
+	t->runtime_dir = "/zygote/runtime";
+	t->run_inline = fake_inline;
+}
+
+static bool member_set(const struct jail_spec *s, const struct warm_member *m)
+{
+	const unsigned char *b = (const unsigned char *)s + m->off;
+	for (size_t i = 0; i < m->size; i++)
+		if (b[i])
+			return true;
+	return false;
+}
+
+static bool same(const struct jail_spec *a, const struct jail_spec *b, const struct warm_member *m)
+{
+	return memcmp((const char *)a + m->off, (const char *)b + m->off, m->size) == 0;
+}
+
+/* The files of out are those of in (and .warm.json, for a script). */
+static void check_files(const struct jail_spec *in, const struct jail_spec *out, bool script)
+{
+	ck_assert_int_eq(out->n_files, in->n_files + (script ? 1 : 0));
+	for (int i = 0; i < in->n_files; i++) {
+		ck_assert_str_eq(out->files[i].name, in->files[i].name);
+		ck_assert_uint_eq(out->files[i].len, in->files[i].len);
+		ck_assert(memcmp(out->files[i].data, in->files[i].data, in->files[i].len) == 0);
+	}
+}
+
+/* sys.argv and os.environ of a script, in its .warm.json. */
+static json_t *warm_json(const struct jail_spec *out)
+{
+	const struct jail_file *f = &out->files[out->n_files - 1];
+	json_t *j;
+	ck_assert_str_eq(f->name, WARM_FILE);
+	j = json_loadb(f->data, f->len, 0, NULL);
+	ck_assert_ptr_nonnull(j);
+	return j;
+}
+
+static void check_argv(const struct jail_spec *in, const struct jail_spec *out)
+{
+	json_t *j = warm_json(out), *a = json_object_get(j, "argv");
+	size_t k = 0;
+	for (size_t i = 1 + in->policy->n_python_flags; in->argv[i]; i++, k++)
+		ck_assert_str_eq(json_string_value(json_array_get(a, k)), in->argv[i]);
+	ck_assert_uint_eq(json_array_size(a), k);
+	json_decref(j);
+}
+
+static void check_envp(const struct jail_spec *in, const struct jail_spec *out)
+{
+	json_t *j = warm_json(out), *e = json_object_get(j, "env");
+	size_t k = 0;
+	for (; in->envp[k]; k++) {
+		const char *eq = strchr(in->envp[k], '=');
+		char *key = strndup(in->envp[k], (size_t)(eq - in->envp[k]));
+		ck_assert_str_eq(json_string_value(json_object_get(e, key)), eq + 1);
+		free(key);
+	}
+	ck_assert_uint_eq(json_object_size(e), k);
+	json_decref(j);
+}
+
+/* A cell's program and linger, delivered to a ready jail's python. */
+static void check_delivery(const struct jail_spec *in)
+{
+	struct jail_spec cell = *in, got = { 0 };
+	struct jail j = { .pid = 0, .pidfd = -1 };
+	struct pc_err err = { 0 };
+	int prog[2], sync[2], fd;
+	uint64_t len;
+	bool linger = false;
+	char *buf;
+	struct program_msg_ { int32_t type, linger; uint64_t len; } m;
+
+	cell.park = false;
+	cell.files[0] = (struct jail_file){ "cell.py", "x = 1\n", 6 };
+	cell.n_files = 1;
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, prog), 0);
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sync), 0);
+	j.prog_fd = prog[0];
+	j.sync_fd = sync[0];
+	ck_assert_msg(spawner_deliver_cell(&cell, &j, &err) == 0, "%s: %s", err.step, err.msg);
+	fd = jail_receive_program(prog[1], &len, &linger);
+	ck_assert_int_ge(fd, 0);
+	ck_assert(linger == cell.linger);
+	buf = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+	ck_assert(buf != MAP_FAILED);
+	ck_assert_int_eq(jail_unpack_files(&got, buf, len), 0);
+	check_files(&cell, &got, false);
+	/* init is told, after python has it */
+	ck_assert_int_eq(recv(sync[1], &m, sizeof(m), 0), (ssize_t)sizeof(m));
+	munmap(buf, len);
+	close(fd);
+	close(prog[1]);
+	close(sync[0]);
+	close(sync[1]);
+}
+
+/* Each row holds through pack, check and unpack (a script, and a ready
+ * jail's request); every row the request carries was given a value. */
+START_TEST(test_every_row_holds_through_the_request)
+{
+	bool given[64] = { false };
+
+	for (int park = 0; park <= 1; park++) {
+		struct jail_spec in, out;
+		struct spawn_req req;
+		struct pc_err err = { 0 };
+		int fds[REQ_MAX_FDS], nfds;
+		char *buf = NULL;
+
+		supervisor_spec(&in, park);
+		in.linger = false; /* a spawn's: the delivery carries it */
+		ck_assert_msg(warm_request_pack(&in, &req, fds, &nfds, &err) == 0, "%s: %s", err.step, err.msg);
+		ck_assert_int_eq(warm_request_check(&req, sizeof(req), nfds, &err), 0);
+		if (req.files_len) {
+			buf = mmap(NULL, req.files_len, PROT_READ, MAP_PRIVATE, fds[REQ_FD_MEMFD], 0);
+			ck_assert(buf != MAP_FAILED);
+		}
+		zygote_template(&out);
+		ck_assert_int_eq(warm_request_unpack(&req, fds, buf, &out, &err), 0);
+		for (size_t i = 0; i < warm_n_members; i++) {
+			const struct warm_member *m = &warm_members[i];
+			struct jail_spec tmpl;
+			switch (m->carry) {
+			case WARM_REQUEST:
+				given[i] |= member_set(&in, m);
+				ck_assert_msg(same(&in, &out, m), "%s does not reach the zygote's jail", m->name);
+				break;
+			case WARM_ZYGOTE:
+				zygote_template(&tmpl);
+				ck_assert_msg(same(&tmpl, &out, m), "%s is not the zygote's own", m->name);
+				break;
+			case WARM_NEVER:
+				ck_assert_msg(!member_set(&out, m), "%s is set in a warm jail", m->name);
+				break;
+			case WARM_PROGRAM:
+				given[i] = true;
+				if (!strcmp(m->name, "files") || !strcmp(m->name, "n_files"))
+					check_files(&in, &out, !park);
+				else if (!strcmp(m->name, "argv"))
+					park ? (void)0 : check_argv(&in, &out);
+				else if (!strcmp(m->name, "envp"))
+					park ? (void)0 : check_envp(&in, &out);
+				else if (!strcmp(m->name, "linger"))
+					check_delivery(&in);
+				else
+					ck_abort_msg("%s goes with the program, and this test does not check it: add "
+						     "its check", m->name);
+				break;
+			default:
+				ck_abort_msg("%s: carried how?", m->name);
+			}
+		}
+		if (buf)
+			munmap(buf, req.files_len);
+		close(fds[REQ_FD_MEMFD]);
+	}
+	for (size_t i = 0; i < warm_n_members; i++)
+		ck_assert_msg(given[i] || warm_members[i].carry != WARM_REQUEST,
+			      "%s is carried, but supervisor_spec gives it no value to check: give it one",
+			      warm_members[i].name);
+}
+END_TEST
+
+/* A spec that sets a member a warm jail never has is refused by name. */
+START_TEST(test_never_rows_are_refused)
+{
+	const struct warm_member *m = &warm_members[_i];
+	struct jail_spec in;
+	struct spawn_req req;
+	struct pc_err err = { 0 };
+	int fds[REQ_MAX_FDS], nfds;
+
+	if (m->carry != WARM_NEVER)
+		return;
+	supervisor_spec(&in, false);
+	((unsigned char *)&in)[m->off] = 1;
+	ck_assert_int_eq(warm_request_pack(&in, &req, fds, &nfds, &err), -1);
+	ck_assert_msg(strstr(err.msg, m->name), "refused, but not by name: %s", err.msg);
+}
+END_TEST
+
+Suite *warm_suite(void)
+{
+	Suite *s = suite_create("warm");
+	TCase *t = tcase_create("request");
+	tcase_add_test(t, test_table_covers_the_spec);
+	tcase_add_test(t, test_every_row_holds_through_the_request);
+	tcase_add_loop_test(t, test_never_rows_are_refused, 0, (int)warm_n_members);
+	suite_add_tcase(s, t);
+	return s;
+}
