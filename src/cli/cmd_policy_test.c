@@ -30,6 +30,7 @@
 #include "bridge/bridge.h"
 #include "cli/commands.h"
 #include "cli/options.h"
+#include "cli/setup.h"
 #include "config/conf.h"
 #include "config/policy_fields.h"
 #include "jail/jail.h"
@@ -678,11 +679,8 @@ int cmd_policy_test(int argc, char **argv)
 	}
 	format = o.format;
 
-	if (conf_load(o.config, &conf, &err) < 0)
+	if (cli_conf_setup(o.config, &conf, &err) < 0)
 		return cli_input_error("policy-test", &err);
-	jail_host_id_base = conf.host_uid_base;
-	egress_configure(&conf.net);
-	packages_configure(conf.packages_cache, conf.packages_cache_max);
 	if (run_env_load(&t.env, o.policy ? o.policy : conf.policy, &err) < 0) {
 		conf_free(&conf);
 		return cli_input_error("policy-test", &err);

@@ -13,6 +13,7 @@
 #include "cli/cli.h"
 #include "cli/commands.h"
 #include "cli/options.h"
+#include "cli/setup.h"
 #include "config/conf.h"
 #include "run/egress.h"
 #include "run/packages.h"
@@ -201,11 +202,8 @@ int cmd_run(int argc, char **argv)
 		}
 	}
 
-	if (conf_load(o.config, &conf, &err) < 0)
+	if (cli_conf_setup(o.config, &conf, &err) < 0)
 		return cli_input_error("run", &err);
-	jail_host_id_base = conf.host_uid_base;
-	egress_configure(&conf.net);
-	packages_configure(conf.packages_cache, conf.packages_cache_max);
 	if (run_env_load(&env, o.policy ? o.policy : conf.policy, &err) < 0) {
 		conf_free(&conf);
 		return cli_input_error("run", &err);

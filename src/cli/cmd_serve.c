@@ -16,6 +16,7 @@
 #include "cli/commands.h"
 #include "cli/front.h"
 #include "cli/options.h"
+#include "cli/setup.h"
 #include "cli/serve_ops.h"
 #include "cli/service.h"
 #include "config/conf.h"
@@ -447,8 +448,7 @@ static void reload(struct serve *s)
 	http_server_set_tokens(s->http, tf ? &s->toks : NULL);
 	conf_free(&s->conf);
 	s->conf = c;
-	egress_configure(&s->conf.net);
-	packages_configure(s->conf.packages_cache, s->conf.packages_cache_max);
+	cli_conf_apply(&s->conf);
 	s->default_policy = default_policy_of(s, &s->conf);
 	free_retired(s);
 	free(added);
@@ -633,12 +633,8 @@ int cmd_serve(int argc, char **argv)
 		return cli_usage_error("serve", &err);
 	}
 	s.o = &o;
-	if (conf_load(o.config, &s.conf, &err) < 0)
+	if (cli_conf_setup(o.config, &s.conf, &err) < 0)
 		return cli_input_error("serve", &err);
-	if (s.conf.host_uid_base)
-		jail_host_id_base = s.conf.host_uid_base;
-	egress_configure(&s.conf.net);
-	packages_configure(s.conf.packages_cache, s.conf.packages_cache_max);
 	s.drain_fd = s.dog_fd = s.retire_fd = -1;
 	s.drain_ms = o.has_drain_timeout ? o.drain_timeout : 30000;
 	s.tokens_file = tokens_of(&s, &s.conf);

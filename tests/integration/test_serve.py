@@ -1253,8 +1253,8 @@ def test_sighup_rereads_the_configuration_and_the_policies(serve, tmp_path, star
     conf = tmp_path / "pycell.conf"
 
     def write_conf(**http):
-        conf.write_text(json.dumps({"policy": str(pol), "http": {"listen": "127.0.0.1:0", "tokens": str(toks),
-                                                                 **http}}))
+        conf.write_text(json.dumps({"policy": str(pol), "host_uid_base": 300000,
+                                    "http": {"listen": "127.0.0.1:0", "tokens": str(toks), **http}}))
     write_policy("30s", "before")
     write_conf()
     s = serve("--config", str(conf), start)
@@ -1273,6 +1273,8 @@ def test_sighup_rereads_the_configuration_and_the_policies(serve, tmp_path, star
         return s.stderr().decode().splitlines()[-1]
 
     assert call("import socket\nsocket.gethostname()")["return_value"] == "before"
+    uid_map = "open('/proc/self/uid_map').read().split()"
+    assert call(uid_map)["return_value"] == ["0", "300000", "65536"]
     assert call("1", host="mcp.example.org") == 403
     got = {}
     t = threading.Thread(target=lambda: got.update(r=call("import socket, time\ntime.sleep(2)\n"
@@ -1290,6 +1292,8 @@ def test_sighup_rereads_the_configuration_and_the_policies(serve, tmp_path, star
     # begun under the old policy: its hostname, and its 30 s limit (not 1 s)
     assert (got["r"]["status"], got["r"]["return_value"]) == ("ok", "before"), got
     assert call("import socket\nsocket.gethostname()")["return_value"] == "after"
+    # the configuration in force as at the start: the jails' host ids too
+    assert call(uid_map)["return_value"] == ["0", "300000", "65536"]
     assert call("import time\ntime.sleep(5)")["status"] == "timeout"
     assert call("1", host="mcp.example.org")["return_value"] == 1
     r, data = s.modern(2, "tools/call", {"name": "sandbox_info", "arguments": {}},
