@@ -337,7 +337,10 @@ void mcp_sessions_free(struct mcp_server *s);
 /* From mcp_on_defer: answer the opens that are done, free what ended. */
 void mcp_sessions_settle(struct mcp_server *s);
 bool mcp_sessions_use_env(const struct mcp_server *s, const struct run_env *env);
-void mcp_handle_session_tool(const struct mcp_req *r, const char *name, const json_t *args);
+/* The session tools' handlers (rows of mcp_tool_rows). */
+void mcp_tool_session_open(const struct mcp_req *r, const json_t *args, const json_t *progress_token);
+void mcp_tool_session_close(const struct mcp_req *r, const json_t *args, const json_t *progress_token);
+void mcp_tool_session_list(const struct mcp_req *r, const json_t *args, const json_t *progress_token);
 /* run_python with a session_id: c takes the session (0), or the client is
  * answered why not (-1; c is not queued). */
 int mcp_session_take(struct mcp_call *c, const struct mcp_req *r);
@@ -365,10 +368,34 @@ json_t *mcp_resources_keep(struct mcp_call *c, const struct run_result *r, json_
 void mcp_resources_drop_session(struct mcp_server *s, const char *session_id);
 void mcp_resources_free(struct mcp_server *s);
 /* resources/list, resources/read, resources/templates/list */
-void mcp_handle_resource_request(const struct mcp_req *r, const char *method, const json_t *params);
+void mcp_handle_resource_request(const struct mcp_req *r, const char *method, json_t *params);
 
 /* ---- tools.c */
-/* [run_python, sandbox_info] for policy p: a new reference, or NULL. */
+/* One row per tool: tools/list, tools/call's dispatch and its "Unknown
+ * tool" error, and the tests' checks (the man page's entry included)
+ * derive from mcp_tool_rows.  Adding a tool is a row, its handler and
+ * its entry in pycell(1). */
+struct mcp_tool_row {
+	const char *name, *title;
+	const char *input, *output;        /* the schemas' JSON text (schemas.c) */
+	const char *description;           /* or, from the policy: */
+	char *(*describe)(const struct policy *p);
+	void (*shape)(json_t *tool, const struct policy *p);  /* NULL, or fits it to the policy */
+	bool read_only, destructive, idempotent;
+	bool (*open_world)(const struct policy *p);           /* NULL: closed */
+	bool (*enabled)(const struct policy *p);              /* NULL: always */
+	const char *off;                   /* why, when not enabled */
+	/* tools/call with its arguments (NULL: none given) and progressToken */
+	void (*call)(const struct mcp_req *r, const json_t *args, const json_t *progress_token);
+};
+extern const struct mcp_tool_row mcp_tool_rows[];
+extern const size_t mcp_n_tool_rows;
+/* The row named name (a JSON string, every byte compared), or NULL. */
+const struct mcp_tool_row *mcp_tool_row(const json_t *name);
+bool mcp_tool_enabled(const struct mcp_tool_row *t, const struct policy *p);
+/* "a, b and c": the tools policy p enables (malloc'd). */
+char *mcp_tool_names(const struct policy *p);
+/* The tools policy p enables, in the table's order: a new reference, or NULL. */
 json_t *mcp_tools_new(const struct policy *p);
 /* The tool as a client of this protocol version knows it. */
 json_t *mcp_tool_for(const json_t *tool, enum proto v);
@@ -393,5 +420,9 @@ json_t *mcp_tool_error(enum proto v, const char *fmt, ...) __attribute__((format
  * text block, as indented JSON. */
 json_t *mcp_structured_result(enum proto v, json_t *st);
 json_t *mcp_sandbox_info(struct mcp_server *s);
+
+/* ---- protocol.c: the handlers of run_python and sandbox_info */
+void mcp_tool_run_python(const struct mcp_req *r, const json_t *args, const json_t *progress_token);
+void mcp_tool_sandbox_info(const struct mcp_req *r, const json_t *args, const json_t *progress_token);
 
 #endif

@@ -183,7 +183,7 @@ static struct mcp_call *find_call(struct mcp_session *ss, const json_t *id)
 	return NULL;
 }
 
-static void tools_call_run_python(const struct mcp_req *r, const json_t *args, const json_t *token)
+void mcp_tool_run_python(const struct mcp_req *r, const json_t *args, const json_t *token)
 {
 	struct mcp_server *s = r->ss->srv;
 	struct mcp_call *c;
@@ -223,7 +223,7 @@ static void tools_call_run_python(const struct mcp_req *r, const json_t *args, c
 	mcp_schedule(s);
 }
 
-static void tools_call_sandbox_info(const struct mcp_req *r, const json_t *args)
+void mcp_tool_sandbox_info(const struct mcp_req *r, const json_t *args, const json_t *progress_token)
 {
 	struct mcp_server *s = r->ss->srv;
 	struct mcp_call *c;
@@ -246,11 +246,13 @@ static void tools_call_sandbox_info(const struct mcp_req *r, const json_t *args)
 		mcp_version_probe(s);
 }
 
-static void handle_tools_call(const struct mcp_req *r, json_t *params)
+static void handle_tools_call(const struct mcp_req *r, const char *method, json_t *params)
 {
 	json_t *name = json_object_get(params, "name");
 	json_t *args = json_object_get(params, "arguments");
 	json_t *token = json_object_get(json_object_get(params, "_meta"), "progressToken");
+	const struct policy *p = &r->ss->srv->env->policy;
+	const struct mcp_tool_row *tool;
 	if (!json_is_string(name)) {
 		mcp_fail(r, JSONRPC_INVALID_PARAMS, "Invalid params: tools/call needs \"name\", the tool's name as "
 			 "a string", NULL);
@@ -258,16 +260,15 @@ static void handle_tools_call(const struct mcp_req *r, json_t *params)
 	}
 	if (token && !json_is_string(token) && !json_is_integer(token))
 		token = NULL;
-	if (json_str_eq(name, "run_python"))
-		tools_call_run_python(r, args, token);
-	else if (json_str_eq(name, "sandbox_info"))
-		tools_call_sandbox_info(r, args);
-	else if (json_str_eq(name, "session_open") || json_str_eq(name, "session_close") ||
-		 json_str_eq(name, "session_list"))
-		mcp_handle_session_tool(r, json_string_value(name), args);
-	else
-		mcp_fail(r, JSONRPC_INVALID_PARAMS, "Unknown tool: this server has run_python, sandbox_info, "
-			 "session_open, session_close and session_list", json_pack("{s:O}", "name", name));
+	tool = mcp_tool_row(name);
+	if (tool && mcp_tool_enabled(tool, p)) {
+		tool->call(r, args, token);
+	} else {
+		cleanup_free char *names = tool ? NULL : mcp_tool_names(p);
+		cleanup_free char *msg = tool ? xasprintf("Unknown tool: %s", tool->off)
+					      : xasprintf("Unknown tool: this server has %s", names);
+		mcp_fail(r, JSONRPC_INVALID_PARAMS, msg, json_pack("{s:O}", "name", name));
+	}
 }
 
 /* Our cursors are "tools:N", N the index of the page's first tool. */
@@ -299,7 +300,7 @@ static json_t *cacheable(const struct mcp_req *r, json_t *result)
 	return result;
 }
 
-static void handle_tools_list(const struct mcp_req *r, json_t *params)
+static void handle_tools_list(const struct mcp_req *r, const char *method, json_t *params)
 {
 	struct mcp_server *s = r->ss->srv;
 	json_t *cursor = json_object_get(params, "cursor");
@@ -346,7 +347,7 @@ static json_t *capabilities(enum proto v)
 	return caps;
 }
 
-static void handle_discover(const struct mcp_req *r)
+static void handle_discover(const struct mcp_req *r, const char *method, json_t *params)
 {
 	mcp_answer(r, cacheable(r, json_pack("{s:o,s:o,s:s}", "supportedVersions", supported_versions(),
 						  "capabilities", capabilities(r->v), "instructions", instructions)));
@@ -401,7 +402,7 @@ static void handle_initialize(struct mcp_session *ss, const struct mcp_req *r, j
 				"instructions", instructions));
 }
 
-static void handle_set_level(const struct mcp_req *r, json_t *params)
+static void handle_set_level(const struct mcp_req *r, const char *method, json_t *params)
 {
 	json_t *level = json_object_get(params, "level");
 	for (int i = 0; json_is_string(level) && mlog_names[i]; i++) {
@@ -471,42 +472,56 @@ static bool in_progress(const struct mcp_req *r)
 	return true;
 }
 
+/* The requests served once a request's era is known: one row each, the
+ * eras that have it and its handler.  ping and initialize, which come
+ * before the era is known, are handle_request's own. */
+enum { IN_2025 = 1, IN_2026 = 2 };
+static const struct {
+	const char *name;
+	unsigned eras;
+	void (*handle)(const struct mcp_req *r, const char *method, json_t *params);
+} methods[] = {
+	{ "server/discover", IN_2026, handle_discover },
+	{ "tools/list", IN_2025 | IN_2026, handle_tools_list },
+	{ "tools/call", IN_2025 | IN_2026, handle_tools_call },
+	{ "resources/list", IN_2025 | IN_2026, mcp_handle_resource_request },
+	{ "resources/read", IN_2025 | IN_2026, mcp_handle_resource_request },
+	{ "resources/templates/list", IN_2025 | IN_2026, mcp_handle_resource_request },
+	{ "logging/setLevel", IN_2025, handle_set_level },   /* gone from 2026-07-28 */
+	{ "tasks/get", IN_2026, mcp_handle_task_request },
+	{ "tasks/update", IN_2026, mcp_handle_task_request },
+	{ "tasks/cancel", IN_2026, mcp_handle_task_request },
+};
+
+/* The row of method in era (IN_2025 or IN_2026); -1 when it has none. */
+static int method_row(const char *method, unsigned era)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(methods); i++)
+		if ((methods[i].eras & era) && strcmp(method, methods[i].name) == 0)
+			return (int)i;
+	return -1;
+}
+
 /* A request of the 2026-07-28 revision: everything it needs is in it. */
 static void handle_modern(struct mcp_req *r, const char *method, json_t *params)
 {
-	static const char *const methods[] = { "server/discover", "tools/list", "tools/call", "tasks/get",
-					       "tasks/update", "tasks/cancel", "resources/list", "resources/read",
-					       "resources/templates/list", NULL };
-	bool known = false;
-	for (int i = 0; methods[i]; i++)
-		known |= strcmp(method, methods[i]) == 0;
-	if (!known) {
+	int row = method_row(method, IN_2026);
+	if (row < 0) {
 		/* ping and logging/setLevel are gone from 2026-07-28 */
 		mcp_fail(r, JSONRPC_METHOD_NOT_FOUND, "Method not found", json_pack("{s:s}", "method", method));
 		return;
 	}
 	if (read_modern_meta(r, json_object_get(params, "_meta")) < 0 || in_progress(r))
 		return;
-	if (strcmp(method, "server/discover") == 0)
-		handle_discover(r);
-	else if (strncmp(method, "tasks/", 6) == 0)
-		mcp_handle_task_request(r, method, params);
-	else if (strncmp(method, "resources/", 10) == 0)
-		mcp_handle_resource_request(r, method, params);
-	else if (strcmp(method, "tools/list") == 0)
-		handle_tools_list(r, params);
-	else
-		handle_tools_call(r, params);
+	methods[row].handle(r, method, params);
 }
 
 static void handle_request(struct mcp_session *ss, struct mcp_batch *b, const struct jsonrpc_msg *m)
 {
-	static const char *const methods[] = { "tools/list", "tools/call", "logging/setLevel", "resources/list",
-					       "resources/read", "resources/templates/list", NULL };
 	struct mcp_req r = { .ss = ss, .b = b, .id = m->id, .v = ss->proto, .log_min = MLOG_OFF };
 	const char *method = m->method;
 	json_t *params = m->params;
-	bool known = false;
+	int row;
 
 	if (params && !json_is_object(params)) {
 		mcp_fail(&r, JSONRPC_INVALID_PARAMS, "Invalid params: \"params\" must be an object", NULL);
@@ -529,9 +544,8 @@ static void handle_request(struct mcp_session *ss, struct mcp_batch *b, const st
 		mcp_answer(&r, json_object());
 		return;
 	}
-	for (int i = 0; methods[i]; i++)
-		known |= strcmp(method, methods[i]) == 0;
-	if (!known) {
+	row = method_row(method, IN_2025);
+	if (row < 0) {
 		mcp_fail(&r, JSONRPC_METHOD_NOT_FOUND, "Method not found", json_pack("{s:s}", "method", method));
 		return;
 	}
@@ -543,14 +557,7 @@ static void handle_request(struct mcp_session *ss, struct mcp_batch *b, const st
 	}
 	if (in_progress(&r))
 		return;
-	if (strcmp(method, "tools/list") == 0)
-		handle_tools_list(&r, params);
-	else if (strcmp(method, "tools/call") == 0)
-		handle_tools_call(&r, params);
-	else if (strncmp(method, "resources/", 10) == 0)
-		mcp_handle_resource_request(&r, method, params);
-	else
-		handle_set_level(&r, params);
+	methods[row].handle(&r, method, params);
 }
 
 static void cancel_call(struct mcp_call *c, const char *reason)

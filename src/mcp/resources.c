@@ -325,7 +325,7 @@ static void read_resource(const struct mcp_req *r, const json_t *params)
 	mcp_answer(r, private(r, json_pack("{s:[o]}", "contents", content)));
 }
 
-void mcp_handle_resource_request(const struct mcp_req *r, const char *method, const json_t *params)
+void mcp_handle_resource_request(const struct mcp_req *r, const char *method, json_t *params)
 {
 	if (strcmp(method, "resources/list") == 0)
 		list_resources(r);

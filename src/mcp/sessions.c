@@ -291,7 +291,7 @@ static unsigned count_open(const struct mcp_server *s, const char *principal, bo
 	return n;
 }
 
-static void session_open_tool(const struct mcp_req *r, const json_t *args)
+void mcp_tool_session_open(const struct mcp_req *r, const json_t *args, const json_t *progress_token)
 {
 	struct mcp_server *s = r->ss->srv;
 	const struct policy *pol = &s->env->policy;
@@ -397,7 +397,7 @@ static void session_open_tool(const struct mcp_req *r, const json_t *args)
 	log_debug("mcp: session %s opening", p->id);
 }
 
-static void session_close_tool(const struct mcp_req *r, const json_t *args)
+void mcp_tool_session_close(const struct mcp_req *r, const json_t *args, const json_t *progress_token)
 {
 	struct mcp_server *s = r->ss->srv;
 	json_t *id = json_object_get(args, "session_id");
@@ -420,7 +420,7 @@ static void session_close_tool(const struct mcp_req *r, const json_t *args)
 							    (int)p->cells)));
 }
 
-static void session_list_tool(const struct mcp_req *r, const json_t *args)
+void mcp_tool_session_list(const struct mcp_req *r, const json_t *args, const json_t *progress_token)
 {
 	struct mcp_server *s = r->ss->srv;
 	json_t *list = json_array();
@@ -439,21 +439,6 @@ static void session_list_tool(const struct mcp_req *r, const json_t *args)
 			"closes_in_s", closes > now ? (double)(closes - now) / 1000 : 0.0));
 	}
 	mcp_answer(r, mcp_structured_result(r->v, json_pack("{s:o}", "sessions", list)));
-}
-
-void mcp_handle_session_tool(const struct mcp_req *r, const char *name, const json_t *args)
-{
-	if (!r->ss->srv->env->policy.sessions.max) {
-		mcp_fail(r, JSONRPC_INVALID_PARAMS, "Unknown tool: sessions are off in this server's policy "
-			 "(sessions.max is 0)", json_pack("{s:s}", "name", name));
-		return;
-	}
-	if (strcmp(name, "session_open") == 0)
-		session_open_tool(r, args);
-	else if (strcmp(name, "session_close") == 0)
-		session_close_tool(r, args);
-	else
-		session_list_tool(r, args);
 }
 
 /* ------------------------------------------------------------ cells */

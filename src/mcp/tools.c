@@ -1,12 +1,15 @@
-/* pycell: MCP: the two tools, run_python and sandbox_info: their
- * definitions (the schemas are the JSON files of src/mcp/schemas/,
- * embedded at build time) and the checks of run_python's arguments. */
+/* pycell: MCP: the table of tools (one row each: its name, schemas,
+ * annotations, whether the policy enables it, and its handler; the schemas
+ * are the JSON files of src/mcp/schemas/, embedded at build time), their
+ * definitions as tools/list gives them, and the checks of run_python's
+ * arguments. */
 #include "config.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "base/jsonrpc.h"
 #include "config/json_check.h"
 #include "mcp/internal.h"
 
@@ -17,11 +20,10 @@ static bool policy_open_world(const struct policy *p)
 	return p->n_tools_allow > 0 || p->network.mode == NET_EGRESS;
 }
 
-static json_t *run_python_tool(const struct policy *p)
+static char *run_python_description(const struct policy *p)
 {
 	char mem[32], out[32], timeout[48] = "no time limit";
-	json_t *input, *output, *tool;
-	cleanup_free char *desc = NULL, *net = NULL;
+	cleanup_free char *net = NULL;
 
 	jc_format_size(mem, sizeof(mem), p->limits.memory_bytes);
 	jc_format_size(out, sizeof(out), p->limits.output_bytes);
@@ -35,7 +37,7 @@ static json_t *run_python_tool(const struct policy *p)
 		net = xstrdup(p->network.mode == NET_NONE ? "no network access"
 							   : "network limited to the sandbox's own loopback");
 	}
-	desc = xasprintf(
+	return xasprintf(
 		"Run Python code in a fresh, isolated sandbox (CPython in a Linux jail) and get its output.\n\n"
 		"Each call starts a new interpreter: nothing (variables, imports, files) persists between calls, "
 		"so pass data in with `variables` and `files` and return what you need%s. The code runs like a "
@@ -57,67 +59,32 @@ static json_t *run_python_tool(const struct policy *p)
 		p->n_tools_allow ? "\n\nThe code may call the MCP tools this server allows: import pycell; "
 				   "pycell.call_tool(\"server.tool\", {...}). sandbox_info lists them."
 				 : "");
+}
 
-	input = json_loads(mcp_schema_run_python_input, 0, NULL);
-	output = json_loads(mcp_schema_run_python_output, 0, NULL);
-	if (!input || !output) {
-		json_decref(input);
-		json_decref(output);
-		return NULL;
-	}
-	/* packages only where the policy names an index to install from */
+/* packages only where the policy names an index to install from */
+static void drop_packages_without_index(json_t *tool, const struct policy *p)
+{
 	if (!p->packages.index)
-		json_object_del(json_object_get(input, "properties"), "packages");
+		json_object_del(json_object_get(json_object_get(tool, "inputSchema"), "properties"), "packages");
+}
+
+static void run_python_shape(json_t *tool, const struct policy *p)
+{
+	drop_packages_without_index(tool, p);
 	/* the policy's limit is the most a call may ask for */
 	if (p->limits.timeout_ms)
-		json_object_set_new(json_object_get(json_object_get(input, "properties"), "timeout_s"),
+		json_object_set_new(json_object_get(json_object_get(json_object_get(tool, "inputSchema"), "properties"),
+						    "timeout_s"),
 				    "maximum", json_real((double)p->limits.timeout_ms / 1000));
-	tool = json_pack("{s:s,s:s,s:s,s:o,s:o,s:{s:s,s:b,s:b,s:b,s:b}}",
-		"name", "run_python",
-		"title", "Run Python",
-		"description", desc,
-		"inputSchema", input,
-		"outputSchema", output,
-		"annotations", "title", "Run Python", "readOnlyHint", 0, "destructiveHint", 0,
-			"idempotentHint", 0, "openWorldHint", policy_open_world(p));
-	return tool;
 }
 
-/* A tool whose schemas are fixed (src/mcp/schemas/) and which reaches
- * nothing outside the server. */
-static json_t *plain_tool(const char *name, const char *title, const char *desc, const char *in,
-			  const char *out, bool read_only, bool destructive)
-{
-	json_t *input = json_loads(in, 0, NULL), *output = json_loads(out, 0, NULL);
-	if (!input || !output) {
-		json_decref(input);
-		json_decref(output);
-		return NULL;
-	}
-	return json_pack("{s:s,s:s,s:s,s:o,s:o,s:{s:s,s:b,s:b,s:b,s:b}}",
-		"name", name, "title", title, "description", desc, "inputSchema", input, "outputSchema", output,
-		"annotations", "title", title, "readOnlyHint", read_only, "destructiveHint", destructive,
-			"idempotentHint", read_only, "openWorldHint", 0);
-}
-
-static json_t *sandbox_info_tool(void)
-{
-	return plain_tool("sandbox_info", "Sandbox info",
-		"Describe the sandbox that run_python uses: the Python version, the backend, the policy "
-		"name, the resource limits and the MCP tools the code may call.",
-		mcp_schema_sandbox_info_input, mcp_schema_sandbox_info_output, true, false);
-}
-
-/* session_open, session_close, session_list, appended to tools */
-static int add_session_tools(json_t *tools, const struct policy *p)
+static char *session_open_description(const struct policy *p)
 {
 	char idle[32], life[32];
-	cleanup_free char *open_desc = NULL;
-	json_t *t[3];
 
 	jc_format_duration(idle, sizeof(idle), p->sessions.idle_ms);
 	jc_format_duration(life, sizeof(life), p->sessions.lifetime_ms);
-	open_desc = xasprintf(
+	return xasprintf(
 		"Open a session: one sandboxed Python interpreter kept alive across run_python calls that "
 		"pass its session_id, like the cells of a notebook (globals, imports and the files in "
 		"/workspace persist; each cell has its own output, result and timeout). A cell that runs out "
@@ -125,41 +92,106 @@ static int add_session_tools(json_t *tools, const struct policy *p)
 		"not stop is killed with its session. A session is closed after %s without a cell, %s after "
 		"it was opened, or by session_close; at most %u are open per client. Only this client can "
 		"use its session_id.", idle, life, p->sessions.max_per_client);
-	t[0] = plain_tool("session_open", "Open a Python session", open_desc, mcp_schema_session_open_input,
-			    mcp_schema_session_open_output, false, false);
-	t[1] = plain_tool("session_close", "Close a Python session",
-			    "Close a session: its interpreter, processes and files are gone.",
-			    mcp_schema_session_close_input, mcp_schema_session_close_output, false, true);
-	t[2] = plain_tool("session_list", "List Python sessions",
-			    "List this client's open sessions: id, cells run, whether one is running, age, idle "
-			    "time and when it closes.",
-			    mcp_schema_session_list_input, mcp_schema_session_list_output, true, false);
-	for (int i = 0; i < 3; i++) {
-		if (!t[i]) {
-			for (int j = 0; j < 3; j++)
-				json_decref(t[j]);
-			return -1;
-		}
+}
+
+static bool sessions_on(const struct policy *p)
+{
+	return p->sessions.max > 0;
+}
+
+#define SESSIONS_OFF "sessions are off in this server's policy (sessions.max is 0)"
+
+/* The tools, in the order tools/list gives them. */
+const struct mcp_tool_row mcp_tool_rows[] = {
+	{ .name = "run_python", .title = "Run Python",
+	  .input = mcp_schema_run_python_input, .output = mcp_schema_run_python_output,
+	  .describe = run_python_description, .shape = run_python_shape, .open_world = policy_open_world,
+	  .call = mcp_tool_run_python },
+	{ .name = "sandbox_info", .title = "Sandbox info",
+	  .input = mcp_schema_sandbox_info_input, .output = mcp_schema_sandbox_info_output,
+	  .description = "Describe the sandbox that run_python uses: the Python version, the backend, the "
+			 "policy name, the resource limits and the MCP tools the code may call.",
+	  .read_only = true, .idempotent = true, .call = mcp_tool_sandbox_info },
+	{ .name = "session_open", .title = "Open a Python session",
+	  .input = mcp_schema_session_open_input, .output = mcp_schema_session_open_output,
+	  .describe = session_open_description, .shape = drop_packages_without_index,
+	  .enabled = sessions_on, .off = SESSIONS_OFF, .call = mcp_tool_session_open },
+	{ .name = "session_close", .title = "Close a Python session",
+	  .input = mcp_schema_session_close_input, .output = mcp_schema_session_close_output,
+	  .description = "Close a session: its interpreter, processes and files are gone.",
+	  .destructive = true, .enabled = sessions_on, .off = SESSIONS_OFF, .call = mcp_tool_session_close },
+	{ .name = "session_list", .title = "List Python sessions",
+	  .input = mcp_schema_session_list_input, .output = mcp_schema_session_list_output,
+	  .description = "List this client's open sessions: id, cells run, whether one is running, age, idle "
+			 "time and when it closes.",
+	  .read_only = true, .idempotent = true, .enabled = sessions_on, .off = SESSIONS_OFF,
+	  .call = mcp_tool_session_list },
+};
+const size_t mcp_n_tool_rows = ARRAY_SIZE(mcp_tool_rows);
+
+bool mcp_tool_enabled(const struct mcp_tool_row *t, const struct policy *p)
+{
+	return !t->enabled || t->enabled(p);
+}
+
+const struct mcp_tool_row *mcp_tool_row(const json_t *name)
+{
+	for (size_t i = 0; i < mcp_n_tool_rows; i++)
+		if (json_str_eq(name, mcp_tool_rows[i].name))
+			return &mcp_tool_rows[i];
+	return NULL;
+}
+
+char *mcp_tool_names(const struct policy *p)
+{
+	const char *names[ARRAY_SIZE(mcp_tool_rows)];
+	size_t n = 0;
+	char *out, *all;
+
+	for (size_t i = 0; i < mcp_n_tool_rows; i++)
+		if (mcp_tool_enabled(&mcp_tool_rows[i], p))
+			names[n++] = mcp_tool_rows[i].name;
+	if (n == 1)
+		return xstrdup(names[0]);
+	all = strv_join((char **)names, n - 1, ", ");
+	out = xasprintf("%s and %s", all, names[n - 1]);
+	free(all);
+	return out;
+}
+
+/* A row's definition, for policy p. */
+static json_t *tool_of(const struct mcp_tool_row *t, const struct policy *p)
+{
+	json_t *input = json_loads(t->input, 0, NULL), *output = json_loads(t->output, 0, NULL), *tool;
+	cleanup_free char *desc = t->describe ? t->describe(p) : xstrdup(t->description);
+
+	if (!input || !output) {
+		json_decref(input);
+		json_decref(output);
+		return NULL;
 	}
-	if (!p->packages.index)
-		json_object_del(json_object_get(json_object_get(t[0], "inputSchema"), "properties"), "packages");
-	for (int i = 0; i < 3; i++)
-		json_array_append_new(tools, t[i]);
-	return 0;
+	tool = json_pack("{s:s,s:s,s:s,s:o,s:o,s:{s:s,s:b,s:b,s:b,s:b}}",
+		"name", t->name, "title", t->title, "description", desc, "inputSchema", input,
+		"outputSchema", output,
+		"annotations", "title", t->title, "readOnlyHint", t->read_only, "destructiveHint", t->destructive,
+			"idempotentHint", t->idempotent, "openWorldHint", t->open_world ? t->open_world(p) : false);
+	if (tool && t->shape)
+		t->shape(tool, p);
+	return tool;
 }
 
 json_t *mcp_tools_new(const struct policy *p)
 {
-	json_t *run = run_python_tool(p), *info = sandbox_info_tool(), *tools;
-	if (!run || !info) {
-		json_decref(run);
-		json_decref(info);
-		return NULL;
-	}
-	tools = json_pack("[o,o]", run, info);
-	if (p->sessions.max && add_session_tools(tools, p) < 0) {
-		json_decref(tools);
-		return NULL;
+	json_t *tools = json_array();
+	for (size_t i = 0; i < mcp_n_tool_rows; i++) {
+		json_t *t;
+		if (!mcp_tool_enabled(&mcp_tool_rows[i], p))
+			continue;
+		if (!(t = tool_of(&mcp_tool_rows[i], p))) {
+			json_decref(tools);
+			return NULL;
+		}
+		json_array_append_new(tools, t);
 	}
 	return tools;
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/util.h"
+#include "cli/options.h"
 #include "config/policy.h"
 #include "mcp/internal.h"
 #include "base/jsonrpc.h"
@@ -92,13 +93,17 @@ START_TEST(test_tools_of_the_default_policy)
 	policy_init_default(&p);
 	tools = mcp_tools_new(&p);
 	ck_assert_ptr_nonnull(tools);
-	ck_assert_uint_eq(json_array_size(tools), 5);
-	ck_assert_str_eq(json_string_value(json_object_get(json_array_get(tools, 0), "name")), "run_python");
-	ck_assert_str_eq(json_string_value(json_object_get(json_array_get(tools, 1), "name")), "sandbox_info");
-	ck_assert_str_eq(json_string_value(json_object_get(json_array_get(tools, 2), "name")), "session_open");
-	ck_assert_str_eq(json_string_value(json_object_get(json_array_get(tools, 3), "name")), "session_close");
-	ck_assert_str_eq(json_string_value(json_object_get(json_array_get(tools, 4), "name")), "session_list");
+	/* the default policy enables every row, listed in the table's order */
+	ck_assert_uint_eq(json_array_size(tools), mcp_n_tool_rows);
 	json_array_foreach(tools, i, t) {
+		const struct mcp_tool_row *row = &mcp_tool_rows[i];
+		json_t *ann = json_object_get(t, "annotations");
+		ck_assert_str_eq(json_string_value(json_object_get(t, "name")), row->name);
+		ck_assert_str_eq(json_string_value(json_object_get(t, "title")), row->title);
+		ck_assert(json_is_true(json_object_get(ann, "readOnlyHint")) == row->read_only);
+		ck_assert(json_is_true(json_object_get(ann, "destructiveHint")) == row->destructive);
+		ck_assert(json_is_true(json_object_get(ann, "idempotentHint")) == row->idempotent);
+		ck_assert_ptr_eq(mcp_tool_row(json_object_get(t, "name")), row);
 		ck_assert(json_is_string(json_object_get(t, "description")));
 		ck_assert(json_is_object(json_object_get(t, "inputSchema")));
 		ck_assert(json_is_object(json_object_get(t, "outputSchema")));
@@ -118,11 +123,16 @@ START_TEST(test_no_session_tools_without_sessions)
 {
 	struct policy p;
 	json_t *tools;
+	char *names;
 	policy_init_default(&p);
 	p.sessions.max = 0;
 	tools = mcp_tools_new(&p);
 	ck_assert_uint_eq(json_array_size(tools), 2);
+	ck_assert_str_eq(json_string_value(json_object_get(json_array_get(tools, 0), "name")), "run_python");
 	ck_assert_str_eq(json_string_value(json_object_get(json_array_get(tools, 1), "name")), "sandbox_info");
+	names = mcp_tool_names(&p);
+	ck_assert_str_eq(names, "run_python and sandbox_info");
+	free(names);
 	json_decref(tools);
 	policy_free(&p);
 }
@@ -184,6 +194,32 @@ START_TEST(test_json_str_eq_compares_every_byte)
 }
 END_TEST
 
+/* Every row has its entry in pycell(1) (".TP" then ".B name", in pycell
+ * mcp's section) and is named by the --help of both MCP commands. */
+START_TEST(test_every_tool_is_in_the_man_page_and_help)
+{
+	const struct mcp_tool_row *row = &mcp_tool_rows[_i];
+	char *path = xasprintf("%s/man/pycell.1", unit_srcdir()), *man = NULL, *entry, *mcp, *serve;
+	size_t len;
+
+	ck_assert_msg(read_file(path, 1 << 20, &man, &len) == 0, "read %s", path);
+	mcp = strstr(man, ".SS \"pycell mcp");
+	serve = strstr(man, ".SS \"pycell serve");
+	ck_assert(mcp && serve);
+	entry = xasprintf("\n.TP\n.B %s\n", row->name);
+	ck_assert_msg(strstr(mcp, entry) && strstr(mcp, entry) < serve, "pycell(1) has no entry for the tool %s "
+		      "in pycell mcp's list of tools", row->name);
+	ck_assert_msg(strstr(cli_mcp_cmd.usage, row->name), "pycell mcp --help does not name %s", row->name);
+	ck_assert_msg(strstr(cli_serve_cmd.usage, row->name), "pycell serve --help does not name %s", row->name);
+	ck_assert_msg(row->call && row->input && row->output && (row->description || row->describe) &&
+			      (!row->enabled || row->off),
+		      "the row of %s lacks a handler, a schema, a description or why it may be off", row->name);
+	free(entry);
+	free(man);
+	free(path);
+}
+END_TEST
+
 Suite *mcp_suite(void)
 {
 	Suite *s = suite_create("mcp");
@@ -191,6 +227,7 @@ Suite *mcp_suite(void)
 	tcase_add_loop_test(t, test_schema_is_valid_and_embedded, 0, (int)ARRAY_SIZE(schemas));
 	tcase_add_test(t, test_tools_of_the_default_policy);
 	tcase_add_test(t, test_no_session_tools_without_sessions);
+	tcase_add_loop_test(t, test_every_tool_is_in_the_man_page_and_help, 0, (int)mcp_n_tool_rows);
 	tcase_add_loop_test(t, test_jsonrpc_nul, 0, (int)ARRAY_SIZE(messages));
 	tcase_add_test(t, test_json_str_eq_compares_every_byte);
 	tcase_add_test(t, test_jsonrpc_raw_nul_is_a_parse_error);
