@@ -79,7 +79,7 @@ const struct opt_cmd cli_mcp_cmd = { "mcp", mcp_usage, mcp_options, ARRAY_SIZE(m
 
 struct mcp_stdio {
 	struct stdio_transport *transport;
-	struct mcp_session *session;
+	struct mcp_conn *conn;
 	bool done;
 };
 
@@ -87,14 +87,14 @@ static void on_line(void *ctx, const char *line, size_t len)
 {
 	struct mcp_stdio *m = ctx;
 	if (!m->done)
-		mcp_session_handle_text(m->session, line, len);
+		mcp_conn_handle_text(m->conn, line, len);
 }
 
 static void on_oversized(void *ctx, size_t max, const char *id)
 {
 	struct mcp_stdio *m = ctx;
 	if (!m->done)
-		mcp_session_oversized(m->session, max, id);
+		mcp_conn_oversized(m->conn, max, id);
 }
 
 static void on_close(void *ctx)
@@ -124,7 +124,7 @@ static void on_tools_settled(void *ctx)
 int cmd_mcp(int argc, char **argv)
 {
 	static const struct stdio_transport_ops tops = { on_line, on_oversized, on_close };
-	static const struct mcp_session_ops sops = { session_send, session_unread };
+	static const struct mcp_conn_ops sops = { session_send, session_unread };
 	struct mcp_opts o;
 	struct pycell_conf conf;
 	struct run_env env;
@@ -208,7 +208,7 @@ int cmd_mcp(int argc, char **argv)
 		cli_setup_error("mcp", &err);
 		goto out;
 	}
-	m.session = mcp_session_new(server, &sops, &m);
+	m.conn = mcp_conn_new(server, &sops, &m);
 	log_info("mcp: serving on stdio (policy %s, %u runs at once)", env.policy.name,
 		 cfg.max_runs ? cfg.max_runs : 4);
 
@@ -226,7 +226,7 @@ int cmd_mcp(int argc, char **argv)
 	rc = 0;
 out:
 	/* Ending the session kills its runs; freeing the server reaps them. */
-	mcp_session_free(m.session);
+	mcp_conn_free(m.conn);
 	mcp_server_free(server);
 	bridge_free(bridge);
 	if (m.transport) {

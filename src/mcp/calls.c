@@ -19,7 +19,7 @@ void mcp_call_free(struct mcp_call *c)
 	mcp_list_remove(c);
 	if (c->srv->version_call == c)
 		c->srv->version_call = NULL;
-	mcp_session_release(c);
+	mcp_tsession_release(c);
 	run_free(c->run);
 	if (c->cell_res) {
 		result_free(c->cell_res);
@@ -65,7 +65,7 @@ struct mcp_call *mcp_call_new(struct mcp_server *s, const struct mcp_req *r, enu
 	c->t_received = now_ms();
 	c->log_min = MLOG_OFF;
 	if (r) {
-		c->session = r->ss;
+		c->conn = r->conn;
 		c->id = json_incref(r->id);
 		c->v = r->v;
 		c->log_min = r->log_min;
@@ -77,7 +77,7 @@ struct mcp_call *mcp_call_new(struct mcp_server *s, const struct mcp_req *r, enu
 
 const char *mcp_call_owner(const struct mcp_call *c)
 {
-	return c->task ? c->task->owner : c->session ? c->session->principal : NULL;
+	return c->task ? c->task->owner : c->conn ? c->conn->principal : NULL;
 }
 
 unsigned mcp_server_runs_of(const struct mcp_server *s, const char *principal)
@@ -104,11 +104,11 @@ uint64_t mcp_call_timeout_ms(const struct mcp_call *c)
 /* The call's response (stolen); dropped when it was cancelled. */
 void mcp_call_reply(struct mcp_call *c, json_t *msg)
 {
-	if (c->cancelled || !c->session) {
+	if (c->cancelled || !c->conn) {
 		json_decref(msg);
 		return;
 	}
-	mcp_reply(c->session, c->batch, msg);
+	mcp_reply(c->conn, c->batch, msg);
 }
 
 /* notifications/progress, in milliseconds since the request arrived; the
@@ -118,7 +118,7 @@ void mcp_call_progress(struct mcp_call *c, const char *message)
 {
 	json_t *params;
 	uint64_t p;
-	if (!c->progress_token || !c->session || c->cancelled)
+	if (!c->progress_token || !c->conn || c->cancelled)
 		return;
 	p = now_ms() - c->t_received;
 	if (c->progress_total && p >= c->progress_total)
@@ -136,7 +136,7 @@ void mcp_call_progress(struct mcp_call *c, const char *message)
 		json_object_set_new(params, "total", json_integer((json_int_t)c->progress_total));
 	if (c->v >= PROTO_2025_03_26)
 		json_object_set_new(params, "message", json_text(message, strlen(message)));
-	mcp_send(c->session, jsonrpc_notification("notifications/progress", params), c->id);
+	mcp_send(c->conn, jsonrpc_notification("notifications/progress", params), c->id);
 }
 
 /* A progress notification of the run's time and its new output. */
@@ -164,7 +164,7 @@ void mcp_call_output(void *ctx, enum run_stream st, const char *buf, size_t len)
 	struct mcp_call *c = ctx;
 	const char *label = st == RUN_STDERR ? "[stderr] " : "[stdout] ";
 	size_t room;
-	if (!c->progress_token || !c->session || c->cancelled || c->ended || c->v < PROTO_2025_03_26)
+	if (!c->progress_token || !c->conn || c->cancelled || c->ended || c->v < PROTO_2025_03_26)
 		return;
 	if (!c->news)
 		c->news = xmalloc(PROGRESS_OUTPUT_MAX + 1);
@@ -191,7 +191,7 @@ static void tick_update(struct mcp_server *s)
 	bool want = false;
 	struct itimerspec its = { { 0, 0 }, { 0, 0 } };
 	for (struct mcp_call *c = s->active.head; c && !want; c = c->next)
-		want = c->state == CALL_RUNNING && c->progress_token && c->session && !c->cancelled;
+		want = c->state == CALL_RUNNING && c->progress_token && c->conn && !c->cancelled;
 	if (want == s->tick_armed)
 		return;
 	if (want) {
@@ -269,7 +269,7 @@ static void count_run(struct mcp_stats *st, const struct run_result *r)
 static json_t *run_tool_result(struct mcp_call *c, const struct run_result *r)
 {
 	json_t *res = result_to_json(r);
-	json_t *text, *links, *out, *content, *img, *sess = mcp_session_result(c);
+	json_t *text, *links, *out, *content, *img, *sess = mcp_tsession_result(c);
 	size_t i;
 	if (sess)
 		json_object_set_new(res, "session", sess);
@@ -308,7 +308,7 @@ static void finish_run_python(struct mcp_call *c)
 		c->task = NULL;
 		return;
 	}
-	if (c->cancelled || !c->session)
+	if (c->cancelled || !c->conn)
 		return;
 	mcp_call_log(c, r->status == RUN_SETUP_FAILED ? MLOG_ERROR : MLOG_INFO, "run %llu: %s in %llu ms",
 		     c->seq, run_status_name(r->status), (unsigned long long)r->duration_ms);
@@ -438,11 +438,11 @@ static int call_start(struct mcp_call *c, struct pc_err *err)
 {
 	struct mcp_server *s = c->srv;
 
-	if (c->sess) {
+	if (c->ts) {
 		/* a cell of a session: its jail is there */
 		c->state = CALL_RUNNING;
 		c->t_started = now_ms();
-		return mcp_session_start_cell(c, err);
+		return mcp_tsession_start_cell(c, err);
 	}
 	c->env = s->env;
 	if (c->n_packages && !c->pkg_dir) {
@@ -545,9 +545,9 @@ void mcp_schedule(struct mcp_server *s)
 #define PROGRESS_DRAIN_POLL_MS 2
 #define PROGRESS_DRAIN_MAX_MS 1000
 
-static size_t session_unread(const struct mcp_session *ss)
+static size_t session_unread(const struct mcp_conn *conn)
 {
-	return ss->ops.unread ? ss->ops.unread(ss->ctx) : 0;
+	return conn->ops.unread ? conn->ops.unread(conn->ctx) : 0;
 }
 
 /* Hold c's answer until its last notification is PROGRESS_GAP_MS old and
@@ -556,10 +556,10 @@ static bool hold_answer(struct mcp_server *s, struct mcp_call *c)
 {
 	uint64_t now = now_ms(), due = c->t_progress + PROGRESS_GAP_MS;
 	struct itimerspec t = { 0 }, cur;
-	if (c->kind != CALL_RUN_PYTHON || !c->n_progress || c->cancelled || !c->session)
+	if (c->kind != CALL_RUN_PYTHON || !c->n_progress || c->cancelled || !c->conn)
 		return false;
 	if (now >= due) {
-		if (now >= c->t_progress + PROGRESS_DRAIN_MAX_MS || !session_unread(c->session))
+		if (now >= c->t_progress + PROGRESS_DRAIN_MAX_MS || !session_unread(c->conn))
 			return false;
 		due = now + PROGRESS_DRAIN_POLL_MS;
 	}

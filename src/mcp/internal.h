@@ -1,6 +1,6 @@
 /* pycell: the MCP layer's own header, shared by its files and nothing
  * else (the rest of pycell sees mcp.h):
- *   protocol.c  sending, dispatch of requests and notifications, sessions,
+ *   protocol.c  sending, dispatch of requests and notifications, connections,
  *               the server
  *   calls.c     a request answered later: its run, progress, cancellation,
  *               the queue and the run slots, sandbox_info's version probe
@@ -9,7 +9,8 @@
  *   render.c    what a result looks like to the client: text and
  *               structured content, sandbox_info
  *   tasks.c     the Tasks extension: a long run_python call as a task
- *   sessions.c  sessions: a jail kept across run_python calls
+ *   sessions.c  sessions (struct tool_session): a jail kept across run_python
+ *               calls, the tools that open, close and list them
  *   resources.c resources: the files and output runs leave to be read */
 #ifndef PYCELL_MCP_INTERNAL_H
 #define PYCELL_MCP_INTERNAL_H
@@ -51,7 +52,7 @@ enum mlog { MLOG_DEBUG, MLOG_INFO, MLOG_NOTICE, MLOG_WARNING, MLOG_ERROR, MLOG_O
  * log level it is served at (the session's for a 2025 request, its own
  * _meta's for a 2026 one). */
 struct mcp_req {
-	struct mcp_session *ss;
+	struct mcp_conn *conn;
 	struct mcp_batch *b;
 	json_t *id;
 	enum proto v;
@@ -116,7 +117,7 @@ struct call_list {
 /* The replies of one batch are sent together, as one array, when its last
  * request is answered. */
 struct mcp_batch {
-	struct mcp_session *session;  /* NULL once the client left */
+	struct mcp_conn *conn;     /* NULL once the client left */
 	json_t *replies;
 	unsigned pending;             /* requests still being worked on */
 	bool dispatching;
@@ -129,7 +130,7 @@ struct mcp_call {
 	struct call_list *list;
 	struct mcp_call *ended_next;  /* on the server's list of ended runs */
 	struct mcp_server *srv;
-	struct mcp_session *session;  /* NULL: the server's own, or the client left */
+	struct mcp_conn *conn;     /* NULL: the server's own, or the client left */
 	struct mcp_batch *batch;
 	enum call_kind kind;
 	enum call_state state;
@@ -163,7 +164,7 @@ struct mcp_call {
 	char *session_id;             /* run_python's session_id, as given */
 	uint64_t timeout_ms;
 	struct run *run;
-	struct pysess *sess;          /* the session it runs a cell of, or opens */
+	struct tool_session *ts;      /* the session it runs a cell of, or opens */
 	struct run_result *cell_res;  /* a cell's result, once it ended */
 	uint64_t output_bytes;        /* run_python's max_output_bytes; 0: the policy's */
 	/* a cell's whole output, when output_bytes cut its result's */
@@ -214,31 +215,31 @@ struct mcp_server {
 	int task_fd;                  /* timer: the next call that may become a task */
 	struct loop_watch w_task;
 	struct mcp_stats stats;       /* the counters of it (mcp_server_stats fills the rest) */
-	struct pysess *sessions;      /* sessions.c */
+	struct tool_session *sessions;  /* sessions.c */
 	struct mcp_resource *resources;   /* resources.c, newest first */
-	struct mcp_session *conns;    /* every connection (mcp_session) of the server */
+	struct mcp_conn *conns;    /* every connection of the server */
 	size_t resource_bytes;
 	int sess_fd;                  /* timer: idle and lifetime limits, every second */
 	struct loop_watch w_sess;
 };
 
-struct mcp_session {
+struct mcp_conn {
 	struct mcp_server *srv;
-	struct mcp_session_ops ops;
+	struct mcp_conn_ops ops;
 	void *ctx;
 	enum era era;
 	enum proto proto;             /* negotiated by initialize (ERA_LEGACY) */
 	enum mlog log_min;            /* set by logging/setLevel (ERA_LEGACY) */
 	char *client;
-	char *principal;              /* mcp_session_set_principal */
-	struct mcp_session *prev, *next;   /* the server's connections (resources.c tells them) */
+	char *principal;              /* mcp_conn_set_principal */
+	struct mcp_conn *prev, *next;   /* the server's connections (resources.c tells them) */
 	bool resources_changed;       /* its principal's resource list changed: tell it */
 };
 
 /* ---- protocol.c */
-void mcp_send(struct mcp_session *ss, json_t *msg, const json_t *related);
+void mcp_send(struct mcp_conn *conn, json_t *msg, const json_t *related);
 /* Send a response (stolen), or add it to its batch. */
-void mcp_reply(struct mcp_session *ss, struct mcp_batch *b, json_t *msg);
+void mcp_reply(struct mcp_conn *conn, struct mcp_batch *b, json_t *msg);
 void mcp_batch_maybe_send(struct mcp_batch *b);
 /* A result (stolen) as revision v wants it: with resultType and the
  * server's identity in _meta from 2026-07-28 on.  A new response. */
@@ -251,7 +252,7 @@ void mcp_fail(const struct mcp_req *r, int code, const char *msg, json_t *data);
 /* notifications/message to the client, when it asked for this level: for
  * the session (2025 revisions only: a 2026 client hears only of its own
  * requests), or for a call. */
-void mcp_log(struct mcp_session *ss, enum mlog level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void mcp_log(struct mcp_conn *conn, enum mlog level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void mcp_call_log(struct mcp_call *c, enum mlog level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void mcp_list_push(struct call_list *l, struct mcp_call *c);
 void mcp_list_remove(struct mcp_call *c);
@@ -331,7 +332,7 @@ void mcp_handle_task_request(const struct mcp_req *r, const char *method, json_t
 
 /* ---- sessions.c: run_python's sessions (a jail kept across cells,
  * run/session.h) and the tools that open, close and list them */
-struct pysess;
+struct tool_session;
 int mcp_sessions_init(struct mcp_server *s, struct pc_err *err);
 void mcp_sessions_free(struct mcp_server *s);
 /* From mcp_on_defer: answer the opens that are done, free what ended. */
@@ -343,20 +344,20 @@ void mcp_tool_session_close(const struct mcp_req *r, const json_t *args, const j
 void mcp_tool_session_list(const struct mcp_req *r, const json_t *args, const json_t *progress_token);
 /* run_python with a session_id: c takes the session (0), or the client is
  * answered why not (-1; c is not queued). */
-int mcp_session_take(struct mcp_call *c, const struct mcp_req *r);
+int mcp_tsession_take(struct mcp_call *c, const struct mcp_req *r);
 /* Start c's cell (call_start); -1: err says why. */
-int mcp_session_start_cell(struct mcp_call *c, struct pc_err *err);
+int mcp_tsession_start_cell(struct mcp_call *c, struct pc_err *err);
 /* The "session" member of c's result; NULL when c is not a cell. */
-json_t *mcp_session_result(const struct mcp_call *c);
+json_t *mcp_tsession_result(const struct mcp_call *c);
 /* c no longer runs or waits (freed). */
-void mcp_session_release(struct mcp_call *c);
+void mcp_tsession_release(struct mcp_call *c);
 /* Kill what c is running: its run, or its session's cell. */
 void mcp_call_cancel_run(struct mcp_call *c);
 /* calls.c: the call is cancelled while its packages were being had. */
 void mcp_call_cancel_packages(struct mcp_call *c);
 /* The id of the session c runs a cell of, and that cell's number. */
-const char *mcp_session_id(const struct mcp_call *c);
-unsigned mcp_session_cell(const struct mcp_call *c);
+const char *mcp_tsession_id(const struct mcp_call *c);
+unsigned mcp_tsession_cell(const struct mcp_call *c);
 
 /* ---- resources.c */
 struct mcp_resource;

@@ -1,8 +1,9 @@
 /* pycell: the MCP protocol, independent of the transport.
  *
  * A server holds what every client shares: the policy's run environment,
- * the two tools, the cap on concurrent runs and the queue behind it.  A
- * session is one client connection (stdio has one): its era (the 2025
+ * the tools, the cap on concurrent runs and the queue behind it.  A
+ * connection (struct mcp_conn) is one client's: stdio has one, HTTP one
+ * per 2025 session or per 2026 request.  It holds its era (the 2025
  * handshake, or 2026-07-28 where every request carries its version), the
  * negotiated version and log level of the handshake, its requests in
  * flight.  Everything runs on one event loop; tools/call
@@ -20,7 +21,7 @@
 #include "run/run.h"
 
 struct mcp_server;
-struct mcp_session;
+struct mcp_conn;
 
 /* Protocol versions, oldest first: the handshake revisions (initialize
  * offers the newest of them by default), then 2026-07-28, spoken without
@@ -100,11 +101,11 @@ void mcp_server_on_answered(struct mcp_server *s, void (*fn)(void *ctx), void *c
  * waited for them are answered (from the loop, not from this call). */
 void mcp_server_tools_settled(struct mcp_server *s);
 
-/* How a session's messages leave: the transport's part.  `related` is the
+/* How a connection's messages leave: the transport's part.  `related` is the
  * id of the request a message belongs to (its response, or a progress
  * notification of it), NULL for others, so that Streamable HTTP can put
  * it on that request's stream.  The callee does not keep `msg`. */
-struct mcp_session_ops {
+struct mcp_conn_ops {
 	void (*send)(void *ctx, json_t *msg, const json_t *related);
 	/* Optional: how many bytes of what was sent the client has not read
 	 * yet, so that an answer can wait until the progress notifications
@@ -112,21 +113,21 @@ struct mcp_session_ops {
 	size_t (*unread)(void *ctx);
 };
 
-struct mcp_session *mcp_session_new(struct mcp_server *s, const struct mcp_session_ops *ops, void *ctx);
+struct mcp_conn *mcp_conn_new(struct mcp_server *s, const struct mcp_conn_ops *ops, void *ctx);
 /* One message text (a stdio line, an HTTP body): parse, check, dispatch.
  * Every malformed input gets its JSON-RPC error; nothing is fatal. */
-void mcp_session_handle_text(struct mcp_session *ss, const char *text, size_t len);
+void mcp_conn_handle_text(struct mcp_conn *conn, const char *text, size_t len);
 /* A parsed message (object or batch array); borrowed. */
-void mcp_session_handle_message(struct mcp_session *ss, json_t *msg);
+void mcp_conn_handle_message(struct mcp_conn *conn, json_t *msg);
 /* The transport dropped a message over its size cap; id_text is the JSON
  * text of its top-level "id" when the transport saw one (else NULL): the
  * error answers it, so a client waiting for that id hears back. */
-void mcp_session_oversized(struct mcp_session *ss, size_t max, const char *id_text);
-/* Who the session's client is, for the audit log of its runs (a token's
+void mcp_conn_oversized(struct mcp_conn *conn, size_t max, const char *id_text);
+/* Who the connection's client is, for the audit log of its runs (a token's
  * name on HTTP); NULL: not said.  Copied. */
-void mcp_session_set_principal(struct mcp_session *ss, const char *name);
+void mcp_conn_set_principal(struct mcp_conn *conn, const char *name);
 /* The client is gone: kill its runs, answer nothing more, free. */
-void mcp_session_free(struct mcp_session *ss);
+void mcp_conn_free(struct mcp_conn *conn);
 
 /* 2026-07-28 over HTTP: the arguments of a tools/call (params) that the
  * tool's inputSchema mirrors into Mcp-Param-{Name} headers (x-mcp-header)

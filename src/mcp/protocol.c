@@ -74,10 +74,10 @@ void mcp_list_remove(struct mcp_call *c)
 
 /* ------------------------------------------------------------ sending */
 
-void mcp_send(struct mcp_session *ss, json_t *msg, const json_t *related)
+void mcp_send(struct mcp_conn *conn, json_t *msg, const json_t *related)
 {
-	if (ss)
-		ss->ops.send(ss->ctx, msg, related);
+	if (conn)
+		conn->ops.send(conn->ctx, msg, related);
 	json_decref(msg);
 }
 
@@ -85,21 +85,21 @@ void mcp_batch_maybe_send(struct mcp_batch *b)
 {
 	if (b->dispatching || b->pending)
 		return;
-	if (b->session && json_array_size(b->replies) > 0) {
-		mcp_send(b->session, b->replies, NULL);
+	if (b->conn && json_array_size(b->replies) > 0) {
+		mcp_send(b->conn, b->replies, NULL);
 		b->replies = NULL;
 	}
 	json_decref(b->replies);
 	free(b);
 }
 
-void mcp_reply(struct mcp_session *ss, struct mcp_batch *b, json_t *msg)
+void mcp_reply(struct mcp_conn *conn, struct mcp_batch *b, json_t *msg)
 {
 	if (b) {
 		json_array_append_new(b->replies, msg);
 		return;
 	}
-	mcp_send(ss, msg, json_object_get(msg, "id"));
+	mcp_send(conn, msg, json_object_get(msg, "id"));
 }
 
 static json_t *server_info(enum proto v)
@@ -130,62 +130,62 @@ json_t *mcp_result(enum proto v, json_t *id, json_t *result)
 
 void mcp_answer(const struct mcp_req *r, json_t *result)
 {
-	mcp_reply(r->ss, r->b, mcp_result(r->v, r->id, result));
+	mcp_reply(r->conn, r->b, mcp_result(r->v, r->id, result));
 }
 
 void mcp_fail(const struct mcp_req *r, int code, const char *msg, json_t *data)
 {
-	mcp_reply(r->ss, r->b, jsonrpc_error(r->id, code, msg, data));
+	mcp_reply(r->conn, r->b, jsonrpc_error(r->id, code, msg, data));
 }
 
-static void send_log(struct mcp_session *ss, enum mlog level, const json_t *related, const char *fmt, va_list ap)
+static void send_log(struct mcp_conn *conn, enum mlog level, const json_t *related, const char *fmt, va_list ap)
 {
 	char buf[1024];
 	vsnprintf(buf, sizeof(buf), fmt, ap);
 	utf8_trim_tail(buf);
-	mcp_send(ss, jsonrpc_notification("notifications/message",
+	mcp_send(conn, jsonrpc_notification("notifications/message",
 					      json_pack("{s:s,s:s,s:s}", "level", mlog_names[level],
 							"logger", "pycell", "data", buf)), related);
 }
 
-void mcp_log(struct mcp_session *ss, enum mlog level, const char *fmt, ...)
+void mcp_log(struct mcp_conn *conn, enum mlog level, const char *fmt, ...)
 {
 	va_list ap;
-	if (!ss || ss->era != ERA_LEGACY || level < ss->log_min)
+	if (!conn || conn->era != ERA_LEGACY || level < conn->log_min)
 		return;
 	va_start(ap, fmt);
-	send_log(ss, level, NULL, fmt, ap);
+	send_log(conn, level, NULL, fmt, ap);
 	va_end(ap);
 }
 
 void mcp_call_log(struct mcp_call *c, enum mlog level, const char *fmt, ...)
 {
 	va_list ap;
-	if (!c->session || c->cancelled)
+	if (!c->conn || c->cancelled)
 		return;
-	if (proto_is_modern(c->v) ? level < c->log_min : (c->session->era != ERA_LEGACY || level < c->session->log_min))
+	if (proto_is_modern(c->v) ? level < c->log_min : (c->conn->era != ERA_LEGACY || level < c->conn->log_min))
 		return;
 	va_start(ap, fmt);
-	send_log(c->session, level, c->id, fmt, ap);
+	send_log(c->conn, level, c->id, fmt, ap);
 	va_end(ap);
 }
 
 /* ------------------------------------------------------------ requests */
 
 /* A request answered later: its id must not be taken by another. */
-static struct mcp_call *find_call(struct mcp_session *ss, const json_t *id)
+static struct mcp_call *find_call(struct mcp_conn *conn, const json_t *id)
 {
-	struct call_list *lists[] = { &ss->srv->queue, &ss->srv->active };
+	struct call_list *lists[] = { &conn->srv->queue, &conn->srv->active };
 	for (size_t i = 0; i < ARRAY_SIZE(lists); i++)
 		for (struct mcp_call *c = lists[i]->head; c; c = c->next)
-			if (c->session == ss && !c->cancelled && json_equal(c->id, id))
+			if (c->conn == conn && !c->cancelled && json_equal(c->id, id))
 				return c;
 	return NULL;
 }
 
 void mcp_tool_run_python(const struct mcp_req *r, const json_t *args, const json_t *token)
 {
-	struct mcp_server *s = r->ss->srv;
+	struct mcp_server *s = r->conn->srv;
 	struct mcp_call *c;
 	struct pc_err err;
 
@@ -202,7 +202,7 @@ void mcp_tool_run_python(const struct mcp_req *r, const json_t *args, const json
 		mcp_call_free(c);
 		return;
 	}
-	if (c->session_id && mcp_session_take(c, r) < 0) {
+	if (c->session_id && mcp_tsession_take(c, r) < 0) {
 		mcp_call_free(c);
 		return;
 	}
@@ -225,7 +225,7 @@ void mcp_tool_run_python(const struct mcp_req *r, const json_t *args, const json
 
 void mcp_tool_sandbox_info(const struct mcp_req *r, const json_t *args, const json_t *progress_token)
 {
-	struct mcp_server *s = r->ss->srv;
+	struct mcp_server *s = r->conn->srv;
 	struct mcp_call *c;
 	if (args && !json_is_null(args) && (!json_is_object(args) || json_object_size(args) > 0)) {
 		mcp_answer(r, mcp_tool_error(r->v, "Invalid arguments for sandbox_info: it takes no "
@@ -251,7 +251,7 @@ static void handle_tools_call(const struct mcp_req *r, const char *method, json_
 	json_t *name = json_object_get(params, "name");
 	json_t *args = json_object_get(params, "arguments");
 	json_t *token = json_object_get(json_object_get(params, "_meta"), "progressToken");
-	const struct policy *p = &r->ss->srv->env->policy;
+	const struct policy *p = &r->conn->srv->env->policy;
 	const struct mcp_tool_row *tool;
 	if (!json_is_string(name)) {
 		mcp_fail(r, JSONRPC_INVALID_PARAMS, "Invalid params: tools/call needs \"name\", the tool's name as "
@@ -295,14 +295,14 @@ static json_t *cacheable(const struct mcp_req *r, json_t *result)
 	if (proto_is_modern(r->v)) {
 		json_object_set_new(result, "ttlMs", json_integer(CACHE_TTL_MS));
 		json_object_set_new(result, "cacheScope",
-				    json_string(r->ss->srv->cfg.cache_private ? "private" : "public"));
+				    json_string(r->conn->srv->cfg.cache_private ? "private" : "public"));
 	}
 	return result;
 }
 
 static void handle_tools_list(const struct mcp_req *r, const char *method, json_t *params)
 {
-	struct mcp_server *s = r->ss->srv;
+	struct mcp_server *s = r->conn->srv;
 	json_t *cursor = json_object_get(params, "cursor");
 	size_t start = 0, n = json_array_size(s->tools), page = s->cfg.page_size ? s->cfg.page_size : n;
 	json_t *tools, *result;
@@ -353,28 +353,28 @@ static void handle_discover(const struct mcp_req *r, const char *method, json_t 
 						  "capabilities", capabilities(r->v), "instructions", instructions)));
 }
 
-static void set_client(struct mcp_session *ss, const json_t *client)
+static void set_client(struct mcp_conn *conn, const json_t *client)
 {
 	const char *name = json_string_value(json_object_get(client, "name"));
 	const char *version = json_string_value(json_object_get(client, "version"));
-	if (ss->client && !name)
+	if (conn->client && !name)
 		return;
-	free(ss->client);
-	ss->client = xasprintf("%s %s", name ?: "unknown-client", version ?: "");
+	free(conn->client);
+	conn->client = xasprintf("%s %s", name ?: "unknown-client", version ?: "");
 }
 
-static void handle_initialize(struct mcp_session *ss, const struct mcp_req *r, json_t *params)
+static void handle_initialize(struct mcp_conn *conn, const struct mcp_req *r, json_t *params)
 {
 	json_t *version = json_object_get(params, "protocolVersion");
 	enum proto v = PROTO_LATEST_LEGACY;
 
-	if (ss->era == ERA_MODERN) {
+	if (conn->era == ERA_MODERN) {
 		mcp_fail(r, JSONRPC_INVALID_REQUEST, "Invalid Request: this connection speaks " MCP_MODERN_PROTOCOL
 			 ", where every request carries its version in _meta; initialize belongs to the 2025 "
 			 "revisions", json_pack("{s:o}", "supported", supported_versions()));
 		return;
 	}
-	if (ss->proto != PROTO_NONE) {
+	if (conn->proto != PROTO_NONE) {
 		mcp_fail(r, JSONRPC_INVALID_REQUEST, "Invalid Request: the session is already initialized", NULL);
 		return;
 	}
@@ -392,10 +392,10 @@ static void handle_initialize(struct mcp_session *ss, const struct mcp_req *r, j
 	for (int i = 0; i <= PROTO_LATEST_LEGACY; i++)
 		if (json_str_eq(version, mcp_protocol_versions[i]))
 			v = (enum proto)i;
-	ss->era = ERA_LEGACY;
-	ss->proto = v;
-	set_client(ss, json_object_get(params, "clientInfo"));
-	log_info("mcp: %s initialized with protocol %s (asked for %s)", ss->client, mcp_protocol_versions[v],
+	conn->era = ERA_LEGACY;
+	conn->proto = v;
+	set_client(conn, json_object_get(params, "clientInfo"));
+	log_info("mcp: %s initialized with protocol %s (asked for %s)", conn->client, mcp_protocol_versions[v],
 		 json_string_value(version));
 	mcp_answer(r, json_pack("{s:s,s:o,s:o,s:s}", "protocolVersion", mcp_protocol_versions[v],
 				"capabilities", capabilities(v), "serverInfo", server_info(v),
@@ -407,7 +407,7 @@ static void handle_set_level(const struct mcp_req *r, const char *method, json_t
 	json_t *level = json_object_get(params, "level");
 	for (int i = 0; json_is_string(level) && mlog_names[i]; i++) {
 		if (json_str_eq(level, mlog_names[i])) {
-			r->ss->log_min = (enum mlog)i;
+			r->conn->log_min = (enum mlog)i;
 			mcp_answer(r, json_object());
 			return;
 		}
@@ -456,17 +456,17 @@ static int read_modern_meta(struct mcp_req *r, const json_t *meta)
 		r->log_min = (enum mlog)i;
 	}
 	r->v = PROTO_MODERN;
-	if (r->ss->era == ERA_OPEN) {
-		r->ss->era = ERA_MODERN;
-		set_client(r->ss, json_object_get(meta, META_CLIENT));
-		log_info("mcp: %s speaks %s", r->ss->client, MCP_MODERN_PROTOCOL);
+	if (r->conn->era == ERA_OPEN) {
+		r->conn->era = ERA_MODERN;
+		set_client(r->conn, json_object_get(meta, META_CLIENT));
+		log_info("mcp: %s speaks %s", r->conn->client, MCP_MODERN_PROTOCOL);
 	}
 	return 0;
 }
 
 static bool in_progress(const struct mcp_req *r)
 {
-	if (!find_call(r->ss, r->id))
+	if (!find_call(r->conn, r->id))
 		return false;
 	mcp_fail(r, JSONRPC_INVALID_REQUEST, "Invalid Request: this id belongs to a request still in progress", NULL);
 	return true;
@@ -516,9 +516,9 @@ static void handle_modern(struct mcp_req *r, const char *method, json_t *params)
 	methods[row].handle(r, method, params);
 }
 
-static void handle_request(struct mcp_session *ss, struct mcp_batch *b, const struct jsonrpc_msg *m)
+static void handle_request(struct mcp_conn *conn, struct mcp_batch *b, const struct jsonrpc_msg *m)
 {
-	struct mcp_req r = { .ss = ss, .b = b, .id = m->id, .v = ss->proto, .log_min = MLOG_OFF };
+	struct mcp_req r = { .conn = conn, .b = b, .id = m->id, .v = conn->proto, .log_min = MLOG_OFF };
 	const char *method = m->method;
 	json_t *params = m->params;
 	int row;
@@ -528,15 +528,15 @@ static void handle_request(struct mcp_session *ss, struct mcp_batch *b, const st
 		return;
 	}
 	if (strcmp(method, "initialize") == 0) {
-		handle_initialize(ss, &r, params);
+		handle_initialize(conn, &r, params);
 		return;
 	}
 	/* The era: a connection that began with initialize stays in the 2025
 	 * revisions (a 2026 key in its _meta changes nothing); any other
 	 * request naming a version in _meta, and server/discover, which only
 	 * 2026-07-28 has, are served as 2026-07-28 requests. */
-	if (strcmp(method, "server/discover") == 0 || ss->era == ERA_MODERN ||
-	    (ss->era == ERA_OPEN && json_object_get(json_object_get(params, "_meta"), META_VERSION))) {
+	if (strcmp(method, "server/discover") == 0 || conn->era == ERA_MODERN ||
+	    (conn->era == ERA_OPEN && json_object_get(json_object_get(params, "_meta"), META_VERSION))) {
 		handle_modern(&r, method, params);
 		return;
 	}
@@ -549,7 +549,7 @@ static void handle_request(struct mcp_session *ss, struct mcp_batch *b, const st
 		mcp_fail(&r, JSONRPC_METHOD_NOT_FOUND, "Method not found", json_pack("{s:s}", "method", method));
 		return;
 	}
-	if (ss->proto == PROTO_NONE) {
+	if (conn->proto == PROTO_NONE) {
 		mcp_fail(&r, JSONRPC_INVALID_REQUEST, "Invalid Request: the session is not initialized; send "
 			 "initialize first (2025 revisions), or name the version in each request's _meta (\""
 			 META_VERSION "\": \"" MCP_MODERN_PROTOCOL "\")", NULL);
@@ -572,7 +572,7 @@ static void cancel_call(struct mcp_call *c, const char *reason)
 	mcp_call_free(c);
 }
 
-static void handle_notification(struct mcp_session *ss, const char *method, json_t *params)
+static void handle_notification(struct mcp_conn *conn, const char *method, json_t *params)
 {
 	json_t *id;
 	struct mcp_call *c;
@@ -583,66 +583,66 @@ static void handle_notification(struct mcp_session *ss, const char *method, json
 		return;
 	}
 	id = json_object_get(params, "requestId");
-	c = jsonrpc_id_valid(id) ? find_call(ss, id) : NULL;
+	c = jsonrpc_id_valid(id) ? find_call(conn, id) : NULL;
 	if (c)
 		cancel_call(c, json_string_value(json_object_get(params, "reason")));
 }
 
-static void dispatch(struct mcp_session *ss, json_t *msg, struct mcp_batch *b)
+static void dispatch(struct mcp_conn *conn, json_t *msg, struct mcp_batch *b)
 {
 	struct jsonrpc_msg m;
 	jsonrpc_classify(msg, &m);
 	switch (m.kind) {
 	case JSONRPC_INVALID:
 		log_debug("mcp: invalid request: %s", m.why);
-		mcp_log(ss, MLOG_WARNING, "invalid request: %s", m.why);
-		mcp_reply(ss, b, jsonrpc_errorf(m.id, JSONRPC_INVALID_REQUEST, "Invalid Request: %s", m.why));
+		mcp_log(conn, MLOG_WARNING, "invalid request: %s", m.why);
+		mcp_reply(conn, b, jsonrpc_errorf(m.id, JSONRPC_INVALID_REQUEST, "Invalid Request: %s", m.why));
 		break;
 	case JSONRPC_RESPONSE:
 		/* we send no requests, so there is nothing to match it with */
 		log_debug("mcp: ignoring a response from the client");
 		break;
 	case JSONRPC_NOTIFICATION:
-		handle_notification(ss, m.method, m.params);
+		handle_notification(conn, m.method, m.params);
 		break;
 	case JSONRPC_REQUEST:
-		handle_request(ss, b, &m);
+		handle_request(conn, b, &m);
 		break;
 	default:
 		break;
 	}
 }
 
-static bool batches_allowed(const struct mcp_session *ss)
+static bool batches_allowed(const struct mcp_conn *conn)
 {
 	/* JSON-RPC batches were part of MCP from 2025-03-26 until 2025-06-18
 	 * removed them; 2024-11-05 inherits them from JSON-RPC itself. */
-	return ss->proto == PROTO_2024_11_05 || ss->proto == PROTO_2025_03_26;
+	return conn->proto == PROTO_2024_11_05 || conn->proto == PROTO_2025_03_26;
 }
 
-void mcp_session_handle_message(struct mcp_session *ss, json_t *msg)
+void mcp_conn_handle_message(struct mcp_conn *conn, json_t *msg)
 {
 	struct mcp_batch *b;
 	size_t i;
 	json_t *el;
 
 	if (!json_is_array(msg)) {
-		dispatch(ss, msg, NULL);
+		dispatch(conn, msg, NULL);
 		return;
 	}
-	if (!batches_allowed(ss) || json_array_size(msg) == 0) {
+	if (!batches_allowed(conn) || json_array_size(msg) == 0) {
 		const char *why = json_array_size(msg) == 0 ? "Invalid Request: an empty batch"
-			: ss->era == ERA_OPEN ? "Invalid Request: a batch before initialize"
+			: conn->era == ERA_OPEN ? "Invalid Request: a batch before initialize"
 			: "Invalid Request: JSON-RPC batches are not supported in this protocol version";
-		mcp_send(ss, jsonrpc_error(NULL, JSONRPC_INVALID_REQUEST, why, NULL), NULL);
+		mcp_send(conn, jsonrpc_error(NULL, JSONRPC_INVALID_REQUEST, why, NULL), NULL);
 		return;
 	}
 	b = xcalloc(1, sizeof(*b));
-	b->session = ss;
+	b->conn = conn;
 	b->replies = json_array();
 	b->dispatching = true;
 	json_array_foreach(msg, i, el)
-		dispatch(ss, el, b);
+		dispatch(conn, el, b);
 	b->dispatching = false;
 	mcp_batch_maybe_send(b);
 }
@@ -653,7 +653,7 @@ void mcp_session_handle_message(struct mcp_session *ss, json_t *msg)
  * variables they are kept as written (the program's Python reads them
  * whole: ints of any size, inf); anywhere else the request is refused,
  * naming the number.  NULL when that does not make a message of it. */
-static json_t *parse_wide(struct mcp_session *ss, const char *text, size_t len)
+static json_t *parse_wide(struct mcp_conn *conn, const char *text, size_t len)
 {
 	struct json_scan sc;
 	cleanup_free char *copy = NULL;
@@ -679,7 +679,7 @@ static json_t *parse_wide(struct mcp_session *ss, const char *text, size_t len)
 				w = &sc.wide[i];
 				break;
 			}
-		mcp_send(ss, jsonrpc_errorf(jsonrpc_id_valid(id) ? id : NULL, JSONRPC_INVALID_PARAMS,
+		mcp_send(conn, jsonrpc_errorf(jsonrpc_id_valid(id) ? id : NULL, JSONRPC_INVALID_PARAMS,
 					    "Invalid params: the number %.*s is out of range: numbers here must "
 					    "fit a 64-bit integer or a double", w->len > 64 ? 64 : (int)w->len,
 					    text + w->off), NULL);
@@ -690,7 +690,7 @@ static json_t *parse_wide(struct mcp_session *ss, const char *text, size_t len)
 	return msg;
 }
 
-void mcp_session_handle_text(struct mcp_session *ss, const char *text, size_t len)
+void mcp_conn_handle_text(struct mcp_conn *conn, const char *text, size_t len)
 {
 	json_t *err = NULL;
 	json_t *msg;
@@ -700,25 +700,25 @@ void mcp_session_handle_text(struct mcp_session *ss, const char *text, size_t le
 	if (i == len)
 		return;   /* blank lines between messages are harmless */
 	msg = jsonrpc_parse(text, len, &err);
-	if (!msg && (msg = parse_wide(ss, text, len))) {
+	if (!msg && (msg = parse_wide(conn, text, len))) {
 		json_decref(err);
 		if (json_is_null(msg))
 			return;
-		mcp_session_handle_message(ss, msg);
+		mcp_conn_handle_message(conn, msg);
 		json_decref(msg);
 		return;
 	}
 	if (!msg) {
 		log_debug("mcp: parse error in a %zu-byte message", len);
-		mcp_log(ss, MLOG_WARNING, "parse error in a %zu-byte message", len);
-		mcp_send(ss, err, NULL);
+		mcp_log(conn, MLOG_WARNING, "parse error in a %zu-byte message", len);
+		mcp_send(conn, err, NULL);
 		return;
 	}
-	mcp_session_handle_message(ss, msg);
+	mcp_conn_handle_message(conn, msg);
 	json_decref(msg);
 }
 
-void mcp_session_oversized(struct mcp_session *ss, size_t max, const char *id_text)
+void mcp_conn_oversized(struct mcp_conn *conn, size_t max, const char *id_text)
 {
 	json_t *id = id_text ? json_loads(id_text, JSON_DECODE_ANY, NULL) : NULL;
 	if (!jsonrpc_id_valid(id)) {
@@ -726,46 +726,46 @@ void mcp_session_oversized(struct mcp_session *ss, size_t max, const char *id_te
 		id = NULL;   /* none that can be answered: null, as for a parse error */
 	}
 	log_warn("mcp: dropped a message over the %zu-byte limit", max);
-	mcp_log(ss, MLOG_WARNING, "dropped a message over the %zu-byte limit", max);
-	mcp_send(ss, jsonrpc_error(id, JSONRPC_INVALID_REQUEST, "Invalid Request: the message is too large",
+	mcp_log(conn, MLOG_WARNING, "dropped a message over the %zu-byte limit", max);
+	mcp_send(conn, jsonrpc_error(id, JSONRPC_INVALID_REQUEST, "Invalid Request: the message is too large",
 				       json_pack("{s:I}", "max_bytes", (json_int_t)max)), id);
 	json_decref(id);
 }
 
-struct mcp_session *mcp_session_new(struct mcp_server *s, const struct mcp_session_ops *ops, void *ctx)
+struct mcp_conn *mcp_conn_new(struct mcp_server *s, const struct mcp_conn_ops *ops, void *ctx)
 {
-	struct mcp_session *ss = xcalloc(1, sizeof(*ss));
-	ss->srv = s;
-	ss->ops = *ops;
-	ss->ctx = ctx;
-	ss->era = ERA_OPEN;
-	ss->proto = PROTO_NONE;
+	struct mcp_conn *conn = xcalloc(1, sizeof(*conn));
+	conn->srv = s;
+	conn->ops = *ops;
+	conn->ctx = ctx;
+	conn->era = ERA_OPEN;
+	conn->proto = PROTO_NONE;
 	/* quiet until the client picks a level with logging/setLevel */
-	ss->log_min = MLOG_OFF;
-	ss->next = s->conns;
-	if (ss->next)
-		ss->next->prev = ss;
-	s->conns = ss;
-	return ss;
+	conn->log_min = MLOG_OFF;
+	conn->next = s->conns;
+	if (conn->next)
+		conn->next->prev = conn;
+	s->conns = conn;
+	return conn;
 }
 
-void mcp_session_free(struct mcp_session *ss)
+void mcp_conn_free(struct mcp_conn *conn)
 {
 	struct mcp_server *s;
 	struct call_list *lists[2];
-	if (!ss)
+	if (!conn)
 		return;
-	s = ss->srv;
+	s = conn->srv;
 	lists[0] = &s->queue;
 	lists[1] = &s->active;
 	for (size_t i = 0; i < ARRAY_SIZE(lists); i++) {
 		for (struct mcp_call *c = lists[i]->head, *next; c; c = next) {
 			next = c->next;
-			if (c->session != ss)
+			if (c->conn != conn)
 				continue;
 			if (c->batch)
-				c->batch->session = NULL;
-			c->session = NULL;
+				c->batch->conn = NULL;
+			c->conn = NULL;
 			c->cancelled = true;
 			if (c->state == CALL_RUNNING)
 				mcp_call_cancel_run(c);
@@ -773,21 +773,21 @@ void mcp_session_free(struct mcp_session *ss)
 				mcp_call_free(c);
 		}
 	}
-	if (ss->prev)
-		ss->prev->next = ss->next;
+	if (conn->prev)
+		conn->prev->next = conn->next;
 	else
-		s->conns = ss->next;
-	if (ss->next)
-		ss->next->prev = ss->prev;
-	free(ss->client);
-	free(ss->principal);
-	free(ss);
+		s->conns = conn->next;
+	if (conn->next)
+		conn->next->prev = conn->prev;
+	free(conn->client);
+	free(conn->principal);
+	free(conn);
 }
 
-void mcp_session_set_principal(struct mcp_session *ss, const char *name)
+void mcp_conn_set_principal(struct mcp_conn *conn, const char *name)
 {
-	free(ss->principal);
-	ss->principal = name ? xstrdup(name) : NULL;
+	free(conn->principal);
+	conn->principal = name ? xstrdup(name) : NULL;
 }
 
 /* ------------------------------------------------------------ server */

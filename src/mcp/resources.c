@@ -37,21 +37,21 @@ struct mcp_resource {
 /* Owner's list changed: its connections are to be told (tell_changed). */
 static void mark_changed(struct mcp_server *s, const char *owner)
 {
-	for (struct mcp_session *ss = s->conns; ss; ss = ss->next)
-		if (ss->era == ERA_LEGACY && str_eq(ss->principal, owner))
-			ss->resources_changed = true;
+	for (struct mcp_conn *conn = s->conns; conn; conn = conn->next)
+		if (conn->era == ERA_LEGACY && str_eq(conn->principal, owner))
+			conn->resources_changed = true;
 }
 
 /* Tell each connection marked, once: c's own as part of c (related to its
  * request, so that HTTP sends it on that request's stream). */
 static void tell_changed(struct mcp_server *s, const struct mcp_call *c)
 {
-	for (struct mcp_session *ss = s->conns; ss; ss = ss->next) {
-		if (!ss->resources_changed)
+	for (struct mcp_conn *conn = s->conns; conn; conn = conn->next) {
+		if (!conn->resources_changed)
 			continue;
-		ss->resources_changed = false;
-		mcp_send(ss, jsonrpc_notification("notifications/resources/list_changed", NULL),
-			 c && c->session == ss ? c->id : NULL);
+		conn->resources_changed = false;
+		mcp_send(conn, jsonrpc_notification("notifications/resources/list_changed", NULL),
+			 c && c->conn == conn ? c->id : NULL);
 	}
 }
 
@@ -127,8 +127,8 @@ static void res_add(struct mcp_server *s, const struct mcp_call *c, const char *
 	x->owner = owner ? xstrdup(owner) : NULL;
 	x->data = data;
 	x->len = len;
-	if (c->sess)
-		snprintf(x->sess, sizeof(x->sess), "%s", mcp_session_id(c));
+	if (c->ts)
+		snprintf(x->sess, sizeof(x->sess), "%s", mcp_tsession_id(c));
 	else
 		x->t_expires = now_ms() + RESOURCE_RUN_TTL_MS;
 	x->next = s->resources;
@@ -171,10 +171,10 @@ json_t *mcp_resources_keep(struct mcp_call *c, const struct run_result *r, json_
 	size_t i;
 
 	expire(s);
-	if (c->sess && !json_is_true(json_object_get(json_object_get(res, "session"), "alive")))
+	if (c->ts && !json_is_true(json_object_get(json_object_get(res, "session"), "alive")))
 		return links;   /* its files and output went with it */
-	if (c->sess) {
-		snprintf(base, sizeof(base), "pycell://sessions/%s", mcp_session_id(c));
+	if (c->ts) {
+		snprintf(base, sizeof(base), "pycell://sessions/%s", mcp_tsession_id(c));
 	} else {
 		if (!r->files || random_id(run_id, s->cfg.replica) < 0)
 			return links;
@@ -198,14 +198,14 @@ json_t *mcp_resources_keep(struct mcp_call *c, const struct run_result *r, json_
 		json_object_set_new(json_array_get(listed, i), "uri", json_string(uri));
 		json_array_append_new(links, link_block(uri, path, mime, len, "a file the code wrote in /workspace"));
 	}
-	if (c->sess) {
+	if (c->ts) {
 		/* the cell's whole output: the result's, or more when the call
 		 * asked for less */
 		const struct output_buf *bufs[2] = { c->has_whole ? &c->whole_out : &r->out,
 						     c->has_whole ? &c->whole_err : &r->err };
 		static const char *const names[2] = { "stdout", "stderr" };
 		json_t *out = json_object();
-		unsigned cell = mcp_session_cell(c);
+		unsigned cell = mcp_tsession_cell(c);
 		for (int k = 0; k < 2; k++) {
 			char uri[RANDOM_ID_SIZE + 96], name[64];
 			if (!bufs[k]->len)
@@ -272,9 +272,9 @@ static json_t *private(const struct mcp_req *r, json_t *result)
 static void list_resources(const struct mcp_req *r)
 {
 	json_t *list = json_array();
-	expire(r->ss->srv);
-	for (const struct mcp_resource *x = r->ss->srv->resources; x; x = x->next)
-		if (str_eq(x->owner, r->ss->principal))
+	expire(r->conn->srv);
+	for (const struct mcp_resource *x = r->conn->srv->resources; x; x = x->next)
+		if (str_eq(x->owner, r->conn->principal))
 			json_array_append_new(list, json_pack("{s:s,s:s,s:s,s:I}", "uri", x->uri, "name", x->name,
 							      "mimeType", x->mime, "size", (json_int_t)x->len));
 	mcp_answer(r, private(r, json_pack("{s:o}", "resources", list)));
@@ -302,9 +302,9 @@ static void read_resource(const struct mcp_req *r, const json_t *params)
 		mcp_fail(r, JSONRPC_INVALID_PARAMS, "Invalid params: resources/read needs \"uri\", a string", NULL);
 		return;
 	}
-	expire(r->ss->srv);
-	for (x = r->ss->srv->resources; x; x = x->next)
-		if (json_str_eq(uri, x->uri) && str_eq(x->owner, r->ss->principal))
+	expire(r->conn->srv);
+	for (x = r->conn->srv->resources; x; x = x->next)
+		if (json_str_eq(uri, x->uri) && str_eq(x->owner, r->conn->principal))
 			break;
 	if (!x) {
 		/* -32002 until 2026-07-28, which says -32602 */

@@ -4,7 +4,7 @@
  * jail with a live interpreter (run/session.h), its client's only: a
  * handle of another client is "not found", as is a guessed one.
  *
- * A pysess is on the server's list from its open until it is closed
+ * A tool_session is on the server's list from its open until it is closed
  * (session_close, its idle time or lifetime ran out, its jail ended); it is
  * freed once no call holds it (an open waiting for the jail, a cell queued
  * or running).  Answers are sent from mcp_on_defer, never from inside the
@@ -29,13 +29,13 @@
  * is killed, and the open answered with why */
 #define SESS_OPEN_MAX_MS 30000
 
-struct pysess {
-	struct pysess *next;
+struct tool_session {
+	struct tool_session *next;
 	struct mcp_server *srv;
 	char id[RANDOM_ID_SIZE];
 	char *owner;                  /* its client's principal (NULL: the anonymous one) */
 	const struct run_env *env;    /* its policy, from its open (a reload changes the server's) */
-	struct session *sess;
+	struct session *live;         /* its jail, with the interpreter (run/session.h) */
 	struct mcp_call *opening;     /* session_open, until the jail is ready */
 	struct mcp_call *call;        /* the run_python call of its cell, queued or running */
 	uint64_t t_opened, t_last, idle_ms, lifetime_ms, open_ms;
@@ -59,9 +59,9 @@ static void sess_arm(struct mcp_server *s)
 	timerfd_settime(s->sess_fd, 0, &t, NULL);
 }
 
-static void pysess_free(struct pysess *p)
+static void tool_session_free(struct tool_session *p)
 {
-	session_free(p->sess);
+	session_free(p->live);
 	packages_cancel(p->pkg_op);
 	if (p->pkg_dir)
 		packages_put(p->pkg_dir);
@@ -72,15 +72,15 @@ static void pysess_free(struct pysess *p)
 
 /* Close p: killed now if its cell runs (the cell ends as killed), freed
  * by mcp_sessions_settle once nothing holds it. */
-static void pysess_close(struct pysess *p, const char *why)
+static void tool_session_close(struct tool_session *p, const char *why)
 {
 	if (p->closed)
 		return;
 	p->closed = true;
 	log_debug("mcp: session %s closed: %s (%u cells)", p->id, why, p->cells);
 	mcp_resources_drop_session(p->srv, p->id);   /* its files and output go with it */
-	if (p->sess)
-		session_kill(p->sess);
+	if (p->live)
+		session_kill(p->live);
 	if (p->pkg_op) {
 		packages_cancel(p->pkg_op);
 		p->pkg_op = NULL;
@@ -90,9 +90,9 @@ static void pysess_close(struct pysess *p, const char *why)
 	mcp_kick(p->srv);
 }
 
-static struct pysess *find(struct mcp_server *s, const json_t *id, const char *principal)
+static struct tool_session *find(struct mcp_server *s, const json_t *id, const char *principal)
 {
-	for (struct pysess *p = s->sessions; p; p = p->next)
+	for (struct tool_session *p = s->sessions; p; p = p->next)
 		if (!p->closed && json_str_eq(id, p->id) && str_eq(p->owner, principal))
 			return p;
 	return NULL;
@@ -100,9 +100,9 @@ static struct pysess *find(struct mcp_server *s, const json_t *id, const char *p
 
 /* ------------------------------------------------------------ the jail's callbacks */
 
-static void on_ready(struct session *ss, const struct pc_err *err, void *ctx)
+static void on_ready(struct session *conn, const struct pc_err *err, void *ctx)
 {
-	struct pysess *p = ctx;
+	struct tool_session *p = ctx;
 	p->open_ms = now_ms() - p->t_opened;
 	if (err) {
 		p->open_err = *err;
@@ -114,20 +114,20 @@ static void on_ready(struct session *ss, const struct pc_err *err, void *ctx)
 		log_debug("mcp: session %s ready in %llu ms", p->id, (unsigned long long)p->open_ms);
 	}
 	mcp_kick(p->srv);
-	(void)ss;
+	(void)conn;
 }
 
-static void on_gone(struct session *ss, void *ctx)
+static void on_gone(struct session *conn, void *ctx)
 {
-	struct pysess *p = ctx;
-	pysess_close(p, "its interpreter ended");
-	(void)ss;
+	struct tool_session *p = ctx;
+	tool_session_close(p, "its interpreter ended");
+	(void)conn;
 }
 
 /* Its packages are there (dir), or could not be had: the jail next. */
 static void on_packages(void *ctx, const char *dir, const struct pc_err *err)
 {
-	struct pysess *p = ctx;
+	struct tool_session *p = ctx;
 	struct mcp_server *s = p->srv;
 	struct run_request req;
 	struct pc_err open_err = { 0 };
@@ -138,8 +138,8 @@ static void on_packages(void *ctx, const char *dir, const struct pc_err *err)
 		mcp_run_request(s, &req, p->owner, true);
 		req.packages_dir = p->pkg_dir;
 		p->t_jail = now_ms();
-		p->sess = session_open(s->loop, &req, NULL, on_ready, on_gone, p, &open_err);
-		err = p->sess ? NULL : &open_err;
+		p->live = session_open(s->loop, &req, NULL, on_ready, on_gone, p, &open_err);
+		err = p->live ? NULL : &open_err;
 	}
 	if (err) {
 		p->open_err = *err;
@@ -148,11 +148,11 @@ static void on_packages(void *ctx, const char *dir, const struct pc_err *err)
 	mcp_kick(s);
 }
 
-static void on_cell(struct session *ss, struct run_result *res, void *ctx)
+static void on_cell(struct session *conn, struct run_result *res, void *ctx)
 {
 	struct mcp_call *c = ctx;
 	c->cell_res = res;
-	c->has_whole = session_take_whole_output(ss, &c->whole_out, &c->whole_err);
+	c->has_whole = session_take_whole_output(conn, &c->whole_out, &c->whole_err);
 	mcp_call_ended(c);
 }
 
@@ -163,18 +163,18 @@ static void on_sess_timer(struct loop_watch *w, uint32_t events, void *data)
 	struct mcp_server *s = data;
 	uint64_t n, now = now_ms();
 	(void)!read(s->sess_fd, &n, sizeof(n));
-	for (struct pysess *p = s->sessions; p; p = p->next) {
+	for (struct tool_session *p = s->sessions; p; p = p->next) {
 		if (p->closed)
 			continue;
 		if (!p->ready) {
 			if (!p->pkg_op && now - p->t_jail >= SESS_OPEN_MAX_MS)
-				pysess_close(p, "its interpreter did not get ready");
+				tool_session_close(p, "its interpreter did not get ready");
 			continue;
 		}
 		if (now - p->t_opened >= p->lifetime_ms)
-			pysess_close(p, "its lifetime ran out");
+			tool_session_close(p, "its lifetime ran out");
 		else if (!p->call && now - p->t_last >= p->idle_ms)
-			pysess_close(p, "idle");
+			tool_session_close(p, "idle");
 	}
 	(void)w;
 	(void)events;
@@ -191,9 +191,9 @@ int mcp_sessions_init(struct mcp_server *s, struct pc_err *err)
 void mcp_sessions_free(struct mcp_server *s)
 {
 	while (s->sessions) {
-		struct pysess *p = s->sessions;
+		struct tool_session *p = s->sessions;
 		s->sessions = p->next;
-		pysess_free(p);
+		tool_session_free(p);
 	}
 	if (s->sess_fd >= 0) {
 		loop_del(s->loop, &s->w_sess);
@@ -203,7 +203,7 @@ void mcp_sessions_free(struct mcp_server *s)
 
 bool mcp_sessions_use_env(const struct mcp_server *s, const struct run_env *env)
 {
-	for (const struct pysess *p = s->sessions; p; p = p->next)
+	for (const struct tool_session *p = s->sessions; p; p = p->next)
 		if (p->env == env)
 			return true;
 	return false;
@@ -211,13 +211,13 @@ bool mcp_sessions_use_env(const struct mcp_server *s, const struct run_env *env)
 
 /* ------------------------------------------------------------ answers */
 
-static json_t *open_answer(const struct pysess *p)
+static json_t *open_answer(const struct tool_session *p)
 {
 	return json_pack("{s:s,s:f,s:f,s:I}", "session_id", p->id, "idle_timeout_s", (double)p->idle_ms / 1000,
 			 "max_lifetime_s", (double)p->lifetime_ms / 1000, "open_ms", (json_int_t)p->open_ms);
 }
 
-static void answer_open(struct pysess *p)
+static void answer_open(struct tool_session *p)
 {
 	struct mcp_call *c = steal_ptr(&p->opening);
 	json_t *res;
@@ -228,21 +228,21 @@ static void answer_open(struct pysess *p)
 	} else {
 		res = mcp_structured_result(c->v, open_answer(p));
 	}
-	c->sess = NULL;
+	c->ts = NULL;
 	mcp_call_reply(c, mcp_result(c->v, c->id, res));
 	mcp_call_free(c);
 }
 
 void mcp_sessions_settle(struct mcp_server *s)
 {
-	struct pysess **pp = &s->sessions;
+	struct tool_session **pp = &s->sessions;
 	while (*pp) {
-		struct pysess *p = *pp;
+		struct tool_session *p = *pp;
 		if (p->opening && (p->ready || p->open_err.msg[0]))
 			answer_open(p);
 		if (p->closed && !p->opening && !p->call) {
 			*pp = p->next;
-			pysess_free(p);
+			tool_session_free(p);
 			continue;
 		}
 		pp = &p->next;
@@ -285,7 +285,7 @@ static bool check_keys(const struct mcp_req *r, const char *name, const json_t *
 static unsigned count_open(const struct mcp_server *s, const char *principal, bool mine)
 {
 	unsigned n = 0;
-	for (const struct pysess *p = s->sessions; p; p = p->next)
+	for (const struct tool_session *p = s->sessions; p; p = p->next)
 		if (!p->closed && (!mine || str_eq(p->owner, principal)))
 			n++;
 	return n;
@@ -293,14 +293,14 @@ static unsigned count_open(const struct mcp_server *s, const char *principal, bo
 
 void mcp_tool_session_open(const struct mcp_req *r, const json_t *args, const json_t *progress_token)
 {
-	struct mcp_server *s = r->ss->srv;
+	struct mcp_server *s = r->conn->srv;
 	const struct policy *pol = &s->env->policy;
-	const char *principal = r->ss->principal;
+	const char *principal = r->conn->principal;
 	struct run_request req;
 	struct pc_err err = { 0 };
 	json_t *v = json_object_get(args, "idle_timeout_s");
 	uint64_t idle = pol->sessions.idle_ms;
-	struct pysess *p;
+	struct tool_session *p;
 	struct mcp_call *c;
 
 	cleanup_strv char **pkgs = NULL;
@@ -379,16 +379,16 @@ void mcp_tool_session_open(const struct mcp_req *r, const json_t *args, const js
 	if (n_pkgs)
 		p->pkg_op = packages_get(s->loop, &req, pkgs, n_pkgs, on_packages, p, &err);
 	else
-		p->sess = session_open(s->loop, &req, mcp_pool_for(s, principal), on_ready, on_gone, p, &err);
-	if (!p->sess && !p->pkg_op) {
+		p->live = session_open(s->loop, &req, mcp_pool_for(s, principal), on_ready, on_gone, p, &err);
+	if (!p->live && !p->pkg_op) {
 		TOOL_ERROR(r, "The session could not be opened: %s: %s", err.step, err.msg);
-		pysess_free(p);
+		tool_session_free(p);
 		return;
 	}
 	c = mcp_call_new(s, r, CALL_SESSION_OPEN);
 	mcp_call_join_batch(c, r->b);
 	c->state = CALL_WAITING;
-	c->sess = p;
+	c->ts = p;
 	mcp_list_push(&s->active, c);
 	p->opening = c;
 	p->next = s->sessions;
@@ -399,9 +399,9 @@ void mcp_tool_session_open(const struct mcp_req *r, const json_t *args, const js
 
 void mcp_tool_session_close(const struct mcp_req *r, const json_t *args, const json_t *progress_token)
 {
-	struct mcp_server *s = r->ss->srv;
+	struct mcp_server *s = r->conn->srv;
 	json_t *id = json_object_get(args, "session_id");
-	struct pysess *p;
+	struct tool_session *p;
 
 	if (!check_keys(r, "session_close", args, ",session_id,", "only session_id"))
 		return;
@@ -410,28 +410,28 @@ void mcp_tool_session_close(const struct mcp_req *r, const json_t *args, const j
 			   "returned, is required");
 		return;
 	}
-	p = find(s, id, r->ss->principal);
+	p = find(s, id, r->conn->principal);
 	if (!p) {
 		TOOL_ERROR(r, "session_close: %s", not_found);
 		return;
 	}
-	pysess_close(p, "session_close");
+	tool_session_close(p, "session_close");
 	mcp_answer(r, mcp_structured_result(r->v, json_pack("{s:s,s:i}", "session_id", p->id, "cells",
 							    (int)p->cells)));
 }
 
 void mcp_tool_session_list(const struct mcp_req *r, const json_t *args, const json_t *progress_token)
 {
-	struct mcp_server *s = r->ss->srv;
+	struct mcp_server *s = r->conn->srv;
 	json_t *list = json_array();
 	uint64_t now = now_ms();
 
 	if (!check_keys(r, "session_list", args, ",", "no arguments; call it with {}"))
 		return;
-	for (struct pysess *p = s->sessions; p; p = p->next) {
+	for (struct tool_session *p = s->sessions; p; p = p->next) {
 		uint64_t by_idle = p->t_last + p->idle_ms, by_age = p->t_opened + p->lifetime_ms;
 		uint64_t closes = by_idle < by_age ? by_idle : by_age;
-		if (p->closed || !str_eq(p->owner, r->ss->principal))
+		if (p->closed || !str_eq(p->owner, r->conn->principal))
 			continue;
 		json_array_append_new(list, json_pack("{s:s,s:i,s:b,s:f,s:f,s:f}", "session_id", p->id,
 			"cells", (int)p->cells, "busy", p->call != NULL || !p->ready,
@@ -443,11 +443,11 @@ void mcp_tool_session_list(const struct mcp_req *r, const json_t *args, const js
 
 /* ------------------------------------------------------------ cells */
 
-int mcp_session_take(struct mcp_call *c, const struct mcp_req *r)
+int mcp_tsession_take(struct mcp_call *c, const struct mcp_req *r)
 {
 	struct mcp_server *s = c->srv;
 	json_t *id = json_string(c->session_id);
-	struct pysess *p = find(s, id, r->ss->principal);
+	struct tool_session *p = find(s, id, r->conn->principal);
 	uint64_t max;
 	json_decref(id);
 	if (!p) {
@@ -464,51 +464,51 @@ int mcp_session_take(struct mcp_call *c, const struct mcp_req *r)
 	if (max && (!c->timeout_ms || c->timeout_ms > max))
 		c->timeout_ms = max;
 	p->call = c;
-	c->sess = p;
+	c->ts = p;
 	c->env = p->env;
 	return 0;
 }
 
-int mcp_session_start_cell(struct mcp_call *c, struct pc_err *err)
+int mcp_tsession_start_cell(struct mcp_call *c, struct pc_err *err)
 {
-	struct pysess *p = c->sess;
+	struct tool_session *p = c->ts;
 	struct session_cell cell = {
 		.code = c->code, .code_len = c->code_len, .variables_json = c->variables_json,
 		.files_json = c->files_json, .timeout_ms = c->timeout_ms, .output_bytes = c->output_bytes,
 		.on_output = mcp_call_output, .done = on_cell, .ctx = c,
 	};
-	if (p->closed || !p->sess)
+	if (p->closed || !p->live)
 		return pc_fail(err, ESRCH, "session", "the session was closed before its cell could start");
-	if (session_run_cell(p->sess, &cell, err) < 0)
+	if (session_run_cell(p->live, &cell, err) < 0)
 		return -1;
 	p->cells++;
 	p->t_last = now_ms();
 	return 0;
 }
 
-json_t *mcp_session_result(const struct mcp_call *c)
+json_t *mcp_tsession_result(const struct mcp_call *c)
 {
-	const struct pysess *p = c->sess;
+	const struct tool_session *p = c->ts;
 	bool alive;
 	if (!p)
 		return NULL;
-	alive = !p->closed && p->sess && !session_ended(p->sess);
+	alive = !p->closed && p->live && !session_ended(p->live);
 	return json_pack("{s:s,s:i,s:b}", "id", p->id, "cell", (int)p->cells, "alive", alive);
 }
 
-const char *mcp_session_id(const struct mcp_call *c)
+const char *mcp_tsession_id(const struct mcp_call *c)
 {
-	return c->sess ? c->sess->id : "";
+	return c->ts ? c->ts->id : "";
 }
 
-unsigned mcp_session_cell(const struct mcp_call *c)
+unsigned mcp_tsession_cell(const struct mcp_call *c)
 {
-	return c->sess ? c->sess->cells : 0;
+	return c->ts ? c->ts->cells : 0;
 }
 
-void mcp_session_release(struct mcp_call *c)
+void mcp_tsession_release(struct mcp_call *c)
 {
-	struct pysess *p = c->sess;
+	struct tool_session *p = c->ts;
 	if (!p)
 		return;
 	if (p->call == c) {
@@ -517,7 +517,7 @@ void mcp_session_release(struct mcp_call *c)
 	}
 	if (p->opening == c)
 		p->opening = NULL;   /* the client left: the session stays, listed */
-	c->sess = NULL;
+	c->ts = NULL;
 	mcp_kick(c->srv);
 }
 
@@ -527,6 +527,6 @@ void mcp_call_cancel_run(struct mcp_call *c)
 		mcp_call_cancel_packages(c);
 	else if (c->run)
 		run_cancel(c->run);
-	else if (c->sess && c->sess->sess && c->sess->call == c)
-		session_cancel_cell(c->sess->sess);
+	else if (c->ts && c->ts->live && c->ts->call == c)
+		session_cancel_cell(c->ts->live);
 }

@@ -116,7 +116,7 @@ static bool make_task(struct mcp_call *c)
 		free(t);
 		return false;
 	}
-	t->owner = c->session->principal ? xstrdup(c->session->principal) : NULL;
+	t->owner = c->conn->principal ? xstrdup(c->conn->principal) : NULL;
 	t->created = t->updated = wall_ms();
 	t->t_created = now_ms();
 	t->status = TASK_WORKING;
@@ -132,13 +132,13 @@ static bool make_task(struct mcp_call *c)
 	/* the handle is the answer; after it, nothing of the run reaches the
 	 * client's request (progress and log messages are not sent for tasks) */
 	mcp_call_reply(c, mcp_result(c->v, c->id, handle));
-	c->session = NULL;
+	c->conn = NULL;
 	return true;
 }
 
 static bool due(const struct mcp_call *c, uint64_t now)
 {
-	return c->kind == CALL_RUN_PYTHON && c->task_ok && !c->task && c->session && !c->cancelled && !c->ended &&
+	return c->kind == CALL_RUN_PYTHON && c->task_ok && !c->task && c->conn && !c->cancelled && !c->ended &&
 	       now - c->t_received >= TASK_AFTER_MS;
 }
 
@@ -150,7 +150,7 @@ void mcp_tasks_arm(struct mcp_server *s)
 	struct itimerspec its = { 0 };
 	for (size_t i = 0; i < ARRAY_SIZE(lists); i++)
 		for (struct mcp_call *c = lists[i]->head; c; c = c->next)
-			if (c->kind == CALL_RUN_PYTHON && c->task_ok && !c->task && c->session && !c->cancelled &&
+			if (c->kind == CALL_RUN_PYTHON && c->task_ok && !c->task && c->conn && !c->cancelled &&
 			    !c->ended && (!next || c->t_received + TASK_AFTER_MS < next))
 				next = c->t_received + TASK_AFTER_MS;
 	if (next) {
@@ -219,7 +219,7 @@ void mcp_tasks_free(struct mcp_server *s)
 /* tasks/get, tasks/update, tasks/cancel: the task of r's client. */
 void mcp_handle_task_request(const struct mcp_req *r, const char *method, json_t *params)
 {
-	struct mcp_server *s = r->ss->srv;
+	struct mcp_server *s = r->conn->srv;
 	json_t *id = json_object_get(params, "taskId");
 	struct mcp_task *t = NULL;
 
@@ -236,7 +236,7 @@ void mcp_handle_task_request(const struct mcp_req *r, const char *method, json_t
 	}
 	evict(s, 0);
 	for (t = s->tasks; t; t = t->next)
-		if (json_str_eq(id, t->id) && str_eq(t->owner, r->ss->principal))
+		if (json_str_eq(id, t->id) && str_eq(t->owner, r->conn->principal))
 			break;
 	if (!t) {
 		mcp_fail(r, JSONRPC_INVALID_PARAMS, "Invalid params: no such task (its results are kept for an "

@@ -2,7 +2,7 @@
  *
  * Ownership: a struct hconn per TCP/unix connection (MHD's socket
  * context), a struct hreq per HTTP request (MHD's con_cls), a struct
- * hsession per 2025 session.  An hreq is freed only by MHD's completion
+ * legacy_session per 2025 session (Mcp-Session-Id).  An hreq is freed only by MHD's completion
  * callback; everything that can end a request early (the client gone, its
  * session deleted) marks it and lets MHD finish it. */
 #include "config.h"
@@ -117,7 +117,7 @@ struct hconn {
 	struct loop_watch w_hup;     /* the peer stopping to send (EPOLLRDHUP) */
 };
 
-struct hsession;
+struct legacy_session;
 
 /* A client as the token file names it.  Its runs in flight, which count
  * against its quota, are the MCP layer's to count (mcp_server_runs_of):
@@ -131,9 +131,9 @@ struct hreq {
 	struct hreq *prev, *next;     /* on its session's list of requests in flight */
 	struct http_server *h;
 	struct hconn *hc;
-	struct MHD_Connection *conn;
-	struct hsession *hs;          /* a 2025 session's request; NULL: stateless */
-	struct mcp_session *ss;       /* a stateless request's own MCP session */
+	struct MHD_Connection *mhd;  
+	struct legacy_session *ls;          /* a 2025 session's request; NULL: stateless */
+	struct mcp_conn *mcp;       /* a stateless request's own MCP session */
 	struct client *who;           /* who asked (authenticate) */
 	uint32_t max_runs;            /* its token's run quota then (0: none) */
 	struct mcp_server *srv;
@@ -149,7 +149,7 @@ struct hreq {
 	bool done;                    /* the final response is in `final` or `out` */
 	bool gone;                    /* the client left; nothing more is sent */
 	bool is_initialize;
-	bool new_session;             /* its initialize made r->hs */
+	bool new_legacy;             /* its initialize made r->ls */
 	bool at_head;                 /* in on_request's first call: the body is still to come */
 	/* refused at its head, answered once its body (up to
 	 * REFUSED_BODY_MAX) is read: a response before the body makes the
@@ -166,11 +166,11 @@ struct hreq {
 	size_t out_len, out_off;
 };
 
-struct hsession {
-	struct hsession *next;
+struct legacy_session {
+	struct legacy_session *next;
 	struct http_server *h;
 	char id[RANDOM_ID_SIZE];
-	struct mcp_session *ss;
+	struct mcp_conn *mcp;
 	struct client *who;
 	bool revoked;                 /* its token left the token file: ends when idle */
 	uint64_t last_used;
@@ -194,7 +194,7 @@ struct http_server {
 	int tick_fd;                  /* once a second: slow requests, idle sessions */
 	struct loop_watch w_tick;
 	struct hconn *conns;
-	struct hsession *sessions;
+	struct legacy_session *sessions;
 	unsigned n_sessions, n_pending;
 	/* Who has asked, by token name: outlives the token file it came
 	 * from (http_server_set_tokens), so requests and sessions hold no
@@ -297,7 +297,7 @@ static enum MHD_Result respond(struct hreq *r, unsigned status, const char *ctyp
 			       const char *const *headers)
 {
 	r->queued = true;
-	return queue(r->conn, status, ctype, body, headers);
+	return queue(r->mhd, status, ctype, body, headers);
 }
 
 /* An HTTP error whose body is a JSON-RPC error (with the id when known). */
@@ -310,7 +310,7 @@ static enum MHD_Result fail(struct hreq *r, unsigned status, int code, const cha
 		: status == MHD_HTTP_CONTENT_TOO_LARGE ? HTTP_DENIED_TOO_LARGE
 		: status == MHD_HTTP_TOO_MANY_REQUESTS ? HTTP_DENIED_QUOTA
 		: status == MHD_HTTP_SERVICE_UNAVAILABLE ? HTTP_DENIED_FULL : -1;
-	const char *clen = r->at_head ? header(r->conn, MHD_HTTP_HEADER_CONTENT_LENGTH) : NULL;
+	const char *clen = r->at_head ? header(r->mhd, MHD_HTTP_HEADER_CONTENT_LENGTH) : NULL;
 	unsigned long long body = clen ? strtoull(clen, NULL, 10) : 0;
 	json_decref(e);
 	if (kind >= 0)
@@ -389,12 +389,12 @@ static int status_of(const struct hreq *r, const json_t *msg)
 		return MHD_HTTP_BAD_REQUEST;
 	case JSONRPC_METHOD_NOT_FOUND:
 		/* 2026-07-28: an unknown method is 404 with -32601 */
-		return r->hs ? MHD_HTTP_OK : MHD_HTTP_NOT_FOUND;
+		return r->ls ? MHD_HTTP_OK : MHD_HTTP_NOT_FOUND;
 	case JSONRPC_INVALID_PARAMS:
 		/* a stateless request without a version in its _meta is not a
 		 * 2026 request: 4xx, so that a client may fall back to
 		 * initialize; a 2026 request's bad params are its answer */
-		return r->hs || r->modern ? MHD_HTTP_OK : MHD_HTTP_BAD_REQUEST;
+		return r->ls || r->modern ? MHD_HTTP_OK : MHD_HTTP_BAD_REQUEST;
 	default:
 		return MHD_HTTP_OK;
 	}
@@ -430,8 +430,8 @@ static void hreq_push(struct hreq *r, json_t *msg)
 			sse_append(r, msg);
 		else
 			r->final = json_out(msg, NULL, &n);
-		if (r->is_initialize && r->hs && json_object_get(msg, "result"))
-			r->hs->initialized = true;
+		if (r->is_initialize && r->ls && json_object_get(msg, "result"))
+			r->ls->initialized = true;
 	} else {
 		/* notifications are only for a client that takes a stream;
 		 * once it is queued, each goes on it (sse_reader) */
@@ -462,7 +462,7 @@ static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max)
 		return MHD_CONTENT_READER_END_OF_STREAM;
 	/* nothing yet: wait for the next message (hreq_push resumes) */
 	r->suspended = true;
-	mhd.suspend_connection(r->conn);
+	mhd.suspend_connection(r->mhd);
 	return 0;
 }
 
@@ -496,15 +496,15 @@ static void hreq_abandon(struct hreq *r)
 	r->gone = true;
 	if (r->done)
 		return;
-	if (r->ss) {
+	if (r->mcp) {
 		/* a stateless request's own session: ending it kills its run */
-		mcp_session_free(r->ss);
-		r->ss = NULL;
-	} else if (r->hs && r->id && r->processed) {
+		mcp_conn_free(r->mcp);
+		r->mcp = NULL;
+	} else if (r->ls && r->id && r->processed) {
 		json_t *n = jsonrpc_notification("notifications/cancelled",
 						 json_pack("{s:O,s:s}", "requestId", r->id, "reason",
 							   "the HTTP client closed the connection"));
-		mcp_session_handle_message(r->hs->ss, n);
+		mcp_conn_handle_message(r->ls->mcp, n);
 		json_decref(n);
 	}
 	log_debug("serve: %s left before its answer: cancelled", client_name(r->who));
@@ -529,7 +529,7 @@ static void hreq_resume(struct hreq *r)
 	if (!r->suspended)
 		return;
 	r->suspended = false;
-	mhd.resume_connection(r->conn);
+	mhd.resume_connection(r->mhd);
 	/* In external polling mode MHD hears of a resumed connection only at
 	 * its next MHD_run (its wake-up does not reach this loop): now. */
 	timer_by(r->h, 0);
@@ -560,12 +560,12 @@ static void on_conn_hup(struct loop_watch *w, uint32_t events, void *data)
 
 static void session_unlink(struct hreq *r)
 {
-	if (!r->hs)
+	if (!r->ls)
 		return;
 	if (r->prev)
 		r->prev->next = r->next;
 	else
-		r->hs->reqs = r->next;
+		r->ls->reqs = r->next;
 	if (r->next)
 		r->next->prev = r->prev;
 	r->prev = r->next = NULL;
@@ -577,7 +577,7 @@ static void hreq_free(struct hreq *r)
 	if (r->pending)
 		h->n_pending--;
 	session_unlink(r);
-	mcp_session_free(r->ss);
+	mcp_conn_free(r->mcp);
 	json_decref(r->id);
 	free(r->body);
 	free(r->final);
@@ -590,11 +590,11 @@ static void hreq_free(struct hreq *r)
 
 static void session_send(void *ctx, json_t *msg, const json_t *related)
 {
-	struct hsession *hs = ctx;
+	struct legacy_session *ls = ctx;
 	const json_t *id = related ? related : json_object_get(msg, "id");
 	/* a message for no request in flight (a session log line, or the
 	 * answer to a request whose client left) has nowhere to go */
-	for (struct hreq *r = hs->reqs; id && r; r = r->next)
+	for (struct hreq *r = ls->reqs; id && r; r = r->next)
 		if (r->id && json_equal(r->id, id)) {
 			hreq_push(r, msg);
 			return;
@@ -607,68 +607,68 @@ static void stateless_send(void *ctx, json_t *msg, const json_t *related)
 	hreq_push(ctx, msg);
 }
 
-static void session_free(struct hsession *hs)
+static void session_free(struct legacy_session *ls)
 {
-	struct http_server *h = hs->h;
-	struct hsession **pp;
-	for (pp = &h->sessions; *pp && *pp != hs; pp = &(*pp)->next)
+	struct http_server *h = ls->h;
+	struct legacy_session **pp;
+	for (pp = &h->sessions; *pp && *pp != ls; pp = &(*pp)->next)
 		;
 	if (*pp)
-		*pp = hs->next;
+		*pp = ls->next;
 	h->n_sessions--;
 	/* its requests in flight end with an error */
-	while (hs->reqs) {
-		struct hreq *r = hs->reqs;
+	while (ls->reqs) {
+		struct hreq *r = ls->reqs;
 		json_t *e = jsonrpc_error(r->id, JSONRPC_INVALID_REQUEST, "Invalid Request: the session ended", NULL);
 		session_unlink(r);
 		r->processed = false;   /* nothing to cancel in a session that is gone */
 		hreq_push(r, e);
 		json_decref(e);
-		r->hs = NULL;
+		r->ls = NULL;
 	}
-	mcp_session_free(hs->ss);
-	free(hs);
+	mcp_conn_free(ls->mcp);
+	free(ls);
 }
 
-static struct hsession *session_new(struct http_server *h, struct mcp_server *srv, struct client *who)
+static struct legacy_session *session_new(struct http_server *h, struct mcp_server *srv, struct client *who)
 {
-	static const struct mcp_session_ops ops = { .send = session_send };
-	struct hsession *hs = xcalloc(1, sizeof(*hs));
-	if (random_id(hs->id, h->cfg.replica) < 0) {
-		free(hs);
+	static const struct mcp_conn_ops ops = { .send = session_send };
+	struct legacy_session *ls = xcalloc(1, sizeof(*ls));
+	if (random_id(ls->id, h->cfg.replica) < 0) {
+		free(ls);
 		return NULL;
 	}
-	hs->h = h;
-	hs->who = who;
-	hs->last_used = now_ms();
-	hs->ss = mcp_session_new(srv, &ops, hs);
-	mcp_session_set_principal(hs->ss, who->name);
-	hs->next = h->sessions;
-	h->sessions = hs;
+	ls->h = h;
+	ls->who = who;
+	ls->last_used = now_ms();
+	ls->mcp = mcp_conn_new(srv, &ops, ls);
+	mcp_conn_set_principal(ls->mcp, who->name);
+	ls->next = h->sessions;
+	h->sessions = ls;
 	h->n_sessions++;
-	return hs;
+	return ls;
 }
 
-static struct hsession *session_find(struct http_server *h, const char *id)
+static struct legacy_session *session_find(struct http_server *h, const char *id)
 {
-	for (struct hsession *hs = h->sessions; hs; hs = hs->next)
-		if (strcmp(hs->id, id) == 0)
-			return hs->revoked ? NULL : hs;
+	for (struct legacy_session *ls = h->sessions; ls; ls = ls->next)
+		if (strcmp(ls->id, id) == 0)
+			return ls->revoked ? NULL : ls;
 	return NULL;
 }
 
 static void expire_sessions(struct http_server *h)
 {
 	uint64_t now = now_ms();
-	for (struct hsession *hs = h->sessions, *next; hs; hs = next) {
-		next = hs->next;
-		if (!hs->reqs && hs->revoked) {
-			log_info("serve: session of %s ended: its token was withdrawn", client_name(hs->who));
-			session_free(hs);
-		} else if (!hs->reqs && now - hs->last_used > h->cfg.session_idle_ms) {
-			log_info("serve: session of %s idle for %llu s: ended", client_name(hs->who),
-				 (unsigned long long)(now - hs->last_used) / 1000);
-			session_free(hs);
+	for (struct legacy_session *ls = h->sessions, *next; ls; ls = next) {
+		next = ls->next;
+		if (!ls->reqs && ls->revoked) {
+			log_info("serve: session of %s ended: its token was withdrawn", client_name(ls->who));
+			session_free(ls);
+		} else if (!ls->reqs && now - ls->last_used > h->cfg.session_idle_ms) {
+			log_info("serve: session of %s idle for %llu s: ended", client_name(ls->who),
+				 (unsigned long long)(now - ls->last_used) / 1000);
+			session_free(ls);
 		}
 	}
 }
@@ -686,11 +686,11 @@ void http_server_set_limits(struct http_server *h, const struct http_config *cfg
 void http_server_set_tokens(struct http_server *h, const struct tokens *t)
 {
 	h->cfg.tokens = t;
-	for (struct hsession *hs = h->sessions; hs; hs = hs->next) {
-		bool kept = !hs->who->name;
+	for (struct legacy_session *ls = h->sessions; ls; ls = ls->next) {
+		bool kept = !ls->who->name;
 		for (size_t i = 0; t && !kept && i < t->n; i++)
-			kept = strcmp(t->v[i].name, hs->who->name) == 0;
-		hs->revoked |= !kept;
+			kept = strcmp(t->v[i].name, ls->who->name) == 0;
+		ls->revoked |= !kept;
 	}
 	expire_sessions(h);
 }
@@ -711,7 +711,7 @@ static int admit(struct hreq *r, const struct token *t)
 static int authenticate(struct hreq *r)
 {
 	struct http_server *h = r->h;
-	const char *auth = header(r->conn, MHD_HTTP_HEADER_AUTHORIZATION);
+	const char *auth = header(r->mhd, MHD_HTTP_HEADER_AUTHORIZATION);
 	const struct token *t;
 	static const char *const need[] = { MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"pycell\"", NULL };
 	static const char *const bad[] = { MHD_HTTP_HEADER_WWW_AUTHENTICATE,
@@ -749,8 +749,8 @@ static int authenticate(struct hreq *r)
  * reaches this server through a name it controls is refused. */
 static int check_origin(struct hreq *r)
 {
-	const char *host = header(r->conn, MHD_HTTP_HEADER_HOST);
-	const char *origin = header(r->conn, MHD_HTTP_HEADER_ORIGIN);
+	const char *host = header(r->mhd, MHD_HTTP_HEADER_HOST);
+	const char *origin = header(r->mhd, MHD_HTTP_HEADER_ORIGIN);
 	if (r->h->is_unix && !origin)
 		return 0;
 	if ((host && !host_allowed(r->h, host, host_part(host))) || (origin && !origin_allowed(r->h, origin))) {
@@ -767,7 +767,7 @@ static char *param_header(void *ctx, const char *name, size_t *len)
 	char full[96];
 	const char *v;
 	snprintf(full, sizeof(full), "Mcp-Param-%s", name);
-	v = header(r->conn, full);
+	v = header(r->mhd, full);
 	return v ? header_value(v, len) : NULL;
 }
 
@@ -776,8 +776,8 @@ static int check_mirrored_headers(struct hreq *r, const json_t *msg)
 {
 	const char *method = json_string_value(json_object_get(msg, "method"));
 	json_t *params = json_object_get(msg, "params");
-	const char *hv = header(r->conn, HDR_VERSION), *hm = header(r->conn, HDR_METHOD);
-	const char *hn = header(r->conn, HDR_NAME);
+	const char *hv = header(r->mhd, HDR_VERSION), *hm = header(r->mhd, HDR_METHOD);
+	const char *hn = header(r->mhd, HDR_NAME);
 	json_t *name = NULL;
 	char why[160];
 
@@ -848,8 +848,8 @@ static json_t *parse_wide(const char *text, size_t len)
 static enum MHD_Result process(struct hreq *r)
 {
 	struct http_server *h = r->h;
-	const char *sid = header(r->conn, HDR_SESSION);
-	const char *accept = header(r->conn, MHD_HTTP_HEADER_ACCEPT);
+	const char *sid = header(r->mhd, HDR_SESSION);
+	const char *accept = header(r->mhd, MHD_HTTP_HEADER_ACCEPT);
 	json_t *unused = NULL;
 	cleanup_json json_t *msg = NULL;
 	bool request;
@@ -873,9 +873,9 @@ static enum MHD_Result process(struct hreq *r)
 
 	if (sid) {
 		/* a 2025 session's request */
-		struct hsession *hs = session_find(h, sid);
-		const char *hv = header(r->conn, HDR_VERSION);
-		if (!hs || hs->who != r->who)
+		struct legacy_session *ls = session_find(h, sid);
+		const char *hv = header(r->mhd, HDR_VERSION);
+		if (!ls || ls->who != r->who)
 			return fail(r, MHD_HTTP_NOT_FOUND, JSONRPC_INVALID_REQUEST, "Not Found: no such session "
 				    "(it ended, or was never made); initialize again", NULL);
 		if (hv) {
@@ -891,12 +891,12 @@ static enum MHD_Result process(struct hreq *r)
 		if (request && !r->id)
 			return fail(r, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST, "Invalid Request: the id must be "
 				    "a string or a number", NULL);
-		for (struct hreq *o = hs->reqs; r->id && o; o = o->next)
+		for (struct hreq *o = ls->reqs; r->id && o; o = o->next)
 			if (o->id && json_equal(o->id, r->id))
 				return fail(r, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST, "Invalid Request: this id "
 					    "belongs to a request still in progress", NULL);
-		r->hs = hs;
-		hs->last_used = now_ms();
+		r->ls = ls;
+		ls->last_used = now_ms();
 	} else if (r->is_initialize) {
 		expire_sessions(h);
 		if (h->n_sessions >= h->cfg.max_sessions) {
@@ -904,9 +904,9 @@ static enum MHD_Result process(struct hreq *r)
 			return fail(r, MHD_HTTP_SERVICE_UNAVAILABLE, ERR_FULL, "Service Unavailable: too many sessions; "
 				    "try again later", retry);
 		}
-		r->hs = session_new(h, r->srv, r->who);
-		r->new_session = r->hs != NULL;
-		if (!r->hs)
+		r->ls = session_new(h, r->srv, r->who);
+		r->new_legacy = r->ls != NULL;
+		if (!r->ls)
 			return fail(r, MHD_HTTP_INTERNAL_SERVER_ERROR, JSONRPC_INTERNAL_ERROR,
 				    "Internal error: no session id", NULL);
 	} else if (request && json_object_get(json_object_get(json_object_get(msg, "params"), "_meta"), META_VERSION)) {
@@ -923,8 +923,8 @@ static enum MHD_Result process(struct hreq *r)
 		if (json_object_get(msg, "method") && json_object_get(msg, "id"))
 			return fail(r, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST, "Invalid Request: the id must be "
 				    "a string or an integer", NULL);
-		if (r->hs)
-			mcp_session_handle_text(r->hs->ss, r->body, r->body_len);
+		if (r->ls)
+			mcp_conn_handle_text(r->ls->mcp, r->body, r->body_len);
 		return respond(r, MHD_HTTP_ACCEPTED, NULL, NULL, NULL);
 	}
 
@@ -934,7 +934,7 @@ static enum MHD_Result process(struct hreq *r)
 			    "again later", retry);
 	}
 	if (is_tool_run(msg)) {
-		/* the request becomes a call at once (mcp_session_handle_text
+		/* the request becomes a call at once (mcp_conn_handle_text
 		 * below), so the calls already made are all there is to count */
 		if (r->max_runs && r->who->name && mcp_server_runs_of(r->srv, r->who->name) >= r->max_runs) {
 			static const char *const retry[] = { MHD_HTTP_HEADER_RETRY_AFTER, "1", NULL };
@@ -945,17 +945,17 @@ static enum MHD_Result process(struct hreq *r)
 	h->n_pending++;
 	r->pending = true;
 	r->processed = true;
-	if (r->hs) {
-		r->next = r->hs->reqs;
+	if (r->ls) {
+		r->next = r->ls->reqs;
 		if (r->next)
 			r->next->prev = r;
-		r->hs->reqs = r;
-		mcp_session_handle_text(r->hs->ss, r->body, r->body_len);
+		r->ls->reqs = r;
+		mcp_conn_handle_text(r->ls->mcp, r->body, r->body_len);
 	} else {
-		static const struct mcp_session_ops ops = { .send = stateless_send };
-		r->ss = mcp_session_new(r->srv, &ops, r);
-		mcp_session_set_principal(r->ss, r->who->name);
-		mcp_session_handle_text(r->ss, r->body, r->body_len);
+		static const struct mcp_conn_ops ops = { .send = stateless_send };
+		r->mcp = mcp_conn_new(r->srv, &ops, r);
+		mcp_conn_set_principal(r->mcp, r->who->name);
+		mcp_conn_handle_text(r->mcp, r->body, r->body_len);
 	}
 	return MHD_YES;
 }
@@ -976,36 +976,36 @@ static enum MHD_Result answer(struct hreq *r)
 		mhd.add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
 		mhd.add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
 		mhd.add_response_header(resp, "X-Accel-Buffering", "no");
-		if (r->is_initialize && r->hs && r->hs->initialized)
-			mhd.add_response_header(resp, HDR_SESSION, r->hs->id);
+		if (r->is_initialize && r->ls && r->ls->initialized)
+			mhd.add_response_header(resp, HDR_SESSION, r->ls->id);
 		r->queued = true;
-		ret = mhd.queue_response(r->conn, MHD_HTTP_OK, resp);
+		ret = mhd.queue_response(r->mhd, MHD_HTTP_OK, resp);
 		mhd.destroy_response(resp);
 		return ret;
 	}
 	if (r->done) {
-		const char *sess[] = { HDR_SESSION, r->hs ? r->hs->id : "", NULL };
+		const char *sess[] = { HDR_SESSION, r->ls ? r->ls->id : "", NULL };
 		return respond(r, (unsigned)r->status, "application/json", r->final,
-			       r->is_initialize && r->hs && r->hs->initialized ? sess : NULL);
+			       r->is_initialize && r->ls && r->ls->initialized ? sess : NULL);
 	}
 	/* answered later: wait (on_conn_hup hears the client leave) */
 	r->suspended = true;
-	mhd.suspend_connection(r->conn);
+	mhd.suspend_connection(r->mhd);
 	return MHD_YES;
 }
 
 static enum MHD_Result on_delete(struct hreq *r)
 {
-	const char *sid = header(r->conn, HDR_SESSION);
-	struct hsession *hs = sid ? session_find(r->h, sid) : NULL;
+	const char *sid = header(r->mhd, HDR_SESSION);
+	struct legacy_session *ls = sid ? session_find(r->h, sid) : NULL;
 	static const char *const allow[] = { MHD_HTTP_HEADER_ALLOW, "POST", NULL };
 	if (!sid)
 		return fail(r, MHD_HTTP_METHOD_NOT_ALLOWED, JSONRPC_INVALID_REQUEST, "Method Not Allowed: DELETE "
 			    "ends a 2025 session named by " HDR_SESSION, allow);
-	if (!hs || hs->who != r->who)
+	if (!ls || ls->who != r->who)
 		return fail(r, MHD_HTTP_NOT_FOUND, JSONRPC_INVALID_REQUEST, "Not Found: no such session", NULL);
-	log_info("serve: session of %s ended by the client", client_name(hs->who));
-	session_free(hs);
+	log_info("serve: session of %s ended by the client", client_name(ls->who));
+	session_free(ls);
 	return respond(r, MHD_HTTP_OK, NULL, NULL, NULL);
 }
 
@@ -1026,7 +1026,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		const char *clen;
 		r = xcalloc(1, sizeof(*r));
 		r->h = h;
-		r->conn = c;
+		r->mhd = c;
 		r->hc = conn_of(c);
 		*con_cls = r;
 		if (!r->hc)
@@ -1108,8 +1108,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
 	if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK || !r->done)
 		hreq_abandon(r);
 	/* an initialize that did not succeed leaves no session behind */
-	if (r->new_session && r->hs && !r->hs->initialized)
-		session_free(r->hs);
+	if (r->new_legacy && r->ls && !r->ls->initialized)
+		session_free(r->ls);
 	hreq_free(r);
 	*con_cls = NULL;
 }

@@ -138,10 +138,10 @@ static void note_message(json_t *msg, json_t *requests, json_t *cancelled)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static const struct mcp_session_ops ops = { on_send };
+	static const struct mcp_conn_ops ops = { on_send };
 	struct sent s = { json_array() };
 	json_t *requests = json_array(), *cancelled = json_array();
-	struct mcp_session *ss = mcp_session_new(server, &ops, &s);
+	struct mcp_conn *conn = mcp_conn_new(server, &ops, &s);
 	const char *p = (const char *)data, *end = p + size;
 	size_t i;
 	json_t *id;
@@ -162,7 +162,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 		json_decref(msg);
 		json_decref(unused);
-		mcp_session_handle_text(ss, p, len);
+		mcp_conn_handle_text(conn, p, len);
 		p += len + 1;
 	}
 	/* the runs' answers come from the loop; one that followed a progress
@@ -186,7 +186,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		}
 	}
-	mcp_session_free(ss);
+	mcp_conn_free(conn);
 	for (int k = 0; k < 50 && loop_run_once(l, 1) > 0; k++)
 		;
 	json_decref(requests);
