@@ -303,6 +303,7 @@ void mcp_version_probe(struct mcp_server *s);
 bool mcp_info_ready(struct mcp_server *s);
 /* Answer the sandbox_info calls that waited, if they can be now. */
 void mcp_answer_waiting_info(struct mcp_server *s);
+/* protocol.c: answer sandbox_info call c (render.c only formats). */
 void mcp_answer_sandbox_info(struct mcp_call *c);
 /* The server's eventfd (runs that ended) and progress timer. */
 void mcp_on_defer(struct loop_watch *w, uint32_t events, void *data);

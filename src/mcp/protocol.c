@@ -223,6 +223,11 @@ void mcp_tool_run_python(const struct mcp_req *r, const json_t *args, const json
 	mcp_schedule(s);
 }
 
+void mcp_answer_sandbox_info(struct mcp_call *c)
+{
+	mcp_call_reply(c, mcp_result(c->v, c->id, mcp_structured_result(c->v, mcp_sandbox_info(c->srv))));
+}
+
 void mcp_tool_sandbox_info(const struct mcp_req *r, const json_t *args, const json_t *progress_token)
 {
 	struct mcp_server *s = r->conn->srv;

@@ -216,8 +216,3 @@ json_t *mcp_structured_result(enum proto v, json_t *st)
 	cleanup_free char *text = json_dumps(st, JSON_INDENT(2));
 	return mcp_tool_result(v, json_string(text ? text : "{}"), st, false);
 }
-
-void mcp_answer_sandbox_info(struct mcp_call *c)
-{
-	mcp_call_reply(c, mcp_result(c->v, c->id, mcp_structured_result(c->v, mcp_sandbox_info(c->srv))));
-}
