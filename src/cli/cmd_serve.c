@@ -174,21 +174,34 @@ static struct mcp_server *server_for(void *ctx, const struct token *t)
 	return ps ? ps->srv : s->ps[0].srv;   /* NULL not reached: every token's policy was loaded */
 }
 
-static void metrics(void *ctx, struct prom *p)
+/* GET /metrics: the Prometheus text. */
+static unsigned metrics(void *ctx, char **body)
 {
 	struct serve *s = ctx;
-	ops_metrics(p, s->ops, s->n_ps, s->bridge, s->http);
+	struct prom p = { 0 };
+	ops_metrics(&p, s->ops, s->n_ps, s->bridge, s->http);
+	*body = p.buf;
+	return 200;
 }
 
-static bool healthy(void *ctx, char *why, size_t n)
+/* GET /healthz: ready to serve, or why not. */
+static unsigned healthz(void *ctx, char **body)
 {
 	struct serve *s = ctx;
-	if (s->drain_until) {
-		snprintf(why, n, "stopping");
-		return false;
-	}
-	return ops_healthy(s->ops, s->n_ps, s->bridge, why, n);
+	char why[400] = "";
+	bool ok = !s->drain_until && ops_healthy(s->ops, s->n_ps, s->bridge, why, sizeof(why));
+	if (s->drain_until)
+		snprintf(why, sizeof(why), "stopping");
+	*body = ok ? xstrdup("ok\n") : xasprintf("not ready: %s\n", why);
+	return ok ? 200 : 503;
 }
+
+/* The operator endpoints beside /mcp; /metrics is authenticated as /mcp
+ * is, /healthz is open (it tells only whether this replica serves). */
+static const struct http_route routes[] = {
+	{ "/healthz", false, "text/plain; charset=utf-8", healthz },
+	{ "/metrics", true, "text/plain; version=0.0.4; charset=utf-8", metrics },
+};
 
 /* ------------------------------------------------------------ what the configuration says */
 
@@ -723,8 +736,8 @@ int cmd_serve(int argc, char **argv)
 	hcfg.max_pending = 4096;
 	hcfg.replica = o.replica;
 	hcfg.server_for = server_for;
-	hcfg.metrics = metrics;
-	hcfg.healthy = healthy;
+	hcfg.routes = routes;
+	hcfg.n_routes = ARRAY_SIZE(routes);
 	hcfg.ctx = &s;
 	s.http = http_server_new(s.loop, &hcfg, &err);
 	if (!s.http) {

@@ -1,14 +1,14 @@
-/* pycell: MCP over Streamable HTTP on libmicrohttpd (transport_http.h).
+/* pycell: MCP over Streamable HTTP on libmicrohttpd (transport_http.h);
+ * its other rooms are named in http_internal.h.
  *
  * Ownership: a struct hconn per TCP/unix connection (MHD's socket
  * context), a struct hreq per HTTP request (MHD's con_cls), a struct
- * legacy_session per 2025 session (Mcp-Session-Id).  An hreq is freed only by MHD's completion
- * callback; everything that can end a request early (the client gone, its
- * session deleted) marks it and lets MHD finish it. */
+ * legacy_session per 2025 session (Mcp-Session-Id).  An hreq is freed only
+ * by MHD's completion callback; everything that can end a request early
+ * (the client gone, its session deleted) marks it and lets MHD finish it. */
 #include "config.h"
 
 #include <arpa/inet.h>
-#include <dlfcn.h>
 #include <fcntl.h>
 #include <errno.h>
 #include <microhttpd.h>
@@ -28,250 +28,13 @@
 #include "base/json_out.h"
 #include "base/jsonrpc.h"
 #include "base/log.h"
-#include "mcp/transport_http.h"
-
-/* libmicrohttpd, opened by the first http_server_new: linked, it and the
- * GnuTLS it brings (ten libraries, and GnuTLS's constructor) cost every
- * pycell process 1.2 ms at its start, `pycell run` and each cold jail's
- * supervisor included, which never serve HTTP. */
-#define MHD_FUNCTIONS(X)                                                                   \
-	X(start_daemon) X(stop_daemon) X(run) X(get_timeout) X(get_daemon_info)            \
-	X(get_connection_info) X(lookup_connection_value) X(suspend_connection)             \
-	X(resume_connection) X(queue_response) X(create_response_from_buffer)               \
-	X(create_response_from_callback) X(add_response_header) X(destroy_response)
-static struct {
-#define MHD_FIELD(name) __typeof__(MHD_##name) *name;
-	MHD_FUNCTIONS(MHD_FIELD)
-#undef MHD_FIELD
-} mhd;
-
-static int mhd_open(struct pc_err *err)
-{
-	static void *lib;
-	if (lib)
-		return 0;
-	lib = dlopen(PYCELL_MHD_SONAME, RTLD_NOW | RTLD_LOCAL);
-	if (!lib)
-		return pc_fail(err, ELIBACC, "serve", "%s (libmicrohttpd, which pycell serve needs) would not load: "
-			       "%s", PYCELL_MHD_SONAME, dlerror());
-#define MHD_LOAD(name)                                                                             \
-	if (!(*(void **)&mhd.name = dlsym(lib, "MHD_" #name))) {                                   \
-		dlclose(lib);                                                                      \
-		lib = NULL;                                                                        \
-		return pc_fail(err, ELIBBAD, "serve", "%s has no MHD_" #name, PYCELL_MHD_SONAME);  \
-	}
-	MHD_FUNCTIONS(MHD_LOAD)
-#undef MHD_LOAD
-	return 0;
-}
-
-#define ENDPOINT "/mcp"
-/* A refused request's body is read (then its refusal sent) up to this */
-#define REFUSED_BODY_MAX 65536
-#define HDR_SESSION "Mcp-Session-Id"
-#define HDR_VERSION "MCP-Protocol-Version"
-#define HDR_METHOD "Mcp-Method"
-#define HDR_NAME "Mcp-Name"
-#define META_VERSION "io.modelcontextprotocol/protocolVersion"
-#define MCP_HEADER_MISMATCH -32020
-/* Application error codes, outside JSON-RPC's reserved range as the
- * 2026-07-28 revision asks: the HTTP status, negated, less 31000. */
-#define ERR_QUOTA -31429
-#define ERR_FULL -31503
-#define HEADER_MEMORY (64 * 1024)
-#define SSE_BLOCK (16 * 1024)
-
-enum conn_state { CONN_RECEIVING, CONN_ANSWERING };
-
-/* A connection that has not yet sent a whole request that authenticated
- * (a valid token; without a token file, any whole request to /mcp) is
- * unproven: it has UNPROVEN_MS from its start (or the request timeout,
- * when shorter), and unproven connections are bounded per client address
- * (UNPROVEN_PER_ADDR) and in all (UNPROVEN_SHARE of max_connections):
- * past a bound the oldest of them is cut.  So clients that never
- * authenticate cannot hold the slots an authenticated one needs. */
-#define UNPROVEN_MS 5000
-#define UNPROVEN_PER_ADDR 64
-#define UNPROVEN_SHARE(max) ((max) - (max) / 4)
-
-/* Who a connection comes from, as the bounds count: the address without
- * the port (TCP), the peer's uid (a unix socket). */
-struct peer_key {
-	sa_family_t family;
-	unsigned char addr[16];
-};
-
-struct hconn {
-	struct hconn *prev, *next;
-	struct http_server *h;
-	int fd;
-	enum conn_state state;
-	uint64_t t_start;            /* when the request being received began */
-	uint64_t t_connect;          /* when the connection came */
-	bool proven;                 /* it sent a whole request that authenticated */
-	struct peer_key peer;
-	bool cut;                    /* shut down for taking too long */
-	bool peer_known;
-	uid_t peer_uid;
-	struct hreq *req;            /* the request being received or answered */
-	struct loop_watch w_hup;     /* the peer stopping to send (EPOLLRDHUP) */
-};
-
-struct legacy_session;
-
-/* A client as the token file names it.  Its runs in flight, which count
- * against its quota, are the MCP layer's to count (mcp_server_runs_of):
- * a call that became a task is still a run after its request ended. */
-struct client {
-	struct client *next;
-	char *name;                  /* NULL: no token */
-};
-
-struct hreq {
-	struct hreq *prev, *next;     /* on its session's list of requests in flight */
-	struct http_server *h;
-	struct hconn *hc;
-	struct MHD_Connection *mhd;  
-	struct legacy_session *ls;          /* a 2025 session's request; NULL: stateless */
-	struct mcp_conn *mcp;       /* a stateless request's own MCP session */
-	struct client *who;           /* who asked (authenticate) */
-	uint32_t max_runs;            /* its token's run quota then (0: none) */
-	struct mcp_server *srv;
-	char *body;
-	size_t body_len;
-	bool too_large;
-	bool processed;               /* the body went to the MCP layer */
-	bool queued;                  /* a response is queued with MHD */
-	bool suspended;
-	bool pending;                 /* counted in h->n_pending: answered later */
-	bool sse_ok;                  /* Accept names text/event-stream */
-	bool streaming;               /* the answer is an SSE stream */
-	bool done;                    /* the final response is in `final` or `out` */
-	bool gone;                    /* the client left; nothing more is sent */
-	bool is_initialize;
-	bool new_legacy;             /* its initialize made r->ls */
-	bool at_head;                 /* in on_request's first call: the body is still to come */
-	/* refused at its head, answered once its body (up to
-	 * REFUSED_BODY_MAX) is read: a response before the body makes the
-	 * client's send fail, and it never reads the status */
-	bool refused;
-	unsigned refused_status;
-	char *refused_text;
-	const char *const *refused_headers;
-	bool modern;                  /* its _meta names a protocol version */
-	json_t *id;                   /* the JSON-RPC request's id, if any */
-	char *final;                  /* the response, as JSON text */
-	int status;                   /* its HTTP status */
-	char *out;                    /* SSE bytes not yet taken by MHD */
-	size_t out_len, out_off;
-};
-
-struct legacy_session {
-	struct legacy_session *next;
-	struct http_server *h;
-	char id[RANDOM_ID_SIZE];
-	struct mcp_conn *mcp;
-	struct client *who;
-	bool revoked;                 /* its token left the token file: ends when idle */
-	uint64_t last_used;
-	struct hreq *reqs;            /* requests in flight */
-	bool initialized;
-};
-
-struct http_server {
-	struct loop *loop;
-	struct http_config cfg;
-	struct MHD_Daemon *d;
-	int listen_fd;
-	bool is_unix;
-	char *unix_path;
-	char *url;
-	char *listen_host;            /* the listen address, accepted as a Host */
-	struct loop_watch w_mhd;
-	int timer_fd;                 /* MHD's timeout */
-	uint64_t timer_at;            /* when timer_fd fires (monotonic ms); 0: disarmed */
-	struct loop_watch w_timer;
-	int tick_fd;                  /* once a second: slow requests, idle sessions */
-	struct loop_watch w_tick;
-	struct hconn *conns;
-	struct legacy_session *sessions;
-	unsigned n_sessions, n_pending;
-	/* Who has asked, by token name: outlives the token file it came
-	 * from (http_server_set_tokens), so requests and sessions hold no
-	 * pointer into it.  `anonymous`: without a token. */
-	struct client *clients;
-	struct client anonymous;
-	unsigned n_conns;
-	struct http_stats stats;
-	bool quiesced;                /* http_server_quiesce: new MCP requests get 503 */
-};
+#include "mcp/http_internal.h"
 
 const char *const http_denial_names[HTTP_DENIALS] = {
 	"unauthorized", "forbidden", "body_too_large", "quota", "server_full",
 };
 
 static void hreq_resume(struct hreq *r);
-static int authenticate(struct hreq *r);
-static int check_origin(struct hreq *r);
-
-/* ------------------------------------------------------------ helpers */
-
-static const char *header(struct MHD_Connection *c, const char *name)
-{
-	return mhd.lookup_connection_value(c, MHD_HEADER_KIND, name);
-}
-
-static bool is_loopback_name(const char *host, size_t len)
-{
-	return (len == 9 && strncasecmp(host, "localhost", 9) == 0) || (len == 9 && !strncmp(host, "127.0.0.1", 9)) ||
-	       (len == 5 && !strncmp(host, "[::1]", 5));
-}
-
-/* The host part of a Host header value ("name", "name:port", "[v6]:port"). */
-static size_t host_part(const char *v)
-{
-	const char *colon;
-	if (v[0] == '[') {
-		const char *end = strchr(v, ']');
-		return end ? (size_t)(end - v) + 1 : strlen(v);
-	}
-	colon = strrchr(v, ':');
-	return colon ? (size_t)(colon - v) : strlen(v);
-}
-
-static bool host_allowed(const struct http_server *h, const char *host, size_t len)
-{
-	if (is_loopback_name(host, len))
-		return true;
-	if (h->listen_host && strlen(h->listen_host) == len && strncasecmp(h->listen_host, host, len) == 0)
-		return true;
-	for (size_t i = 0; i < h->cfg.n_allow_hosts; i++)
-		if (strlen(h->cfg.allow_hosts[i]) == len && strncasecmp(h->cfg.allow_hosts[i], host, len) == 0)
-			return true;
-	return false;
-}
-
-/* An Origin such as "http://localhost:3000": its host must be allowed. */
-static bool origin_allowed(const struct http_server *h, const char *origin)
-{
-	const char *p = strstr(origin, "://");
-	const char *end;
-	if (!p)
-		return false;
-	p += 3;
-	end = p + strcspn(p, "/");
-	return host_allowed(h, p, host_part(p) < (size_t)(end - p) ? host_part(p) : (size_t)(end - p));
-}
-
-/* An Mcp-Name value as the body would have it: "=?base64?...?=" decoded. */
-static char *header_value(const char *v, size_t *len)
-{
-	size_t n = strlen(v);
-	if (n >= 11 && strncmp(v, "=?base64?", 9) == 0 && strcmp(v + n - 2, "?=") == 0)
-		return b64_decode(v + 9, n - 11, len);
-	*len = n;
-	return xstrdup(v);
-}
 
 /* ------------------------------------------------------------ responses */
 
@@ -301,7 +64,7 @@ static enum MHD_Result respond(struct hreq *r, unsigned status, const char *ctyp
 }
 
 /* An HTTP error whose body is a JSON-RPC error (with the id when known). */
-static enum MHD_Result fail(struct hreq *r, unsigned status, int code, const char *msg, const char *const *headers)
+enum MHD_Result http_fail(struct hreq *r, unsigned status, int code, const char *msg, const char *const *headers)
 {
 	json_t *e = jsonrpc_error(r->id, code, msg, NULL);
 	cleanup_free char *text = json_dumps(e, JSON_COMPACT);
@@ -310,7 +73,7 @@ static enum MHD_Result fail(struct hreq *r, unsigned status, int code, const cha
 		: status == MHD_HTTP_CONTENT_TOO_LARGE ? HTTP_DENIED_TOO_LARGE
 		: status == MHD_HTTP_TOO_MANY_REQUESTS ? HTTP_DENIED_QUOTA
 		: status == MHD_HTTP_SERVICE_UNAVAILABLE ? HTTP_DENIED_FULL : -1;
-	const char *clen = r->at_head ? header(r->mhd, MHD_HTTP_HEADER_CONTENT_LENGTH) : NULL;
+	const char *clen = r->at_head ? http_header(r->mhd, MHD_HTTP_HEADER_CONTENT_LENGTH) : NULL;
 	unsigned long long body = clen ? strtoull(clen, NULL, 10) : 0;
 	json_decref(e);
 	if (kind >= 0)
@@ -337,39 +100,28 @@ void http_server_stats(const struct http_server *h, struct http_stats *st)
 	st->pending = h->n_pending;
 }
 
-/* GET /healthz: 200 "ok", or 503 and why; for probes, so no token. */
-static enum MHD_Result on_healthz(struct hreq *r)
+static const struct http_route *route_of(const struct http_server *h, const char *url)
 {
-	char why[400] = "";
-	cleanup_free char *text = NULL;
-	if (!r->h->cfg.healthy || r->h->cfg.healthy(r->h->cfg.ctx, why, sizeof(why)))
-		return respond(r, MHD_HTTP_OK, "text/plain; charset=utf-8", "ok\n", NULL);
-	text = xasprintf("not ready: %s\n", why);
-	return respond(r, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain; charset=utf-8", text, NULL);
+	for (size_t i = 0; i < h->cfg.n_routes; i++)
+		if (strcmp(url, h->cfg.routes[i].path) == 0)
+			return &h->cfg.routes[i];
+	return NULL;
 }
 
-/* GET /metrics: the Prometheus text format. */
-static enum MHD_Result on_metrics(struct hreq *r)
-{
-	struct prom p = { 0 };
-	enum MHD_Result ret;
-	r->h->cfg.metrics(r->h->cfg.ctx, &p);
-	ret = respond(r, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", p.buf ? p.buf : "", NULL);
-	free(p.buf);
-	return ret;
-}
-
-/* The operations endpoints: GET (or HEAD) only. */
-static enum MHD_Result on_operations(struct hreq *r, const char *url, const char *method)
+/* An operator endpoint: GET (or HEAD) only. */
+static enum MHD_Result on_route(struct hreq *r, const struct http_route *rt, const char *method)
 {
 	static const char *const allow[] = { MHD_HTTP_HEADER_ALLOW, "GET, HEAD", NULL };
-	bool metrics = strcmp(url, "/metrics") == 0;
-	if (metrics && (check_origin(r) < 0 || authenticate(r) < 0))
+	cleanup_free char *body = NULL;
+	unsigned status;
+
+	if (rt->authenticated && (http_check_origin(r) < 0 || http_authenticate(r) < 0))
 		return MHD_YES;
 	if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
 		return respond(r, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain; charset=utf-8",
 			       "Method Not Allowed: GET\n", allow);
-	return metrics ? on_metrics(r) : on_healthz(r);
+	status = rt->answer(r->h->cfg.ctx, &body);
+	return respond(r, status, rt->content_type, body ? body : "", NULL);
 }
 
 /* The HTTP status of a JSON-RPC response, as Streamable HTTP asks. */
@@ -417,7 +169,7 @@ static void sse_append(struct hreq *r, const json_t *msg)
 }
 
 /* A message of the MCP layer for request r. */
-static void hreq_push(struct hreq *r, json_t *msg)
+void hreq_push(struct hreq *r, json_t *msg)
 {
 	bool response = !json_object_get(msg, "method");
 	size_t n;
@@ -468,26 +220,6 @@ static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max)
 
 /* ------------------------------------------------------------ requests */
 
-static const char *client_name(const struct client *c)
-{
-	return c && c->name ? c->name : "a client";
-}
-
-static struct client *client_of(struct http_server *h, const struct token *t)
-{
-	struct client *c;
-	if (!t)
-		return &h->anonymous;
-	for (c = h->clients; c; c = c->next)
-		if (strcmp(c->name, t->name) == 0)
-			return c;
-	c = xcalloc(1, sizeof(*c));
-	c->name = xstrdup(t->name);
-	c->next = h->clients;
-	h->clients = c;
-	return c;
-}
-
 /* The request will not be answered: stop its work.  Idempotent. */
 static void hreq_abandon(struct hreq *r)
 {
@@ -507,7 +239,7 @@ static void hreq_abandon(struct hreq *r)
 		mcp_conn_handle_message(r->ls->mcp, n);
 		json_decref(n);
 	}
-	log_debug("serve: %s left before its answer: cancelled", client_name(r->who));
+	log_debug("serve: %s left before its answer: cancelled", http_client_name(r->who));
 }
 
 /* Have timer_fd fire at monotonic time `at` (ms) unless it fires sooner
@@ -558,25 +290,12 @@ static void on_conn_hup(struct loop_watch *w, uint32_t events, void *data)
 	run_mhd(hc->h);
 }
 
-static void session_unlink(struct hreq *r)
-{
-	if (!r->ls)
-		return;
-	if (r->prev)
-		r->prev->next = r->next;
-	else
-		r->ls->reqs = r->next;
-	if (r->next)
-		r->next->prev = r->prev;
-	r->prev = r->next = NULL;
-}
-
 static void hreq_free(struct hreq *r)
 {
 	struct http_server *h = r->h;
 	if (r->pending)
 		h->n_pending--;
-	session_unlink(r);
+	legacy_unlink(r);
 	mcp_conn_free(r->mcp);
 	json_decref(r->id);
 	free(r->body);
@@ -586,91 +305,12 @@ static void hreq_free(struct hreq *r)
 	free(r);
 }
 
-/* ------------------------------------------------------------ sessions (2025) */
-
-static void session_send(void *ctx, json_t *msg, const json_t *related)
-{
-	struct legacy_session *ls = ctx;
-	const json_t *id = related ? related : json_object_get(msg, "id");
-	/* a message for no request in flight (a session log line, or the
-	 * answer to a request whose client left) has nowhere to go */
-	for (struct hreq *r = ls->reqs; id && r; r = r->next)
-		if (r->id && json_equal(r->id, id)) {
-			hreq_push(r, msg);
-			return;
-		}
-}
+/* ------------------------------------------------------------ limits and tokens in force */
 
 static void stateless_send(void *ctx, json_t *msg, const json_t *related)
 {
 	(void)related;
 	hreq_push(ctx, msg);
-}
-
-static void session_free(struct legacy_session *ls)
-{
-	struct http_server *h = ls->h;
-	struct legacy_session **pp;
-	for (pp = &h->sessions; *pp && *pp != ls; pp = &(*pp)->next)
-		;
-	if (*pp)
-		*pp = ls->next;
-	h->n_sessions--;
-	/* its requests in flight end with an error */
-	while (ls->reqs) {
-		struct hreq *r = ls->reqs;
-		json_t *e = jsonrpc_error(r->id, JSONRPC_INVALID_REQUEST, "Invalid Request: the session ended", NULL);
-		session_unlink(r);
-		r->processed = false;   /* nothing to cancel in a session that is gone */
-		hreq_push(r, e);
-		json_decref(e);
-		r->ls = NULL;
-	}
-	mcp_conn_free(ls->mcp);
-	free(ls);
-}
-
-static struct legacy_session *session_new(struct http_server *h, struct mcp_server *srv, struct client *who)
-{
-	static const struct mcp_conn_ops ops = { .send = session_send };
-	struct legacy_session *ls = xcalloc(1, sizeof(*ls));
-	if (random_id(ls->id, h->cfg.replica) < 0) {
-		free(ls);
-		return NULL;
-	}
-	ls->h = h;
-	ls->who = who;
-	ls->last_used = now_ms();
-	ls->mcp = mcp_conn_new(srv, &ops, ls);
-	mcp_conn_set_principal(ls->mcp, who->name);
-	ls->next = h->sessions;
-	h->sessions = ls;
-	h->n_sessions++;
-	return ls;
-}
-
-static struct legacy_session *session_find(struct http_server *h, const char *id)
-{
-	for (struct legacy_session *ls = h->sessions; ls; ls = ls->next)
-		if (strcmp(ls->id, id) == 0)
-			return ls->revoked ? NULL : ls;
-	return NULL;
-}
-
-static void expire_sessions(struct http_server *h)
-{
-	uint64_t now = now_ms();
-	for (struct legacy_session *ls = h->sessions, *next; ls; ls = next) {
-		next = ls->next;
-		if (!ls->reqs && ls->revoked) {
-			log_info("serve: session of %s ended: its token was withdrawn", client_name(ls->who));
-			session_free(ls);
-		} else if (!ls->reqs && now - ls->last_used > h->cfg.session_idle_ms) {
-			log_info("serve: session of %s idle for %llu s: ended", client_name(ls->who),
-				 (unsigned long long)(now - ls->last_used) / 1000);
-			session_free(ls);
-		}
-	}
 }
 
 void http_server_set_limits(struct http_server *h, const struct http_config *cfg)
@@ -680,7 +320,7 @@ void http_server_set_limits(struct http_server *h, const struct http_config *cfg
 	h->cfg.max_body = cfg->max_body;
 	h->cfg.max_sessions = cfg->max_sessions;
 	h->cfg.session_idle_ms = cfg->session_idle_ms;
-	expire_sessions(h);
+	legacy_expire(h);
 }
 
 void http_server_set_tokens(struct http_server *h, const struct tokens *t)
@@ -692,132 +332,7 @@ void http_server_set_tokens(struct http_server *h, const struct tokens *t)
 			kept = strcmp(t->v[i].name, ls->who->name) == 0;
 		ls->revoked |= !kept;
 	}
-	expire_sessions(h);
-}
-
-/* ------------------------------------------------------------ checks */
-
-/* Who is asking, by the token file now in force: 0 with r->who, its
- * quota and its policy's server set (no token needed: the anonymous
- * client), or -1 with the status queued. */
-static int admit(struct hreq *r, const struct token *t)
-{
-	r->who = client_of(r->h, t);
-	r->max_runs = t ? t->max_runs : 0;
-	r->srv = r->h->cfg.server_for(r->h->cfg.ctx, t);
-	return 0;
-}
-
-static int authenticate(struct hreq *r)
-{
-	struct http_server *h = r->h;
-	const char *auth = header(r->mhd, MHD_HTTP_HEADER_AUTHORIZATION);
-	const struct token *t;
-	static const char *const need[] = { MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"pycell\"", NULL };
-	static const char *const bad[] = { MHD_HTTP_HEADER_WWW_AUTHENTICATE,
-					   "Bearer realm=\"pycell\", error=\"invalid_token\"", NULL };
-
-	if (r->h->is_unix && r->hc->peer_known) {
-		bool self = r->hc->peer_uid == geteuid() || r->hc->peer_uid == 0;
-		if (h->cfg.tokens && (t = tokens_find_uid(h->cfg.tokens, r->hc->peer_uid)))
-			return admit(r, t);
-		/* this user and root need no token (a bearer they send is checked) */
-		if (self && (!auth || !h->cfg.tokens))
-			return admit(r, NULL);
-		if (!h->cfg.tokens) {
-			fail(r, MHD_HTTP_FORBIDDEN, JSONRPC_INVALID_REQUEST, "Forbidden: this socket serves its own "
-			     "user and root only", NULL);
-			return -1;
-		}
-	}
-	if (!h->cfg.tokens)
-		return admit(r, NULL);
-	if (!auth) {
-		fail(r, MHD_HTTP_UNAUTHORIZED, JSONRPC_INVALID_REQUEST, "Unauthorized: send Authorization: Bearer "
-		     "TOKEN", need);
-		return -1;
-	}
-	if (strncasecmp(auth, "Bearer ", 7) != 0 ||
-	    !(t = tokens_find_bearer(h->cfg.tokens, auth + 7, strlen(auth + 7)))) {
-		fail(r, MHD_HTTP_UNAUTHORIZED, JSONRPC_INVALID_REQUEST, "Unauthorized: the token is not valid", bad);
-		return -1;
-	}
-	return admit(r, t);
-}
-
-/* Host and Origin: against DNS rebinding, a page of another site that
- * reaches this server through a name it controls is refused. */
-static int check_origin(struct hreq *r)
-{
-	const char *host = header(r->mhd, MHD_HTTP_HEADER_HOST);
-	const char *origin = header(r->mhd, MHD_HTTP_HEADER_ORIGIN);
-	if (r->h->is_unix && !origin)
-		return 0;
-	if ((host && !host_allowed(r->h, host, host_part(host))) || (origin && !origin_allowed(r->h, origin))) {
-		log_warn("serve: refused a request with Host %s, Origin %s", host ? host : "-", origin ? origin : "-");
-		fail(r, MHD_HTTP_FORBIDDEN, JSONRPC_INVALID_REQUEST, "Forbidden: Host or Origin not allowed", NULL);
-		return -1;
-	}
-	return 0;
-}
-
-static char *param_header(void *ctx, const char *name, size_t *len)
-{
-	struct hreq *r = ctx;
-	char full[96];
-	const char *v;
-	snprintf(full, sizeof(full), "Mcp-Param-%s", name);
-	v = header(r->mhd, full);
-	return v ? header_value(v, len) : NULL;
-}
-
-/* 2026-07-28: the headers say what the body says. */
-static int check_mirrored_headers(struct hreq *r, const json_t *msg)
-{
-	const char *method = json_string_value(json_object_get(msg, "method"));
-	json_t *params = json_object_get(msg, "params");
-	const char *hv = header(r->mhd, HDR_VERSION), *hm = header(r->mhd, HDR_METHOD);
-	const char *hn = header(r->mhd, HDR_NAME);
-	json_t *name = NULL;
-	char why[160];
-
-	if (!hv) {
-		snprintf(why, sizeof(why), "Header mismatch: %s is missing", HDR_VERSION);
-		goto bad;
-	}
-	if (!json_str_eq(json_object_get(json_object_get(params, "_meta"), META_VERSION), hv)) {
-		snprintf(why, sizeof(why), "Header mismatch: %s %.40s is not the body's %s", HDR_VERSION, hv,
-			 META_VERSION);
-		goto bad;
-	}
-	if (!hm || !method || strcmp(hm, method) != 0) {
-		snprintf(why, sizeof(why), "Header mismatch: %s %.60s does not match the body's method", HDR_METHOD,
-			 hm ? hm : "is missing and");
-		goto bad;
-	}
-	if (!strcmp(method, "tools/call") || !strcmp(method, "prompts/get"))
-		name = json_object_get(params, "name");
-	else if (!strcmp(method, "resources/read"))
-		name = json_object_get(params, "uri");
-	else if (!strncmp(method, "tasks/", 6))
-		name = json_object_get(params, "taskId");   /* routes a task to the server that holds it */
-	if (name) {
-		size_t len;
-		cleanup_free char *v = hn ? header_value(hn, &len) : NULL;
-		if (!v || !json_is_string(name) || json_string_length(name) != len ||
-		    memcmp(json_string_value(name), v, len) != 0) {
-			snprintf(why, sizeof(why), "Header mismatch: %s %s the body's name", HDR_NAME,
-				 hn ? "does not match" : "is missing; it carries");
-			goto bad;
-		}
-	}
-	if (!strcmp(method, "tools/call") && r->srv &&
-	    mcp_check_param_headers(r->srv, params, param_header, r, why, sizeof(why)) < 0)
-		goto bad;
-	return 0;
-bad:
-	fail(r, MHD_HTTP_BAD_REQUEST, MCP_HEADER_MISMATCH, why, NULL);
-	return -1;
+	legacy_expire(h);
 }
 
 static bool is_tool_run(const json_t *msg)
@@ -848,23 +363,23 @@ static json_t *parse_wide(const char *text, size_t len)
 static enum MHD_Result process(struct hreq *r)
 {
 	struct http_server *h = r->h;
-	const char *sid = header(r->mhd, HDR_SESSION);
-	const char *accept = header(r->mhd, MHD_HTTP_HEADER_ACCEPT);
+	const char *sid = http_header(r->mhd, HDR_SESSION);
+	const char *accept = http_header(r->mhd, MHD_HTTP_HEADER_ACCEPT);
 	json_t *unused = NULL;
 	cleanup_json json_t *msg = NULL;
 	bool request;
 
 	if (r->too_large)
-		return fail(r, MHD_HTTP_CONTENT_TOO_LARGE, JSONRPC_INVALID_REQUEST,
+		return http_fail(r, MHD_HTTP_CONTENT_TOO_LARGE, JSONRPC_INVALID_REQUEST,
 			    "Invalid Request: the body is too large", NULL);
 	r->sse_ok = accept && strstr(accept, "text/event-stream");
 	msg = jsonrpc_parse(r->body ? r->body : "", r->body_len, &unused);
 	json_decref(unused);
 	if (!msg && !(msg = parse_wide(r->body, r->body_len)))
-		return fail(r, MHD_HTTP_BAD_REQUEST, JSONRPC_PARSE_ERROR, "Parse error: the body is not valid JSON",
+		return http_fail(r, MHD_HTTP_BAD_REQUEST, JSONRPC_PARSE_ERROR, "Parse error: the body is not valid JSON",
 			    NULL);
 	if (json_is_array(msg))
-		return fail(r, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
+		return http_fail(r, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
 			    "Invalid Request: JSON-RPC batches are not taken over HTTP; send one message per POST", NULL);
 	request = json_is_object(msg) && json_object_get(msg, "method") && json_object_get(msg, "id");
 	if (request && jsonrpc_id_valid(json_object_get(msg, "id")))
@@ -873,55 +388,55 @@ static enum MHD_Result process(struct hreq *r)
 
 	if (sid) {
 		/* a 2025 session's request */
-		struct legacy_session *ls = session_find(h, sid);
-		const char *hv = header(r->mhd, HDR_VERSION);
+		struct legacy_session *ls = legacy_find(h, sid);
+		const char *hv = http_header(r->mhd, HDR_VERSION);
 		if (!ls || ls->who != r->who)
-			return fail(r, MHD_HTTP_NOT_FOUND, JSONRPC_INVALID_REQUEST, "Not Found: no such session "
+			return http_fail(r, MHD_HTTP_NOT_FOUND, JSONRPC_INVALID_REQUEST, "Not Found: no such session "
 				    "(it ended, or was never made); initialize again", NULL);
 		if (hv) {
 			bool known = false;
 			for (int i = 0; mcp_protocol_versions[i]; i++)
 				known |= strcmp(hv, mcp_protocol_versions[i]) == 0 && strcmp(hv, MCP_MODERN_PROTOCOL);
 			if (!known)
-				return fail(r, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST, "Bad Request: unsupported "
+				return http_fail(r, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST, "Bad Request: unsupported "
 					    HDR_VERSION " for a session", NULL);
 		}
 		/* its answer is routed by id: a request without a valid one
 		 * could not be answered */
 		if (request && !r->id)
-			return fail(r, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST, "Invalid Request: the id must be "
+			return http_fail(r, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST, "Invalid Request: the id must be "
 				    "a string or a number", NULL);
 		for (struct hreq *o = ls->reqs; r->id && o; o = o->next)
 			if (o->id && json_equal(o->id, r->id))
-				return fail(r, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST, "Invalid Request: this id "
+				return http_fail(r, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST, "Invalid Request: this id "
 					    "belongs to a request still in progress", NULL);
 		r->ls = ls;
 		ls->last_used = now_ms();
 	} else if (r->is_initialize) {
-		expire_sessions(h);
+		legacy_expire(h);
 		if (h->n_sessions >= h->cfg.max_sessions) {
 			static const char *const retry[] = { MHD_HTTP_HEADER_RETRY_AFTER, "5", NULL };
-			return fail(r, MHD_HTTP_SERVICE_UNAVAILABLE, ERR_FULL, "Service Unavailable: too many sessions; "
+			return http_fail(r, MHD_HTTP_SERVICE_UNAVAILABLE, ERR_FULL, "Service Unavailable: too many sessions; "
 				    "try again later", retry);
 		}
-		r->ls = session_new(h, r->srv, r->who);
+		r->ls = legacy_new(h, r->srv, r->who);
 		r->new_legacy = r->ls != NULL;
 		if (!r->ls)
-			return fail(r, MHD_HTTP_INTERNAL_SERVER_ERROR, JSONRPC_INTERNAL_ERROR,
+			return http_fail(r, MHD_HTTP_INTERNAL_SERVER_ERROR, JSONRPC_INTERNAL_ERROR,
 				    "Internal error: no session id", NULL);
 	} else if (request && json_object_get(json_object_get(json_object_get(msg, "params"), "_meta"), META_VERSION)) {
 		r->modern = true;
-		if (check_mirrored_headers(r, msg) < 0)
+		if (http_check_mirrored_headers(r, msg) < 0)
 			return MHD_YES;
 	}
 
 	if (!request) {
 		/* a notification or a response: taken, nothing comes back */
 		if (!json_is_object(msg) || (!json_object_get(msg, "method") && !json_object_get(msg, "id")))
-			return fail(r, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST, "Invalid Request: neither a "
+			return http_fail(r, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST, "Invalid Request: neither a "
 				    "request, a notification nor a response", NULL);
 		if (json_object_get(msg, "method") && json_object_get(msg, "id"))
-			return fail(r, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST, "Invalid Request: the id must be "
+			return http_fail(r, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST, "Invalid Request: the id must be "
 				    "a string or an integer", NULL);
 		if (r->ls)
 			mcp_conn_handle_text(r->ls->mcp, r->body, r->body_len);
@@ -930,7 +445,7 @@ static enum MHD_Result process(struct hreq *r)
 
 	if (h->n_pending >= h->cfg.max_pending) {
 		static const char *const retry[] = { MHD_HTTP_HEADER_RETRY_AFTER, "1", NULL };
-		return fail(r, MHD_HTTP_SERVICE_UNAVAILABLE, ERR_FULL, "Service Unavailable: the server is full; try "
+		return http_fail(r, MHD_HTTP_SERVICE_UNAVAILABLE, ERR_FULL, "Service Unavailable: the server is full; try "
 			    "again later", retry);
 	}
 	if (is_tool_run(msg)) {
@@ -938,7 +453,7 @@ static enum MHD_Result process(struct hreq *r)
 		 * below), so the calls already made are all there is to count */
 		if (r->max_runs && r->who->name && mcp_server_runs_of(r->srv, r->who->name) >= r->max_runs) {
 			static const char *const retry[] = { MHD_HTTP_HEADER_RETRY_AFTER, "1", NULL };
-			return fail(r, MHD_HTTP_TOO_MANY_REQUESTS, ERR_QUOTA, "Too Many Requests: this token's runs are "
+			return http_fail(r, MHD_HTTP_TOO_MANY_REQUESTS, ERR_QUOTA, "Too Many Requests: this token's runs are "
 				    "all in use; try again when one ends", retry);
 		}
 	}
@@ -996,16 +511,16 @@ static enum MHD_Result answer(struct hreq *r)
 
 static enum MHD_Result on_delete(struct hreq *r)
 {
-	const char *sid = header(r->mhd, HDR_SESSION);
-	struct legacy_session *ls = sid ? session_find(r->h, sid) : NULL;
+	const char *sid = http_header(r->mhd, HDR_SESSION);
+	struct legacy_session *ls = sid ? legacy_find(r->h, sid) : NULL;
 	static const char *const allow[] = { MHD_HTTP_HEADER_ALLOW, "POST", NULL };
 	if (!sid)
-		return fail(r, MHD_HTTP_METHOD_NOT_ALLOWED, JSONRPC_INVALID_REQUEST, "Method Not Allowed: DELETE "
+		return http_fail(r, MHD_HTTP_METHOD_NOT_ALLOWED, JSONRPC_INVALID_REQUEST, "Method Not Allowed: DELETE "
 			    "ends a 2025 session named by " HDR_SESSION, allow);
 	if (!ls || ls->who != r->who)
-		return fail(r, MHD_HTTP_NOT_FOUND, JSONRPC_INVALID_REQUEST, "Not Found: no such session", NULL);
-	log_info("serve: session of %s ended by the client", client_name(ls->who));
-	session_free(ls);
+		return http_fail(r, MHD_HTTP_NOT_FOUND, JSONRPC_INVALID_REQUEST, "Not Found: no such session", NULL);
+	log_info("serve: session of %s ended by the client", http_client_name(ls->who));
+	legacy_free(ls);
 	return respond(r, MHD_HTTP_OK, NULL, NULL, NULL);
 }
 
@@ -1023,6 +538,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	(void)version;
 
 	if (!r) {
+		const struct http_route *rt;
 		const char *clen;
 		r = xcalloc(1, sizeof(*r));
 		r->h = h;
@@ -1034,17 +550,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		r->hc->req = r;
 		h->stats.requests++;
 		r->at_head = true;
-		if (strcmp(url, "/healthz") == 0 || (strcmp(url, "/metrics") == 0 && h->cfg.metrics))
-			return on_operations(r, url, method);
+		if ((rt = route_of(h, url)))
+			return on_route(r, rt, method);
 		if (strcmp(url, ENDPOINT) != 0)
-			return fail(r, MHD_HTTP_NOT_FOUND, JSONRPC_INVALID_REQUEST, "Not Found: the MCP endpoint is "
+			return http_fail(r, MHD_HTTP_NOT_FOUND, JSONRPC_INVALID_REQUEST, "Not Found: the MCP endpoint is "
 				    ENDPOINT, NULL);
-		if (check_origin(r) < 0 || authenticate(r) < 0)
+		if (http_check_origin(r) < 0 || http_authenticate(r) < 0)
 			return MHD_YES;
 		r->hc->proven = true;
 		if (h->quiesced) {
 			static const char *const closing[] = { MHD_HTTP_HEADER_CONNECTION, "close", NULL };
-			return fail(r, MHD_HTTP_SERVICE_UNAVAILABLE, ERR_FULL, "Service Unavailable: the server is "
+			return http_fail(r, MHD_HTTP_SERVICE_UNAVAILABLE, ERR_FULL, "Service Unavailable: the server is "
 				    "stopping; try another", closing);
 		}
 		if (strcmp(method, MHD_HTTP_METHOD_DELETE) == 0)
@@ -1052,12 +568,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		if (strcmp(method, MHD_HTTP_METHOD_POST) != 0) {
 			/* no standalone stream: a 2025 client may go without it */
 			static const char *const allow[] = { MHD_HTTP_HEADER_ALLOW, "POST, DELETE", NULL };
-			return fail(r, MHD_HTTP_METHOD_NOT_ALLOWED, JSONRPC_INVALID_REQUEST, "Method Not Allowed: POST "
+			return http_fail(r, MHD_HTTP_METHOD_NOT_ALLOWED, JSONRPC_INVALID_REQUEST, "Method Not Allowed: POST "
 				    "one JSON-RPC message", allow);
 		}
-		clen = header(c, MHD_HTTP_HEADER_CONTENT_LENGTH);
+		clen = http_header(c, MHD_HTTP_HEADER_CONTENT_LENGTH);
 		if (clen && strtoull(clen, NULL, 10) > h->cfg.max_body)
-			return fail(r, MHD_HTTP_CONTENT_TOO_LARGE, JSONRPC_INVALID_REQUEST,
+			return http_fail(r, MHD_HTTP_CONTENT_TOO_LARGE, JSONRPC_INVALID_REQUEST,
 				    "Invalid Request: the body is too large", NULL);
 		return MHD_YES;
 	}
@@ -1109,7 +625,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
 		hreq_abandon(r);
 	/* an initialize that did not succeed leaves no session behind */
 	if (r->new_legacy && r->ls && !r->ls->initialized)
-		session_free(r->ls);
+		legacy_free(r->ls);
 	hreq_free(r);
 	*con_cls = NULL;
 }
@@ -1284,129 +800,8 @@ static void on_tick(struct loop_watch *w, uint32_t events, void *data)
 		else if (!hc->proven && now - hc->t_connect > (limit < UNPROVEN_MS ? limit : UNPROVEN_MS))
 			cut(hc, "no whole authenticated request within its first seconds");
 	}
-	expire_sessions(h);
+	legacy_expire(h);
 	run_mhd(h);
-}
-
-/* ------------------------------------------------------------ listening */
-
-union sockaddr_any {
-	struct sockaddr sa;
-	struct sockaddr_in in4;
-	struct sockaddr_in6 in6;
-	struct sockaddr_un un;
-};
-
-/* The listening socket fd, bound already (by listen_on, or by systemd):
- * where it listens, as a URL and as a Host name; refused when it is not
- * loopback and there are no tokens.  `what` names it in errors. */
-static int adopt(struct http_server *h, int fd, const char *what, struct pc_err *err)
-{
-	union sockaddr_any a;
-	socklen_t alen = sizeof(a);
-	char host[INET6_ADDRSTRLEN];
-	unsigned port;
-	int type = 0;
-	socklen_t tlen = sizeof(type);
-
-	memset(&a, 0, sizeof(a));
-	if (getsockname(fd, &a.sa, &alen) < 0)
-		return pc_syserr(err, "listen", "%s: getsockname", what);
-	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tlen) < 0 || type != SOCK_STREAM ||
-	    (a.sa.sa_family != AF_UNIX && a.sa.sa_family != AF_INET && a.sa.sa_family != AF_INET6))
-		return pc_fail(err, EINVAL, "listen", "%s: not a TCP or unix stream socket", what);
-	if (a.sa.sa_family == AF_UNIX) {
-		h->is_unix = true;
-		h->url = xasprintf("unix:%s", a.un.sun_path[0] ? a.un.sun_path : "(unnamed)");
-	} else {
-		bool v6 = a.sa.sa_family == AF_INET6;
-		inet_ntop(a.sa.sa_family, v6 ? (void *)&a.in6.sin6_addr : (void *)&a.in4.sin_addr, host, sizeof(host));
-		port = ntohs(v6 ? a.in6.sin6_port : a.in4.sin_port);
-		h->url = xasprintf("http://%s%s%s:%u" ENDPOINT, v6 ? "[" : "", host, v6 ? "]" : "", port);
-		h->listen_host = v6 ? xasprintf("[%s]", host) : xstrdup(host);
-		if (!h->cfg.tokens && !(v6 ? IN6_IS_ADDR_LOOPBACK(&a.in6.sin6_addr)
-					  : (ntohl(a.in4.sin_addr.s_addr) >> 24) == 127))
-			return pc_fail(err, EPERM, "listen", "%s: only a loopback address or a unix socket may be "
-				       "served without --tokens", what);
-	}
-	if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) < 0 || listen(fd, 128) < 0)
-		return pc_syserr(err, "listen", "%s: listen", what);
-	return 0;
-}
-
-static int listen_on(struct http_server *h, const char *spec, struct pc_err *err)
-{
-	union sockaddr_any a;
-	socklen_t alen;
-	cleanup_close int fd = -1;
-	int one = 1;
-	char host[64], port_s[16], what[300];
-	const char *colon;
-	char *end;
-	unsigned long port;
-
-	memset(&a, 0, sizeof(a));
-	snprintf(what, sizeof(what), "--listen %s", spec);
-	if (strncmp(spec, "unix:", 5) == 0) {
-		const char *path = spec + 5;
-		struct stat st;
-		if (!*path || strlen(path) >= sizeof(a.un.sun_path))
-			return pc_fail(err, EINVAL, "listen", "--listen %s: a unix socket path of 1 to %zu bytes", spec,
-				       sizeof(a.un.sun_path) - 1);
-		/* a stale socket of an earlier server is replaced, nothing else */
-		if (lstat(path, &st) == 0) {
-			if (!S_ISSOCK(st.st_mode))
-				return pc_fail(err, EEXIST, "listen", "--listen %s: exists and is not a socket", spec);
-			unlink(path);
-		}
-		a.un.sun_family = AF_UNIX;
-		strcpy(a.un.sun_path, path);
-		alen = sizeof(a.un);
-		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-		if (fd < 0 || bind(fd, &a.sa, alen) < 0)
-			return pc_syserr(err, "listen", "bind %s", path);
-		/* anyone may connect; SO_PEERCRED decides who is served */
-		chmod(path, 0666);
-		h->unix_path = xstrdup(path);
-	} else {
-		colon = strrchr(spec, ':');
-		if (!colon || colon == spec || (size_t)(colon - spec) >= sizeof(host))
-			return pc_fail(err, EINVAL, "listen", "--listen %s: expected ADDRESS:PORT (127.0.0.1:8080, "
-				       "[::1]:8080) or unix:PATH", spec);
-		memcpy(host, spec, (size_t)(colon - spec));
-		host[colon - spec] = '\0';
-		snprintf(port_s, sizeof(port_s), "%s", colon + 1);
-		errno = 0;
-		port = strtoul(port_s, &end, 10);
-		if (!*port_s || *end || errno || port > 65535)
-			return pc_fail(err, EINVAL, "listen", "--listen %s: the port must be 0 to 65535", spec);
-		if (host[0] == '[' && host[strlen(host) - 1] == ']') {
-			host[strlen(host) - 1] = '\0';
-			memmove(host, host + 1, strlen(host));
-			a.in6.sin6_family = AF_INET6;
-			a.in6.sin6_port = htons((uint16_t)port);
-			if (inet_pton(AF_INET6, host, &a.in6.sin6_addr) != 1)
-				return pc_fail(err, EINVAL, "listen", "--listen %s: not an IPv6 address", spec);
-			alen = sizeof(a.in6);
-		} else {
-			a.in4.sin_family = AF_INET;
-			a.in4.sin_port = htons((uint16_t)port);
-			if (inet_pton(AF_INET, host, &a.in4.sin_addr) != 1)
-				return pc_fail(err, EINVAL, "listen", "--listen %s: not an IPv4 address (names are not "
-					       "resolved)", spec);
-			alen = sizeof(a.in4);
-		}
-		fd = socket(a.sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-		if (fd < 0)
-			return pc_syserr(err, "listen", "socket");
-		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-		if (bind(fd, &a.sa, alen) < 0)
-			return pc_syserr(err, "listen", "bind %s", spec);
-	}
-	if (adopt(h, fd, what, err) < 0)
-		return -1;
-	h->listen_fd = steal_fd(&fd);
-	return 0;
 }
 
 struct http_server *http_server_new(struct loop *l, const struct http_config *cfg, struct pc_err *err)
@@ -1418,13 +813,13 @@ struct http_server *http_server_new(struct loop *l, const struct http_config *cf
 	h->loop = l;
 	h->cfg = *cfg;
 	h->listen_fd = h->timer_fd = h->tick_fd = -1;
-	if (mhd_open(err) < 0)
+	if (http_mhd_open(err) < 0)
 		goto fail;
 	if (cfg->listen_fd > 0) {
 		h->listen_fd = cfg->listen_fd;
-		if (adopt(h, cfg->listen_fd, "the socket systemd passed", err) < 0)
+		if (http_adopt(h, cfg->listen_fd, "the socket systemd passed", err) < 0)
 			goto fail;
-	} else if (listen_on(h, cfg->listen, err) < 0) {
+	} else if (http_listen_on(h, cfg->listen, err) < 0) {
 		goto fail;
 	}
 	h->d = mhd.start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL,
@@ -1479,7 +874,7 @@ void http_server_free(struct http_server *h)
 	if (!h)
 		return;
 	while (h->sessions)
-		session_free(h->sessions);
+		legacy_free(h->sessions);
 	if (h->d) {
 		/* MHD must not be stopped with a connection suspended: every
 		 * request is abandoned (its run killed) and resumed */

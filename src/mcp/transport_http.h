@@ -20,6 +20,18 @@
 
 struct http_server;
 
+/* An operator endpoint beside the MCP one: a row of http_config.routes.
+ * GET or HEAD only (others get 405); its handler lives with the rest of
+ * the operator's side (pycell serve's: cli/cmd_serve.c, serve_ops.c). */
+struct http_route {
+	const char *path;             /* "/healthz" */
+	bool authenticated;           /* tokens, Host and Origin as /mcp has them; else none
+				       * (such an endpoint tells only about itself) */
+	const char *content_type;
+	/* The body (malloc'd, into *body); returns the HTTP status. */
+	unsigned (*answer)(void *ctx, char **body);
+};
+
 struct http_config {
 	/* "127.0.0.1:8080", "[::1]:0", "0.0.0.0:8080" (IP literals only; port
 	 * 0 picks one) or "unix:/path/to/socket" */
@@ -47,12 +59,9 @@ struct http_config {
 	/* The MCP server for a client (its token's policy): t NULL without
 	 * tokens, or for a unix peer allowed as this user. */
 	struct mcp_server *(*server_for)(void *ctx, const struct token *t);
-	/* GET /metrics (authenticated as /mcp is): the Prometheus text is
-	 * appended to p.  NULL: /metrics is 404. */
-	void (*metrics)(void *ctx, struct prom *p);
-	/* GET /healthz (no token, no Host check: it tells only this): ready
-	 * to serve?  If not, why, a sentence in why.  NULL: always ready. */
-	bool (*healthy)(void *ctx, char *why, size_t n);
+	/* The operator endpoints beside /mcp (serve's: /healthz, /metrics). */
+	const struct http_route *routes;
+	size_t n_routes;
 	void *ctx;
 };
 
