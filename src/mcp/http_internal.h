@@ -3,6 +3,7 @@
  *   transport_http.c  requests and their answers (JSON or an SSE stream),
  *                     dispatch to the MCP layer, connections and their
  *                     bounds, the loop, the operator endpoints, the server
+ *   http_sse.c        a request's answer: JSON, or an SSE stream
  *   http_access.c     Host and Origin, tokens and the clients they name,
  *                     the Mcp-* headers a 2026 request mirrors
  *   http_legacy.c     2025 sessions (Mcp-Session-Id)
@@ -185,10 +186,17 @@ struct http_server {
 };
 
 /* ---- transport_http.c */
-/* Send msg on r: its response, or an event on its SSE stream. */
-void hreq_push(struct hreq *r, json_t *msg);
+/* Let MHD take r's answer (or the next part of its stream). */
+void hreq_resume(struct hreq *r);
 /* r's JSON-RPC error with HTTP status, now. */
 enum MHD_Result http_fail(struct hreq *r, unsigned status, int code, const char *msg, const char *const *headers);
+
+/* ---- http_sse.c */
+/* A message of the MCP layer for request r: its response, or a
+ * notification on its SSE stream (dropped for a client that takes none). */
+void hreq_push(struct hreq *r, json_t *msg);
+/* MHD's reader of r's SSE stream. */
+ssize_t http_sse_reader(void *cls, uint64_t pos, char *buf, size_t max);
 
 /* ---- http_access.c */
 const char *http_header(struct MHD_Connection *c, const char *name);

@@ -34,8 +34,6 @@ const char *const http_denial_names[HTTP_DENIALS] = {
 	"unauthorized", "forbidden", "body_too_large", "quota", "server_full",
 };
 
-static void hreq_resume(struct hreq *r);
-
 /* ------------------------------------------------------------ responses */
 
 static enum MHD_Result queue(struct MHD_Connection *c, unsigned status, const char *ctype, const char *body,
@@ -124,100 +122,6 @@ static enum MHD_Result on_route(struct hreq *r, const struct http_route *rt, con
 	return respond(r, status, rt->content_type, body ? body : "", NULL);
 }
 
-/* The HTTP status of a JSON-RPC response, as Streamable HTTP asks. */
-static int status_of(const struct hreq *r, const json_t *msg)
-{
-	json_t *err = json_object_get(msg, "error");
-	json_int_t code;
-	if (!err)
-		return MHD_HTTP_OK;
-	code = json_integer_value(json_object_get(err, "code"));
-	switch (code) {
-	case JSONRPC_PARSE_ERROR:
-	case JSONRPC_INVALID_REQUEST:
-	case MCP_HEADER_MISMATCH:
-	case -32021:
-	case -32022:
-		return MHD_HTTP_BAD_REQUEST;
-	case JSONRPC_METHOD_NOT_FOUND:
-		/* 2026-07-28: an unknown method is 404 with -32601 */
-		return r->ls ? MHD_HTTP_OK : MHD_HTTP_NOT_FOUND;
-	case JSONRPC_INVALID_PARAMS:
-		/* a stateless request without a version in its _meta is not a
-		 * 2026 request: 4xx, so that a client may fall back to
-		 * initialize; a 2026 request's bad params are its answer */
-		return r->ls || r->modern ? MHD_HTTP_OK : MHD_HTTP_BAD_REQUEST;
-	default:
-		return MHD_HTTP_OK;
-	}
-}
-
-static void sse_append(struct hreq *r, const json_t *msg)
-{
-	static const char head[] = "event: message\ndata: ";
-	size_t n;
-	cleanup_free char *text = json_out(msg, "\n\n", &n);
-	if (!text)
-		return;
-	if (r->out_off == r->out_len) {
-		r->out_off = r->out_len = 0;
-	}
-	r->out = xrealloc(r->out, r->out_len + sizeof(head) - 1 + n);
-	memcpy(r->out + r->out_len, head, sizeof(head) - 1);
-	memcpy(r->out + r->out_len + sizeof(head) - 1, text, n);
-	r->out_len += sizeof(head) - 1 + n;
-}
-
-/* A message of the MCP layer for request r. */
-void hreq_push(struct hreq *r, json_t *msg)
-{
-	bool response = !json_object_get(msg, "method");
-	size_t n;
-	if (r->done || r->gone)
-		return;
-	if (response) {
-		r->done = true;
-		r->status = status_of(r, msg);
-		if (r->streaming)
-			sse_append(r, msg);
-		else
-			r->final = json_out(msg, NULL, &n);
-		if (r->is_initialize && r->ls && json_object_get(msg, "result"))
-			r->ls->initialized = true;
-	} else {
-		/* notifications are only for a client that takes a stream;
-		 * once it is queued, each goes on it (sse_reader) */
-		if (!r->sse_ok || (r->queued && !r->streaming))
-			return;
-		r->streaming = true;
-		sse_append(r, msg);
-	}
-	hreq_resume(r);
-}
-
-/* SSE: what is buffered, then the end once the response is in. */
-static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max)
-{
-	struct hreq *r = cls;
-	size_t n = r->out_len - r->out_off;
-	(void)pos;
-	if (r->gone)
-		return MHD_CONTENT_READER_END_WITH_ERROR;
-	if (n) {
-		if (n > max)
-			n = max;
-		memcpy(buf, r->out + r->out_off, n);
-		r->out_off += n;
-		return (ssize_t)n;
-	}
-	if (r->done)
-		return MHD_CONTENT_READER_END_OF_STREAM;
-	/* nothing yet: wait for the next message (hreq_push resumes) */
-	r->suspended = true;
-	mhd.suspend_connection(r->mhd);
-	return 0;
-}
-
 /* ------------------------------------------------------------ requests */
 
 /* The request will not be answered: stop its work.  Idempotent. */
@@ -256,7 +160,7 @@ static void timer_by(struct http_server *h, uint64_t at)
 	timerfd_settime(h->timer_fd, TFD_TIMER_ABSTIME, &t, NULL);
 }
 
-static void hreq_resume(struct hreq *r)
+void hreq_resume(struct hreq *r)
 {
 	if (!r->suspended)
 		return;
@@ -485,7 +389,7 @@ static enum MHD_Result answer(struct hreq *r)
 		return respond(r, MHD_HTTP_NO_CONTENT, NULL, NULL, NULL);
 	}
 	if (r->streaming) {
-		resp = mhd.create_response_from_callback(MHD_SIZE_UNKNOWN, SSE_BLOCK, sse_reader, r, NULL);
+		resp = mhd.create_response_from_callback(MHD_SIZE_UNKNOWN, SSE_BLOCK, http_sse_reader, r, NULL);
 		if (!resp)
 			return MHD_NO;
 		mhd.add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
