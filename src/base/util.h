@@ -78,14 +78,15 @@ static inline void pc_strvp(char ***v)
 }
 #define cleanup_strv __attribute__((cleanup(pc_strvp)))
 
-static inline void *steal_ptr_impl(void *pp)
-{
-	void **p = pp;
-	void *v = *p;
-	*p = NULL;
-	return v;
-}
-#define steal_ptr(pp) steal_ptr_impl(pp)
+/* *pp, of its own type (as systemd's TAKE_PTR: assigning it to a pointer
+ * of another type is the compiler's error), and *pp is NULL after. */
+#define steal_ptr(pp)                              \
+	({                                         \
+		__typeof__(*(pp)) *stolen_pp_ = (pp);  \
+		__typeof__(*(pp)) stolen_v_ = *stolen_pp_; \
+		*stolen_pp_ = NULL;                \
+		stolen_v_;                         \
+	})
 static inline int steal_fd(int *fd)
 {
 	int v = *fd;

@@ -1,10 +1,10 @@
 /* pycell: one run on the event loop.  The run owns the jail (init's pidfd,
  * the sync socket), the three pipes, the tool socket, the timer and the
  * cgroup; the result is final when init is reaped and both output pipes
- * reached EOF.  Longer than the ~700 lines a file here keeps to: its
- * callbacks all finish the same struct run, and finish_if_complete() must
- * see every one of them; how its jail is made is elsewhere (spawner.h,
- * program.h). */
+ * reached EOF.  Its callbacks all finish the same struct run (run_int.h),
+ * and finish_if_complete() must see every one of them; how its jail is
+ * made is run_jail.c's (through spawner.h and program.h), its
+ * environment env.c's. */
 #include "config.h"
 
 #include <fcntl.h>
@@ -29,56 +29,10 @@
 #include "jail/seccomp.h"
 #include "run/outputs.h"
 #include "run/run.h"
+#include "run/run_int.h"
 #include "run/program.h"
 #include "run/egress.h"
 #include "run/spawner.h"
-
-#define READ_CHUNK (64 << 10)
-#define TOOL_MSG_MAX (4 << 20)
-#define TOOL_SOCKET_BUFFER ((1 << 20) + (128 << 10))
-
-struct out_stream {
-	struct loop_watch w;
-	int fd;
-	enum run_stream id;
-	struct output_buf *buf;
-};
-
-
-struct run {
-	struct loop *loop;
-	struct run_request req;
-	struct run_result result;
-	struct jail jail;
-	struct spawner *spawner;  /* what made the jail (deliver: a ready jail's cell) */
-	/* a parked run's jail, asked of req.spawner and not come yet */
-	struct spawn_ahead *ahead;
-	run_parked_fn parked;
-	void *parked_ctx;
-	struct cgroup_run *cgroup;
-	struct egress *egress;    /* an egress run's network; NULL for others */
-	uint64_t cpu_base_us;  /* the cgroup's CPU time before the run (ready jails) */
-	uint64_t t0;
-	uint64_t timeout_ms;
-
-	struct out_stream out, err;
-	struct loop_watch w_sync, w_pidfd, w_timer, w_stdin, w_stdin_src, w_tool;
-	int stdin_fd;          /* write end of the program's stdin pipe */
-	const char *stdin_pos; /* buffer input still to write */
-	size_t stdin_left;
-	char *src_buf;         /* streaming input read from req.stdin_fd */
-	size_t src_len, src_off;
-	bool src_eof, src_polled;
-	int timer_fd;
-	int tool_fd;
-
-	char **argv, **envp;
-	bool spawned, reaped, got_exit, got_error, timed_out, cancelled, done;
-	bool tool_done;        /* on_tool_done has been called */
-	bool bare;             /* a wasm jail without namespaces (jail_spec.bare) */
-	struct blob_rx blob;
-	struct jail_msg exit_msg;
-};
 
 /* ------------------------------------------------------------ finishing */
 
@@ -494,23 +448,6 @@ int run_tool_send_fds(struct run *r, json_t *msg, const int *fds, int n_fds)
 
 /* ------------------------------------------------------------ start */
 
-/* A packet larger than the sender's SO_SNDBUF fails with EMSGSIZE, and the
- * default (net.core.wmem_default) is ~208 KiB: raise it to the packet cap,
- * past net.core.wmem_max when we may (SO_SNDBUFFORCE needs CAP_NET_ADMIN). */
-static void tool_sndbuf(int fd)
-{
-	int size = TOOL_MSG_MAX + (64 << 10);
-	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &size, sizeof(size)) < 0)
-		(void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
-}
-
-static int make_pipe(int fds[2], bool parent_reads, struct pc_err *err)
-{
-	if (pipe2(fds, O_CLOEXEC) < 0)
-		return pc_syserr(err, "spawn", "pipe");
-	return set_nonblock(parent_reads ? fds[0] : fds[1], true);
-}
-
 static void setup_failed(struct run *r, const struct pc_err *e)
 {
 	struct itimerspec now = { .it_value = { 0, 1 } };
@@ -555,233 +492,6 @@ static struct run *run_new(struct loop *l, const struct run_request *q, struct p
 		return NULL;
 	}
 	return r;
-}
-
-/* Everything up to a jail that builds itself: the run's cgroups, pipes,
- * tool socket and the clone.  A parked run (park) comes from the zygote
- * only and gets its program later (run_start_parked).  -1 with *setup_err
- * set when the jail could not be made. */
-/* Clone a jail with sp and release it; a jail made ahead whose program
- * is at hand (deliver) gets it at once, after its release. */
-static int spawn_with(struct spawner *sp, struct jail_spec *spec, struct jail *j, bool deliver,
-		      struct pc_err *err)
-{
-	if (sp->ops->spawn(sp, spec, j, err) < 0 || sp->ops->release(sp, spec, j, err) < 0)
-		return -1;
-	if (deliver && sp->ops->deliver(sp, spec, j, err) < 0) {
-		jail_abort(j);
-		return -1;
-	}
-	return 0;
-}
-
-static struct program program_of(const struct run_request *q)
-{
-	return (struct program){ .mode = q->mode, .code = q->code, .code_len = q->code_len,
-				 .prog_name = q->prog_name, .args = q->args,
-				 .variables_json = q->variables_json, .files_json = q->files_json,
-				 .outputs = q->outputs };
-}
-
-/* A parked run's jail came from its spawner (j), or could not be made:
- * released here, and the run's owner told. */
-static void on_parked(void *ctx, struct jail *j, const struct pc_err *err)
-{
-	struct run *r = ctx;
-	struct spawner *sp = r->req.spawner;
-	struct jail_spec spec = { .policy = r->req.policy };
-	struct pc_err release_err = { 0 };
-
-	r->ahead = NULL;
-	if (!err) {
-		r->jail = *j;
-		if (sp->ops->release(sp, &spec, &r->jail, &release_err) == 0) {
-			r->spawner = sp;
-			r->spawned = true;
-			log_debug("run %d: ready", (int)r->jail.pid);
-		} else {
-			err = &release_err;
-		}
-	}
-	r->parked(r, err, r->parked_ctx);
-}
-
-/* The run's cgroups, probing the env's first when it left that to its
- * first run (run_env.probe_later); none is a warning, not a failure. */
-static int make_cgroups(struct run *r, struct pc_err *err)
-{
-	struct run_request *q = &r->req;
-	struct pc_err ignored;
-
-	if (q->probe_env && !q->probe_env->cgroups) {
-		/* the v2 half: the v1 half comes while the jail builds its root */
-		if (cgroup_env_probe_v2(&q->probe_env->cgroups, &ignored) < 0)
-			q->probe_env->cgroups = NULL;
-		q->cgroups = q->probe_env->cgroups;
-		q->probe_env = NULL;
-		log_debug("%6llu us: cgroup2 probed", (unsigned long long)log_elapsed_us());
-	}
-	if (q->cgroups && cgroup_run_create(q->cgroups, &q->policy->limits, !r->bare, &r->cgroup, &r->result, err) < 0)
-		return -1;
-	log_debug("%6llu us: run cgroup created", (unsigned long long)log_elapsed_us());
-	if (!q->cgroups)
-		result_add_warning(&r->result, "no cgroup support: memory, pids and cpu limits rely on rlimits");
-	return 0;
-}
-
-static int run_spawn(struct run *r, bool park, struct pc_err *setup_err)
-{
-	struct spawner *sp;
-	struct program prog;
-	const struct run_request *q = &r->req;
-	const struct policy *p = q->policy;
-	struct jail_spec spec = { 0 };
-	int in[2] = { -1, -1 }, o[2] = { -1, -1 }, e[2] = { -1, -1 }, tool[2] = { -1, -1 };
-	cleanup_free char *vars = NULL;
-	cleanup_free char *bare_runtime = NULL;
-	struct pc_err ns_why = { 0 };
-	bool served, later;
-
-	if (q->spawner && q->spawner->ops->revive && q->spawner->ops->serves(q->spawner, p))
-		q->spawner->ops->revive(q->spawner);
-	/* the wasm backend runs where the host refuses namespaces, without
-	 * them; the native one needs them (its clone fails, saying so) */
-	r->bare = policy_is_wasm(p) && jail_namespaces_refused(&ns_why);
-	r->result.layers = jail_layers(policy_is_wasm(p), r->bare);
-	if (r->bare) {
-		/* all node may read, named as the kernel will see it */
-		if (!(bare_runtime = realpath(q->runtime_dir, NULL)))
-			return pc_syserr(setup_err, "runtime", "the runtime directory %s", q->runtime_dir);
-		result_add_warning(&r->result, "this host refuses namespaces (%s): the wasm run has no namespace "
-				   "and no root of its own; \"layers\" lists what confines it (SECURITY.md, "
-				   "\"The wasm backend without namespaces\")", ns_why.msg);
-	}
-	/* the request's spawner starts this run (else a cold one, below) */
-	sp = q->spawner;
-	served = sp && sp->ops->serves(sp, p) && p->network.mode != NET_EGRESS && !q->packages_dir;
-	if (make_cgroups(r, setup_err) < 0)
-		return -1;
-	/* The first run of an env probed by halves (pycell run): a cold
-	 * jail, cloned into its cgroup2 dir, builds its root while the v1
-	 * half is probed and made, and waits for it before anything of its
-	 * program (jail_spec.cgroup.later).  Any other jail has it all first. */
-	later = cgroup_run_later(r->cgroup) && !park && !served && !r->bare && p->network.mode != NET_EGRESS;
-	if (!later && cgroup_run_finish(r->cgroup, &p->limits, !r->bare, &r->result, setup_err) < 0)
-		return -1;
-	if (p->network.mode == NET_EGRESS) {
-		if (park)
-			return pc_fail(setup_err, ENOTSUP, "egress", "an egress run is never made ahead");
-		if (egress_new(r->loop, p, cgroup_run_clone_fd(r->cgroup), &r->egress, setup_err) < 0)
-			return -1;
-		egress_spec(r->egress, &spec);
-	}
-
-	if (make_pipe(in, false, setup_err) < 0 || make_pipe(o, true, setup_err) < 0 ||
-	    make_pipe(e, true, setup_err) < 0)
-		goto fail;
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, tool) < 0) {
-		pc_syserr(setup_err, "spawn", "tool socketpair");
-		goto fail;
-	}
-	{
-		/* one packet carries a whole message (a cell's return value is
-		 * up to 1 MiB): raise the jail's send buffer past the default
-		 * 208 KiB; SO_SNDBUFFORCE lets root exceed wmem_max */
-		int sz = TOOL_SOCKET_BUFFER;
-		if (setsockopt(tool[1], SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof(sz)) < 0)
-			setsockopt(tool[1], SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
-	}
-	tool_sndbuf(tool[0]);
-	tool_sndbuf(tool[1]);
-	prog = program_of(q);
-	prog.bare_runtime = bare_runtime;
-	/* a wasm cell from its spawner: node reads it from the pipe, made
-	 * ahead or delivered at once */
-	prog.ready = policy_is_wasm(p) && q->mode == RUN_MODE_CELL && served && sp->ops->deliver;
-	r->argv = program_argv(p, &prog);
-	r->envp = program_envp(p, q->packages_dir != NULL);
-	spec.policy = p;
-	spec.bare = r->bare;
-	spec.filter = q->filter;
-	spec.argv = r->argv;
-	spec.envp = r->envp;
-	spec.park = park;
-	if (!park)
-		program_files(&spec, &prog, &vars);
-	spec.runtime_dir = q->runtime_dir;
-	spec.packages_dir = q->packages_dir;
-	spec.stdio[0] = in[0];
-	spec.stdio[1] = o[1];
-	spec.stdio[2] = e[1];
-	spec.tool_fd = tool[1];
-	spec.cgroup.later = later;
-	spec.cgroup.dir_fd = cgroup_run_clone_fd(r->cgroup);
-	spec.cgroup.into = spec.cgroup.dir_fd >= 0;
-	spec.cgroup.n_tasks = cgroup_run_tasks_fds(r->cgroup, spec.cgroup.tasks);
-	if (park) {
-		/* jails made ahead come from a spawner that can deliver to them,
-		 * and are answered from the loop (on_parked) */
-		if (!served || !sp->ops->deliver || !sp->ops->spawn_ahead) {
-			pc_fail(setup_err, EINVAL, "warm", "no spawner makes ready jails for this policy");
-			goto fail;
-		}
-		r->ahead = sp->ops->spawn_ahead(sp, r->loop, &spec, on_parked, r, setup_err);
-		if (!r->ahead)
-			goto fail;
-		goto asked;
-	}
-	if (served) {
-		/* a spawner that makes jails ahead starts a cell the same way,
-		 * and gives it its cell at once */
-		struct pc_err sp_err = { 0 };
-		spec.park = q->mode == RUN_MODE_CELL && sp->ops->deliver;
-		spec.linger = spec.park && q->finish_on_report;
-		if (spawn_with(sp, &spec, &r->jail, spec.park, &sp_err) == 0)
-			goto spawned;
-		spec.linger = false;
-		spec.park = false;
-		result_add_warning(&r->result, "%s start failed, started cold: %s: %s", sp->ops->name,
-				   sp_err.step, sp_err.msg);
-		if (prog.ready) {
-			/* node reads the files the cold jail is given */
-			prog.ready = false;
-			program_strv_free(r->argv);
-			spec.argv = r->argv = program_argv(p, &prog);
-		}
-	}
-	sp = spawner_cold();
-	if (spawn_with(sp, &spec, &r->jail, false, setup_err) < 0)
-		goto fail;
-	if (later) {
-		int tasks[CGROUP_MAX_TASKS];
-		if (cgroup_run_finish(r->cgroup, &p->limits, !r->bare, &r->result, setup_err) < 0 ||
-		    jail_cgroups_done(&r->jail, tasks, cgroup_run_tasks_fds(r->cgroup, tasks), setup_err) < 0) {
-			jail_abort(&r->jail);
-			goto fail;
-		}
-	}
-spawned:
-	r->spawner = sp;
-	r->spawned = true;
-asked:
-	/* the jail's ends are its own now (or travel with the request) */
-	close(in[0]);
-	close(o[1]);
-	close(e[1]);
-	close(tool[1]);
-	r->stdin_fd = in[1];
-	r->out.fd = o[0];
-	r->err.fd = e[0];
-	r->tool_fd = tool[0];
-	set_nonblock(r->tool_fd, true);
-	return 0;
-
-fail:
-	close_pair(in);
-	close_pair(o);
-	close_pair(e);
-	close_pair(tool);
-	return -1;
 }
 
 /* The limits the supervisor and the tmpfs sizes enforce, in the result. */
