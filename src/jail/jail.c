@@ -29,6 +29,7 @@
 #include "jail/caps.h"
 #include "jail/cgroup.h"
 #include "jail/jail.h"
+#include "jail/jail_program.h"
 #include "jail/net.h"
 #include "jail/rlimits.h"
 #include "jail/rootfs.h"
@@ -173,58 +174,8 @@ static int place_fds(const struct jail_spec *s, int sync_fd, int *prog_fd, struc
 	return sfd;
 }
 
-/* Parked jails (a warm pool): the program comes after the root. */
-
-struct program_msg {
-	int32_t type;   /* JAIL_MSG_PROGRAM */
-	int32_t linger; /* jail_spec.linger */
-	uint64_t len;   /* bytes in the memfd that comes with it */
-};
-
-int jail_unpack_files(struct jail_spec *s, const char *buf, uint64_t len)
-{
-	uint64_t off = 0;
-	s->n_files = 0;
-	while (off < len) {
-		struct jail_file *f;
-		uint64_t n;
-		size_t name_len = strnlen(buf + off, len - off);
-		if (s->n_files == JAIL_MAX_FILES || off + name_len + 1 + sizeof(n) > len)
-			return -1;
-		f = &s->files[s->n_files++];
-		f->name = buf + off;
-		off += name_len + 1;
-		memcpy(&n, buf + off, sizeof(n));
-		off += sizeof(n);
-		if (n > len - off)
-			return -1;
-		f->data = buf + off;
-		f->len = n;
-		off += n;
-	}
-	return 0;
-}
-
-int jail_deliver(struct jail *j, int memfd, uint64_t len, bool linger, struct pc_err *err)
-{
-	struct program_msg m = { .type = JAIL_MSG_PROGRAM, .linger = linger, .len = len };
-	if (j->prog_fd < 0) {
-		/* node's: init copies the bytes into its pipe */
-		if (send_fds(j->sync_fd, &m, sizeof(m), &memfd, 1) < 0)
-			return pc_syserr(err, "warm", "hand the program to a ready jail");
-		return 0;
-	}
-	/* python's, straight: one process less to wake before the cell
-	 * runs; then init, which only learns that the jail is running */
-	if (send_fds(j->prog_fd, &m, sizeof(m), &memfd, 1) < 0)
-		return pc_syserr(err, "warm", "hand the program to a ready jail's python");
-	close(j->prog_fd);   /* python has its program */
-	j->prog_fd = -1;
-	m.len = 0;
-	if (send(j->sync_fd, &m, sizeof(m), MSG_NOSIGNAL) != (ssize_t)sizeof(m))
-		return pc_syserr(err, "warm", "tell a ready jail's init that its cell came");
-	return 0;
-}
+/* Parked jails (a warm pool): the program comes after the root
+ * (jail_program.h: the message that brings it). */
 
 /* In a ready jail's init: the program message from the supervisor, and
  * its memfd (returned; m->len its size).  A supervisor that let the jail
@@ -356,26 +307,6 @@ static int write_program_bytes(const struct jail_spec *s, int pipe_fd, struct pc
 			return pc_syserr(err, "exec", "hand %s to node", f->name);
 	}
 	return 0;
-}
-
-int jail_receive_program(int prog_fd, uint64_t *len, bool *linger)
-{
-	struct program_msg m;
-	int fd = -1, got;
-	ssize_t n;
-
-	do
-		n = recv_fds(prog_fd, &m, sizeof(m), &fd, 1, &got);
-	while (n < 0 && errno == EINTR);
-	if (n != (ssize_t)sizeof(m) || got != 1) {
-		if (n > 0 && got == 1)
-			close(fd);
-		errno = n == 0 ? EPIPE : EPROTO;
-		return -1;
-	}
-	*len = m.len;
-	*linger = m.linger == 1;
-	return fd;
 }
 
 /* ------------------------------------------------------------ the sequence */
