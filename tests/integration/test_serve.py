@@ -857,7 +857,7 @@ def test_a_2026_call_with_bad_params_is_answered_200(serve):
 
 # ------------------------------------------------------------ operations
 
-FAKE_SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tools", "fake_mcp_server.py")
+FAKE_SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools", "fake_mcp_server.py")
 
 
 def scrape(s, token=None):

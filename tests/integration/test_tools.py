@@ -3,7 +3,7 @@ bridge's checks, upstream MCP servers, the audit log.
 
 Real parts: the upstreams are the npm servers @modelcontextprotocol/
 server-memory and server-filesystem (installed by `npm ci --prefix
-tests/tools`) and tools/fake_mcp_server.py, a small stdio MCP server that
+tests/tools`) and tests/tools/fake_mcp_server.py, a small stdio MCP server that
 hangs, crashes and misbehaves on purpose.  Every run goes through
 `pycell run --config CFG --policy P.json`.
 """
@@ -21,7 +21,7 @@ import pytest
 from conftest import REPO, pycell_run, run_json
 
 HERE = Path(__file__).resolve().parent
-FAKE_SERVER = HERE / "tools" / "fake_mcp_server.py"
+FAKE_SERVER = HERE.parent / "tools" / "fake_mcp_server.py"
 TOOLS_DIR = REPO / "tests" / "tools"
 MEMORY_JS = TOOLS_DIR / "node_modules/@modelcontextprotocol/server-memory/dist/index.js"
 FS_JS = TOOLS_DIR / "node_modules/@modelcontextprotocol/server-filesystem/dist/index.js"

@@ -19,7 +19,7 @@ import pytest
 
 from conftest import PYCELL, REPO, descendants, pycell_env, require_root  # noqa: F401
 
-FAKE = REPO / "tests" / "integration" / "tools" / "fake_mcp_server.py"
+FAKE = REPO / "tests" / "tools" / "fake_mcp_server.py"
 
 
 class Mcp:

@@ -48,7 +48,7 @@ def prefix(host):
         return NO_USERNS
     if host == "unprivileged":
         return ["setpriv", "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY, "--clear-groups", *NO_USERNS]
-    return [sys.executable, str(HERE / "tools" / "container_seccomp.py")]
+    return [sys.executable, str(HERE.parent / "tools" / "container_seccomp.py")]
 
 
 def host_uid(host):

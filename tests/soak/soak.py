@@ -7,7 +7,7 @@
 
 The mix, by run number: plain runs that print (60%), timeouts (10%),
 memory bombs (10%), tool calls to a real stdio MCP server (10%,
-tests/integration/tools/fake_mcp_server.py) and calls the client cancels
+tests/tools/fake_mcp_server.py) and calls the client cancels
 (10%), four in flight at once.  Each answer is checked exactly (status,
 stdout).  At the end the server gets EOF and must exit 0, and:
   - no process of it is left, no run cgroup of it, no mount added on the
@@ -37,7 +37,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
-FAKE = REPO / "tests/integration/tools/fake_mcp_server.py"
+FAKE = REPO / "tests/tools/fake_mcp_server.py"
 IN_FLIGHT = 4
 RSS_SLACK_KIB = 1024
 P99_RATIO = 1.5

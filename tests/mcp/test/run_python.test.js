@@ -274,7 +274,7 @@ describe("tool calls from the jail (upstream servers in the config)", () => {
   let dir;
   before(async () => {
     dir = mkdtempSync(path.join(tmpdir(), "pycell-mcp-"));
-    const fake = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../integration/tools/fake_mcp_server.py");
+    const fake = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../tools/fake_mcp_server.py");
     writeFileSync(path.join(dir, "pycell.conf"), JSON.stringify({
       upstreams: { fake: { command: ["/usr/bin/python3", fake], env: { FAKE_MCP_STATE: dir, FAKE_MCP_NAME: "fake" } } },
       audit_log: path.join(dir, "audit.log"),
@@ -314,7 +314,7 @@ describe("tool calls from the jail (upstream servers in the config)", () => {
 // (they listed none for that half second while calls already succeeded).
 describe("upstream tools while their server starts", () => {
   const here = path.dirname(fileURLToPath(import.meta.url));
-  const fake = path.resolve(here, "../../integration/tools/fake_mcp_server.py");
+  const fake = path.resolve(here, "../../tools/fake_mcp_server.py");
   let dir;
   let args;
   before(() => {
