@@ -7,7 +7,7 @@
 enum log_level { LOG_ERROR = 0, LOG_WARN, LOG_INFO, LOG_DEBUG };
 
 extern enum log_level log_level;
-/* Where messages go instead of stderr, when set (the journal: service.h):
+/* Where messages go instead of stderr, when set (the journal: cli/systemd.h):
  * the message without the "pycell: LEVEL: " prefix or a newline. */
 extern void (*log_sink)(enum log_level lvl, const char *msg);
 void log_msg(enum log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

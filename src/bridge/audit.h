@@ -14,7 +14,7 @@ struct audit;
 struct audit *audit_open(const char *path, struct pc_err *err);
 void audit_close(struct audit *a);
 /* Records of an audit log on stderr go to fn instead (the journal:
- * service.h), as the record and as its line (no newline). */
+ * cli/systemd.h), as the record and as its line (no newline). */
 void audit_set_sink(struct audit *a, void (*fn)(const json_t *rec, const char *line));
 /* Write `rec` (stolen) as one line, with "time" (RFC 3339, UTC, ms) first.
  * One write(2) per line on an O_APPEND file, so lines from several

@@ -11,7 +11,7 @@
 #include "base/log.h"
 #include "bridge/bridge.h"
 #include "cli/commands.h"
-#include "cli/front.h"
+#include "cli/mcp_front.h"
 #include "cli/options.h"
 #include "cli/setup.h"
 #include "config/conf.h"

@@ -10,7 +10,7 @@
 
 #include "base/log.h"
 #include "bridge/bridge.h"
-#include "cli/cli.h"
+#include "cli/run_opts.h"
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "cli/setup.h"

@@ -22,7 +22,7 @@ struct http_server;
 
 /* An operator endpoint beside the MCP one: a row of http_config.routes.
  * GET or HEAD only (others get 405); its handler lives with the rest of
- * the operator's side (pycell serve's: cli/cmd_serve.c, serve_ops.c). */
+ * the operator's side (pycell serve's: cli/cmd_serve.c, serve_metrics.c). */
 struct http_route {
 	const char *path;             /* "/healthz" */
 	bool authenticated;           /* tokens, Host and Origin as /mcp has them; else none

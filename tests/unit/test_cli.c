@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-#include "cli/cli.h"
+#include "cli/run_opts.h"
 #include "unit.h"
 
 #define ARGV(...) ((char *[]){ "run", __VA_ARGS__, NULL })

@@ -3,8 +3,8 @@
  * (READY, RELOADING, STOPPING, STATUS, the watchdog), and logs and audit
  * records as journal entries with fields of their own.  Outside systemd
  * each of these is a no-op. */
-#ifndef PYCELL_SERVICE_H
-#define PYCELL_SERVICE_H
+#ifndef PYCELL_SYSTEMD_H
+#define PYCELL_SYSTEMD_H
 
 #include <stdint.h>
 

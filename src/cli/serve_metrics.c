@@ -1,10 +1,10 @@
-/* pycell: /metrics and /healthz of `pycell serve` (serve_ops.h). */
+/* pycell: /metrics and /healthz of `pycell serve` (serve_metrics.h). */
 #include "config.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "cli/serve_ops.h"
+#include "cli/serve_metrics.h"
 #include "config/result.h"
 
 /* The gauges of each policy: an unsigned field of struct mcp_stats. */

@@ -1,8 +1,8 @@
 /* pycell: what `pycell serve` tells its operators: the series of
  * /metrics (Prometheus text) and the readiness of /healthz, gathered from
  * the MCP servers (one per policy), the tool bridge and the listener. */
-#ifndef PYCELL_SERVE_OPS_H
-#define PYCELL_SERVE_OPS_H
+#ifndef PYCELL_SERVE_METRICS_H
+#define PYCELL_SERVE_METRICS_H
 
 #include <stdbool.h>
 #include <stddef.h>

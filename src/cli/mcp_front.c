@@ -1,4 +1,4 @@
-/* pycell: what the MCP front ends share (front.h). */
+/* pycell: what the MCP front ends share (mcp_front.h). */
 #include "config.h"
 
 #include <string.h>
@@ -6,7 +6,7 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
-#include "cli/front.h"
+#include "cli/mcp_front.h"
 
 static void attach_tools(void *ctx, struct run_request *req)
 {

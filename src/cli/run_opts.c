@@ -4,7 +4,7 @@
 
 #include <string.h>
 
-#include "cli/cli.h"
+#include "cli/run_opts.h"
 #include "cli/options.h"
 
 const char cli_run_usage[] =

@@ -1,8 +1,8 @@
 /* pycell: what the two MCP front ends (`pycell mcp`, `pycell serve`)
  * share: the bridge as the MCP server's tool hooks, and the termination
  * signals as an event on the loop. */
-#ifndef PYCELL_FRONT_H
-#define PYCELL_FRONT_H
+#ifndef PYCELL_MCP_FRONT_H
+#define PYCELL_MCP_FRONT_H
 
 #include <signal.h>
 #include <stdbool.h>

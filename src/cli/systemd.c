@@ -1,4 +1,4 @@
-/* pycell: `pycell serve` under systemd (service.h), through libsystemd,
+/* pycell: `pycell serve` under systemd (systemd.h), through libsystemd,
  * opened at run time (configure.ac says why). */
 #include "config.h"
 
@@ -12,7 +12,7 @@
 #include <time.h>
 
 #include "base/log.h"
-#include "cli/service.h"
+#include "cli/systemd.h"
 
 /* Last: sd-journal.h brings syslog.h, whose LOG_INFO and LOG_DEBUG macros
  * shadow base/log.h's levels (this file uses neither). */

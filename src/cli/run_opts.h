@@ -1,6 +1,6 @@
-/* pycell: command-line parsing for `pycell run` (pure: no I/O). */
-#ifndef PYCELL_CLI_H
-#define PYCELL_CLI_H
+/* pycell: the options of `pycell run` (pure: no I/O). */
+#ifndef PYCELL_RUN_OPTS_H
+#define PYCELL_RUN_OPTS_H
 
 #include <stdbool.h>
 #include <stdint.h>
