@@ -119,8 +119,11 @@ int warm_request_pack(const struct jail_spec *s, struct spawn_req *req, int fds[
 		if (warm_members[i].carry == WARM_NEVER && member_set(s, &warm_members[i]))
 			return pc_fail(err, EINVAL, "warm", "a jail with %s set is never made warm",
 				       warm_members[i].name);
-	if (s->cgroup.n_tasks < 0 || s->cgroup.n_tasks > CGROUP_MAX_TASKS || (s->park && s->n_files))
-		return pc_fail(err, EINVAL, "warm", "a request the zygote cannot take");
+	/* a ready jail's request carries no files: a cell's come with its
+	 * delivery (spawner_deliver_cell), after the jail is made */
+	if (s->cgroup.n_tasks < 0 || s->cgroup.n_tasks > CGROUP_MAX_TASKS)
+		return pc_fail(err, EINVAL, "warm", "%d cgroup tasks files: at most %d", s->cgroup.n_tasks,
+			       CGROUP_MAX_TASKS);
 	*req = (struct spawn_req){ .type = Z_SPAWN, .park = s->park, .cgroup_into = s->cgroup.into,
 				   .n_cgroup_tasks = (uint32_t)s->cgroup.n_tasks };
 	if (s->park) {
