@@ -378,8 +378,7 @@ void mcp_handle_resource_request(const struct mcp_req *r, const char *method, js
  * derive from mcp_tool_rows.  Adding a tool is a row, its handler and
  * its entry in pycell(1). */
 struct mcp_tool_row {
-	const char *name, *title;
-	const char *input, *output;        /* the schemas' JSON text (schemas.c) */
+	const char *name, *title;          /* its schemas: src/mcp/schemas/NAME.{input,output}.json */
 	const char *description;           /* or, from the policy: */
 	char *(*describe)(const struct policy *p);
 	void (*shape)(json_t *tool, const struct policy *p);  /* NULL, or fits it to the policy */
@@ -403,12 +402,16 @@ json_t *mcp_tools_new(const struct policy *p);
 json_t *mcp_tool_for(const json_t *tool, enum proto v);
 /* Check run_python's arguments into c; 0, or -1 with why they are wrong. */
 int mcp_run_python_args(struct mcp_server *s, const json_t *args, struct mcp_call *c, struct pc_err *err);
-/* The tool schemas, JSON text from src/mcp/schemas/ (schemas.c, made by make). */
-extern const char mcp_schema_run_python_input[], mcp_schema_run_python_output[];
-extern const char mcp_schema_sandbox_info_input[], mcp_schema_sandbox_info_output[];
-extern const char mcp_schema_session_open_input[], mcp_schema_session_open_output[];
-extern const char mcp_schema_session_close_input[], mcp_schema_session_close_output[];
-extern const char mcp_schema_session_list_input[], mcp_schema_session_list_output[];
+/* The tool schemas: src/mcp/schemas/TOOL.input.json and TOOL.output.json
+ * for each row, as JSON text (schemas.c, made by make from that folder). */
+struct mcp_schema {
+	const char *name;             /* "run_python.input" */
+	const char *text;
+};
+extern const struct mcp_schema mcp_schemas[];
+extern const size_t mcp_n_schemas;
+/* The text of tool's schema ("input" or "output"), or NULL. */
+const char *mcp_schema_of(const char *tool, const char *which);
 
 /* ---- render.c */
 /* The readable text block of a run_python result: a new JSON string. */

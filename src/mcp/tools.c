@@ -104,24 +104,19 @@ static bool sessions_on(const struct policy *p)
 /* The tools, in the order tools/list gives them. */
 const struct mcp_tool_row mcp_tool_rows[] = {
 	{ .name = "run_python", .title = "Run Python",
-	  .input = mcp_schema_run_python_input, .output = mcp_schema_run_python_output,
 	  .describe = run_python_description, .shape = run_python_shape, .open_world = policy_open_world,
 	  .call = mcp_tool_run_python },
 	{ .name = "sandbox_info", .title = "Sandbox info",
-	  .input = mcp_schema_sandbox_info_input, .output = mcp_schema_sandbox_info_output,
 	  .description = "Describe the sandbox that run_python uses: the Python version, the backend, the "
 			 "policy name, the resource limits and the MCP tools the code may call.",
 	  .read_only = true, .idempotent = true, .call = mcp_tool_sandbox_info },
 	{ .name = "session_open", .title = "Open a Python session",
-	  .input = mcp_schema_session_open_input, .output = mcp_schema_session_open_output,
 	  .describe = session_open_description, .shape = drop_packages_without_index,
 	  .enabled = sessions_on, .off = SESSIONS_OFF, .call = mcp_tool_session_open },
 	{ .name = "session_close", .title = "Close a Python session",
-	  .input = mcp_schema_session_close_input, .output = mcp_schema_session_close_output,
 	  .description = "Close a session: its interpreter, processes and files are gone.",
 	  .destructive = true, .enabled = sessions_on, .off = SESSIONS_OFF, .call = mcp_tool_session_close },
 	{ .name = "session_list", .title = "List Python sessions",
-	  .input = mcp_schema_session_list_input, .output = mcp_schema_session_list_output,
 	  .description = "List this client's open sessions: id, cells run, whether one is running, age, idle "
 			 "time and when it closes.",
 	  .read_only = true, .idempotent = true, .enabled = sessions_on, .off = SESSIONS_OFF,
@@ -159,10 +154,26 @@ char *mcp_tool_names(const struct policy *p)
 	return out;
 }
 
+const char *mcp_schema_of(const char *tool, const char *which)
+{
+	size_t n = strlen(tool);
+	for (size_t i = 0; i < mcp_n_schemas; i++)
+		if (strncmp(mcp_schemas[i].name, tool, n) == 0 && mcp_schemas[i].name[n] == '.' &&
+		    strcmp(mcp_schemas[i].name + n + 1, which) == 0)
+			return mcp_schemas[i].text;
+	return NULL;
+}
+
+static json_t *schema_of(const char *tool, const char *which)
+{
+	const char *text = mcp_schema_of(tool, which);
+	return text ? json_loads(text, 0, NULL) : NULL;
+}
+
 /* A row's definition, for policy p. */
 static json_t *tool_of(const struct mcp_tool_row *t, const struct policy *p)
 {
-	json_t *input = json_loads(t->input, 0, NULL), *output = json_loads(t->output, 0, NULL), *tool;
+	json_t *input = schema_of(t->name, "input"), *output = schema_of(t->name, "output"), *tool;
 	cleanup_free char *desc = t->describe ? t->describe(p) : xstrdup(t->description);
 
 	if (!input || !output) {

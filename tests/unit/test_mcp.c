@@ -12,15 +12,6 @@
 #include "base/jsonrpc.h"
 #include "unit.h"
 
-static const struct {
-	const char *file;
-	const char *text;
-} schemas[] = {
-	{ "run_python.input.json", mcp_schema_run_python_input },
-	{ "run_python.output.json", mcp_schema_run_python_output },
-	{ "sandbox_info.input.json", mcp_schema_sandbox_info_input },
-	{ "sandbox_info.output.json", mcp_schema_sandbox_info_output },
-};
 
 /* The portable subset of JSON Schema that every client maps (the
  * Inspector's --strict, Gemini's function declarations): one type per
@@ -58,28 +49,38 @@ static void check_portable(const char *file, const char *where, const json_t *v)
  * stale schemas.c fails). */
 START_TEST(test_schema_is_valid_and_embedded)
 {
-	cleanup_free char *path = xasprintf("%s/src/mcp/schemas/%s", unit_srcdir(), schemas[_i].file);
+	const struct mcp_schema *sc = &mcp_schemas[_i];
+	cleanup_free char *name = xasprintf("%s.json", sc->name);
+	cleanup_free char *path = xasprintf("%s/src/mcp/schemas/%s", unit_srcdir(), name);
 	cleanup_free char *file = NULL;
 	json_error_t jerr;
-	json_t *s = json_loads(schemas[_i].text, 0, &jerr), *props, *req, *v;
+	json_t *s = json_loads(sc->text, 0, &jerr), *props, *req, *v;
 	const char *key;
 	size_t i, len;
+	bool owned = false;
 
-	ck_assert_msg(s != NULL, "%s: %s (line %d)", schemas[_i].file, jerr.text, jerr.line);
+	/* every schema is a tool's: TOOL.input or TOOL.output of a row */
+	for (size_t k = 0; k < mcp_n_tool_rows; k++)
+		owned |= mcp_schema_of(mcp_tool_rows[k].name, "input") == sc->text ||
+			 mcp_schema_of(mcp_tool_rows[k].name, "output") == sc->text;
+	ck_assert_msg(owned, "src/mcp/schemas/%s is no tool's: a row of mcp_tool_rows is named by what is before "
+		      ".input.json or .output.json", name);
+
+	ck_assert_msg(s != NULL, "%s: %s (line %d)", name, jerr.text, jerr.line);
 	ck_assert_msg(read_file(path, 1 << 20, &file, &len) == 0, "read %s", path);
-	ck_assert_msg(strcmp(file, schemas[_i].text) == 0, "%s: the embedded copy differs (make)", path);
+	ck_assert_msg(strcmp(file, sc->text) == 0, "%s: the embedded copy differs (make)", path);
 	ck_assert_str_eq(json_string_value(json_object_get(s, "type")), "object");
 	props = json_object_get(s, "properties");
-	ck_assert_msg(json_is_object(props), "%s: no properties", schemas[_i].file);
+	ck_assert_msg(json_is_object(props), "%s: no properties", name);
 	json_object_foreach(props, key, v)
 		ck_assert_msg(json_is_object(v) && (json_object_get(v, "type") || json_object_get(v, "anyOf") ||
 						    json_object_get(v, "description")),
-			      "%s: property %s says neither its type nor what it is", schemas[_i].file, key);
+			      "%s: property %s says neither its type nor what it is", name, key);
 	req = json_object_get(s, "required");
 	json_array_foreach(req, i, v)
 		ck_assert_msg(json_object_get(props, json_string_value(v)) != NULL,
-			      "%s: required %s is not a property", schemas[_i].file, json_string_value(v));
-	check_portable(schemas[_i].file, "the schema", s);
+			      "%s: required %s is not a property", name, json_string_value(v));
+	check_portable(name, "the schema", s);
 	json_decref(s);
 }
 END_TEST
@@ -122,16 +123,23 @@ END_TEST
 START_TEST(test_no_session_tools_without_sessions)
 {
 	struct policy p;
-	json_t *tools;
+	json_t *tools, *t;
+	size_t k;
 	char *names;
 	policy_init_default(&p);
 	p.sessions.max = 0;
 	tools = mcp_tools_new(&p);
-	ck_assert_uint_eq(json_array_size(tools), 2);
-	ck_assert_str_eq(json_string_value(json_object_get(json_array_get(tools, 0), "name")), "run_python");
-	ck_assert_str_eq(json_string_value(json_object_get(json_array_get(tools, 1), "name")), "sandbox_info");
+	/* the rows the policy enables, in order; the session tools are off */
+	for (size_t i = 0; i < mcp_n_tool_rows; i++) {
+		const struct mcp_tool_row *row = &mcp_tool_rows[i];
+		bool listed = false;
+		json_array_foreach(tools, k, t)
+			listed |= json_str_eq(json_object_get(t, "name"), row->name);
+		ck_assert_msg(listed == mcp_tool_enabled(row, &p), "%s: listed %d", row->name, listed);
+		ck_assert(!strncmp(row->name, "session_", 8) ? !listed : listed);
+	}
 	names = mcp_tool_names(&p);
-	ck_assert_str_eq(names, "run_python and sandbox_info");
+	ck_assert(strstr(names, "run_python") && strstr(names, " and ") && !strstr(names, "session_"));
 	free(names);
 	json_decref(tools);
 	policy_free(&p);
@@ -211,9 +219,10 @@ START_TEST(test_every_tool_is_in_the_man_page_and_help)
 		      "in pycell mcp's list of tools", row->name);
 	ck_assert_msg(strstr(cli_mcp_cmd.usage, row->name), "pycell mcp --help does not name %s", row->name);
 	ck_assert_msg(strstr(cli_serve_cmd.usage, row->name), "pycell serve --help does not name %s", row->name);
-	ck_assert_msg(row->call && row->input && row->output && (row->description || row->describe) &&
-			      (!row->enabled || row->off),
-		      "the row of %s lacks a handler, a schema, a description or why it may be off", row->name);
+	ck_assert_msg(mcp_schema_of(row->name, "input") && mcp_schema_of(row->name, "output"),
+		      "src/mcp/schemas/ lacks %s.input.json or %s.output.json", row->name, row->name);
+	ck_assert_msg(row->call && (row->description || row->describe) && (!row->enabled || row->off),
+		      "the row of %s lacks a handler, a description or why it may be off", row->name);
 	free(entry);
 	free(man);
 	free(path);
@@ -224,7 +233,7 @@ Suite *mcp_suite(void)
 {
 	Suite *s = suite_create("mcp");
 	TCase *t = tcase_create("tools");
-	tcase_add_loop_test(t, test_schema_is_valid_and_embedded, 0, (int)ARRAY_SIZE(schemas));
+	tcase_add_loop_test(t, test_schema_is_valid_and_embedded, 0, (int)mcp_n_schemas);
 	tcase_add_test(t, test_tools_of_the_default_policy);
 	tcase_add_test(t, test_no_session_tools_without_sessions);
 	tcase_add_loop_test(t, test_every_tool_is_in_the_man_page_and_help, 0, (int)mcp_n_tool_rows);
