@@ -44,7 +44,7 @@ const struct warm_member warm_members[] = {
 };
 const size_t warm_n_members = sizeof(warm_members) / sizeof(warm_members[0]);
 
-static bool member_set(const struct jail_spec *s, const struct warm_member *m)
+bool warm_member_set(const struct jail_spec *s, const struct warm_member *m)
 {
 	const unsigned char *b = (const unsigned char *)s + m->off;
 	for (size_t i = 0; i < m->size; i++)
@@ -116,7 +116,7 @@ int warm_request_pack(const struct jail_spec *s, struct spawn_req *req, int fds[
 	int n = REQ_FIXED_FDS, memfd;
 
 	for (size_t i = 0; i < warm_n_members; i++)
-		if (warm_members[i].carry == WARM_NEVER && member_set(s, &warm_members[i]))
+		if (warm_members[i].carry == WARM_NEVER && warm_member_set(s, &warm_members[i]))
 			return pc_fail(err, EINVAL, "warm", "a jail with %s set is never made warm",
 				       warm_members[i].name);
 	/* a ready jail's request carries no files: a cell's come with its

@@ -71,6 +71,8 @@ struct warm_member {
 };
 extern const struct warm_member warm_members[];
 extern const size_t warm_n_members;
+/* Does s hold anything but zero bytes in member m? */
+bool warm_member_set(const struct jail_spec *s, const struct warm_member *m);
 
 /* The supervisor's half: the request for spec s and its *nfds fds
  * (fds[REQ_FD_MEMFD] is a new memfd, the caller's to close).  -1 with err,

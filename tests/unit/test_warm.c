@@ -110,15 +110,6 @@ static void zygote_template(struct jail_spec *t)
 	t->run_inline = fake_inline;
 }
 
-static bool member_set(const struct jail_spec *s, const struct warm_member *m)
-{
-	const unsigned char *b = (const unsigned char *)s + m->off;
-	for (size_t i = 0; i < m->size; i++)
-		if (b[i])
-			return true;
-	return false;
-}
-
 static bool same(const struct jail_spec *a, const struct jail_spec *b, const struct warm_member *m)
 {
 	return memcmp((const char *)a + m->off, (const char *)b + m->off, m->size) == 0;
@@ -235,7 +226,7 @@ START_TEST(test_every_row_holds_through_the_request)
 			struct jail_spec tmpl;
 			switch (m->carry) {
 			case WARM_REQUEST:
-				given[i] |= member_set(&in, m);
+				given[i] |= warm_member_set(&in, m);
 				ck_assert_msg(same(&in, &out, m), "%s does not reach the zygote's jail", m->name);
 				break;
 			case WARM_ZYGOTE:
@@ -243,7 +234,7 @@ START_TEST(test_every_row_holds_through_the_request)
 				ck_assert_msg(same(&tmpl, &out, m), "%s is not the zygote's own", m->name);
 				break;
 			case WARM_NEVER:
-				ck_assert_msg(!member_set(&out, m), "%s is set in a warm jail", m->name);
+				ck_assert_msg(!warm_member_set(&out, m), "%s is set in a warm jail", m->name);
 				break;
 			case WARM_PROGRAM:
 				given[i] = true;
