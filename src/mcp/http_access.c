@@ -40,7 +40,7 @@ static size_t host_part(const char *v)
 	return colon ? (size_t)(colon - v) : strlen(v);
 }
 
-bool host_allowed(const struct http_server *h, const char *host, size_t len)
+static bool host_allowed(const struct http_server *h, const char *host, size_t len)
 {
 	if (is_loopback_name(host, len))
 		return true;
@@ -53,7 +53,7 @@ bool host_allowed(const struct http_server *h, const char *host, size_t len)
 }
 
 /* An Origin such as "http://localhost:3000": its host must be allowed. */
-bool origin_allowed(const struct http_server *h, const char *origin)
+static bool origin_allowed(const struct http_server *h, const char *origin)
 {
 	const char *p = strstr(origin, "://");
 	const char *end;

@@ -1,8 +1,8 @@
 /* pycell: MCP over Streamable HTTP: what the rooms of the transport share
  * (transport_http.h is what the rest of pycell sees):
- *   transport_http.c  requests and their answers (JSON or an SSE stream),
- *                     dispatch to the MCP layer, connections and their
- *                     bounds, the loop, the operator endpoints, the server
+ *   transport_http.c  requests, their dispatch to the MCP layer, the
+ *                     operator endpoints, connections and their bounds,
+ *                     the loop, the server
  *   http_sse.c        a request's answer: JSON, or an SSE stream
  *   http_access.c     Host and Origin, tokens and the clients they name,
  *                     the Mcp-* headers a 2026 request mirrors
@@ -200,11 +200,9 @@ ssize_t http_sse_reader(void *cls, uint64_t pos, char *buf, size_t max);
 
 /* ---- http_access.c */
 const char *http_header(struct MHD_Connection *c, const char *name);
-bool host_allowed(const struct http_server *h, const char *host, size_t len);
-bool origin_allowed(const struct http_server *h, const char *origin);
 const char *http_client_name(const struct client *c);
 /* Who is asking, by the token file now in force: 0 with r->who; or -1,
- * with r refused (401, 403 or 429). */
+ * with r refused (401; 403 for a unix peer that is not this user). */
 int http_authenticate(struct hreq *r);
 /* Host and Origin: 0, or -1 with r refused (403). */
 int http_check_origin(struct hreq *r);
