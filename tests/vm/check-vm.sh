@@ -22,8 +22,8 @@
 #   PYCELL_VM_TESTS    pytest files, relative to tests/integration
 #                      (default: test_limits.py test_doctor.py)
 #   PYCELL_VM_PYTEST_ARGS  extra pytest arguments (e.g. -k memory -x)
-#   PYCELL_VM_TIMEOUT  seconds before the VM is killed (default 900; 420 in
-#                      systemd mode, which takes about 80 s here)
+#   PYCELL_VM_TIMEOUT  seconds before the VM is killed (default 600; 300 in
+#                      systemd mode; both VMs took 241 s in all in CI)
 #   PYCELL_VM_BOOTS    boots in all when the VM gives no result (default 2)
 #   PYCELL_VM_MEM, PYCELL_VM_SMP  guest memory (default 2G) and cpus (2)
 #   PYCELL_VM_LOG      console log (default $PYCELL_BUILDDIR/tests/vm/check-vm.log)
@@ -44,7 +44,7 @@ build=$(cd "${PYCELL_BUILDDIR:-$top}" && pwd)
 cache=${PYCELL_VM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pycell-vm}
 tests=${PYCELL_VM_TESTS:-test_limits.py test_doctor.py}
 mode=${PYCELL_VM_MODE:-tests}
-if [ "$mode" = systemd ]; then timeout_s=${PYCELL_VM_TIMEOUT:-420}; else timeout_s=${PYCELL_VM_TIMEOUT:-900}; fi
+if [ "$mode" = systemd ]; then timeout_s=${PYCELL_VM_TIMEOUT:-300}; else timeout_s=${PYCELL_VM_TIMEOUT:-600}; fi
 case $mode in
 tests) log=${PYCELL_VM_LOG:-$build/tests/vm/check-vm.log} ;;
 systemd) log=${PYCELL_VM_LOG:-$build/tests/vm/check-vm-systemd.log} ;;
