@@ -47,6 +47,27 @@ char *unit_write(const char *dir, const char *name, const char *text)
 	return path;
 }
 
+static int by_offset(const void *a, const void *b)
+{
+	const struct unit_span *x = a, *y = b;
+	return x->off < y->off ? -1 : x->off > y->off;
+}
+
+void unit_check_spans(const char *what, const char *table, struct unit_span *spans, size_t n, size_t size,
+		      size_t align)
+{
+	size_t end = 0;
+	qsort(spans, n, sizeof(*spans), by_offset);
+	for (size_t i = 0; i < n; i++) {
+		size_t aligned = (end + spans[i].align - 1) / spans[i].align * spans[i].align;
+		ck_assert_msg(spans[i].off == aligned, "bytes %zu..%zu of struct %s (before %s) are in no row of %s",
+			      end, spans[i].off, what, spans[i].name, table);
+		end = spans[i].off + spans[i].size;
+	}
+	ck_assert_msg((end + align - 1) / align * align == size, "bytes %zu..%zu of struct %s are in no row of %s",
+		      end, size, what, table);
+}
+
 int main(void)
 {
 	SRunner *sr;

@@ -890,35 +890,21 @@ END_TEST
 
 /* ------------------------------------------------------------ the table of fields */
 
-static int by_offset(const void *a, const void *b)
-{
-	const size_t *x = a, *y = b;
-	return x[0] < y[0] ? -1 : x[0] > y[0];
-}
-
 /* Every byte of struct policy belongs to a row of the table (a member or
  * its count) or is the padding the compiler puts before a member: a field
  * added to the struct without a row fails here. */
 START_TEST(test_table_covers_the_struct)
 {
-	size_t spans[2 * 64][3], n = 0, end = 0;
+	struct unit_span spans[2 * 64];
+	size_t n = 0;
 	for (size_t i = 0; i < policy_n_fields; i++) {
 		const struct policy_field *f = &policy_fields[i];
 		ck_assert_uint_lt(n + 2, ARRAY_SIZE(spans));
-		memcpy(spans[n++], (size_t[3]){ f->off, f->size, f->align }, sizeof(spans[0]));
+		spans[n++] = (struct unit_span){ f->off, f->size, f->align, f->key };
 		if (f->cnt_size)
-			memcpy(spans[n++], (size_t[3]){ f->cnt_off, f->cnt_size, f->cnt_align }, sizeof(spans[0]));
+			spans[n++] = (struct unit_span){ f->cnt_off, f->cnt_size, f->cnt_align, f->key };
 	}
-	qsort(spans, n, sizeof(spans[0]), by_offset);
-	for (size_t i = 0; i < n; i++) {
-		size_t aligned = (end + spans[i][2] - 1) / spans[i][2] * spans[i][2];
-		ck_assert_msg(spans[i][0] == aligned,
-			      "bytes %zu..%zu of struct policy are in no row of policy_fields", end, spans[i][0]);
-		end = spans[i][0] + spans[i][1];
-	}
-	ck_assert_msg((end + __alignof__(struct policy) - 1) / __alignof__(struct policy) *
-				  __alignof__(struct policy) == sizeof(struct policy),
-		      "bytes %zu..%zu of struct policy are in no row of policy_fields", end, sizeof(struct policy));
+	unit_check_spans("policy", "policy_fields", spans, n, sizeof(struct policy), __alignof__(struct policy));
 }
 END_TEST
 

@@ -27,35 +27,18 @@ static const struct jail_spec every_member __attribute__((unused)) = {
 	{ { NULL, NULL, 0 } }, 0, NULL, NULL, { 0, 1, 2 }, 3, NULL, NULL, false, NULL, false, false,
 };
 
-static int by_offset(const void *a, const void *b)
-{
-	const struct warm_member *x = *(const struct warm_member *const *)a;
-	const struct warm_member *y = *(const struct warm_member *const *)b;
-	return x->off < y->off ? -1 : x->off > y->off;
-}
-
 /* Every byte of struct jail_spec is in a row's member or is the padding
  * the compiler puts before a member: a member added without a row fails. */
 START_TEST(test_table_covers_the_spec)
 {
-	const struct warm_member *rows[64];
-	size_t end = 0;
+	struct unit_span spans[64];
 
-	ck_assert_uint_le(warm_n_members, ARRAY_SIZE(rows));
+	ck_assert_uint_le(warm_n_members, ARRAY_SIZE(spans));
 	for (size_t i = 0; i < warm_n_members; i++)
-		rows[i] = &warm_members[i];
-	qsort(rows, warm_n_members, sizeof(rows[0]), by_offset);
-	for (size_t i = 0; i < warm_n_members; i++) {
-		size_t aligned = (end + rows[i]->align - 1) / rows[i]->align * rows[i]->align;
-		ck_assert_msg(rows[i]->off == aligned,
-			      "bytes %zu..%zu of struct jail_spec (before %s) are in no row of warm_members", end,
-			      rows[i]->off, rows[i]->name);
-		end = rows[i]->off + rows[i]->size;
-	}
-	ck_assert_msg((end + __alignof__(struct jail_spec) - 1) / __alignof__(struct jail_spec) *
-				  __alignof__(struct jail_spec) == sizeof(struct jail_spec),
-		      "bytes %zu..%zu of struct jail_spec are in no row of warm_members", end,
-		      sizeof(struct jail_spec));
+		spans[i] = (struct unit_span){ warm_members[i].off, warm_members[i].size, warm_members[i].align,
+					       warm_members[i].name };
+	unit_check_spans("jail_spec", "warm_members", spans, warm_n_members, sizeof(struct jail_spec),
+			 __alignof__(struct jail_spec));
 }
 END_TEST
 

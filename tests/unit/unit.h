@@ -27,6 +27,17 @@ void unit_rmtree(const char *dir);
 /* Write `text` to dir/name; returns the malloc'd path. */
 char *unit_write(const char *dir, const char *name, const char *text);
 
+/* A member of a struct, as a table of its members names it. */
+struct unit_span {
+	size_t off, size, align;
+	const char *name;
+};
+/* Every byte of struct `what` (its size and alignment) is in one of the n
+ * spans or is the padding the compiler puts before a member; else the
+ * test fails, naming the bytes and `table`.  Sorts spans. */
+void unit_check_spans(const char *what, const char *table, struct unit_span *spans, size_t n, size_t size,
+		      size_t align);
+
 /* Skips (skip.c): unit_skip_init() before the run; a test that cannot run
  * here calls unit_skip("what: why") and returns; unit_report() prints the
  * reasons and "NAME: F failed, P passed, S skipped", and returns F. */
