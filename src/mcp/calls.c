@@ -545,7 +545,7 @@ void mcp_schedule(struct mcp_server *s)
 #define PROGRESS_DRAIN_POLL_MS 2
 #define PROGRESS_DRAIN_MAX_MS 1000
 
-static size_t session_unread(const struct mcp_conn *conn)
+static size_t conn_unread(const struct mcp_conn *conn)
 {
 	return conn->ops.unread ? conn->ops.unread(conn->ctx) : 0;
 }
@@ -559,7 +559,7 @@ static bool hold_answer(struct mcp_server *s, struct mcp_call *c)
 	if (c->kind != CALL_RUN_PYTHON || !c->n_progress || c->cancelled || !c->conn)
 		return false;
 	if (now >= due) {
-		if (now >= c->t_progress + PROGRESS_DRAIN_MAX_MS || !session_unread(c->conn))
+		if (now >= c->t_progress + PROGRESS_DRAIN_MAX_MS || !conn_unread(c->conn))
 			return false;
 		due = now + PROGRESS_DRAIN_POLL_MS;
 	}

@@ -111,8 +111,8 @@ struct hreq {
 	struct http_server *h;
 	struct hconn *hc;
 	struct MHD_Connection *mhd;  
-	struct legacy_session *ls;          /* a 2025 session's request; NULL: stateless */
-	struct mcp_conn *mcp;       /* a stateless request's own MCP session */
+	struct legacy_session *ls;    /* a 2025 session's request; NULL: stateless */
+	struct mcp_conn *mcp;         /* a stateless request's own MCP connection */
 	struct client *who;           /* who asked (authenticate) */
 	uint32_t max_runs;            /* its token's run quota then (0: none) */
 	struct mcp_server *srv;
@@ -128,7 +128,7 @@ struct hreq {
 	bool done;                    /* the final response is in `final` or `out` */
 	bool gone;                    /* the client left; nothing more is sent */
 	bool is_initialize;
-	bool new_legacy;             /* its initialize made r->ls */
+	bool new_legacy;              /* its initialize made r->ls */
 	bool at_head;                 /* in on_request's first call: the body is still to come */
 	/* refused at its head, answered once its body (up to
 	 * REFUSED_BODY_MAX) is read: a response before the body makes the
@@ -149,7 +149,7 @@ struct legacy_session {
 	struct legacy_session *next;
 	struct http_server *h;
 	char id[RANDOM_ID_SIZE];
-	struct mcp_conn *mcp;
+	struct mcp_conn *mcp;         /* its MCP connection */
 	struct client *who;
 	bool revoked;                 /* its token left the token file: ends when idle */
 	uint64_t last_used;

@@ -100,7 +100,7 @@ static struct tool_session *find(struct mcp_server *s, const json_t *id, const c
 
 /* ------------------------------------------------------------ the jail's callbacks */
 
-static void on_ready(struct session *conn, const struct pc_err *err, void *ctx)
+static void on_ready(struct session *live, const struct pc_err *err, void *ctx)
 {
 	struct tool_session *p = ctx;
 	p->open_ms = now_ms() - p->t_opened;
@@ -114,14 +114,14 @@ static void on_ready(struct session *conn, const struct pc_err *err, void *ctx)
 		log_debug("mcp: session %s ready in %llu ms", p->id, (unsigned long long)p->open_ms);
 	}
 	mcp_kick(p->srv);
-	(void)conn;
+	(void)live;
 }
 
-static void on_gone(struct session *conn, void *ctx)
+static void on_gone(struct session *live, void *ctx)
 {
 	struct tool_session *p = ctx;
 	tool_session_close(p, "its interpreter ended");
-	(void)conn;
+	(void)live;
 }
 
 /* Its packages are there (dir), or could not be had: the jail next. */
@@ -148,11 +148,11 @@ static void on_packages(void *ctx, const char *dir, const struct pc_err *err)
 	mcp_kick(s);
 }
 
-static void on_cell(struct session *conn, struct run_result *res, void *ctx)
+static void on_cell(struct session *live, struct run_result *res, void *ctx)
 {
 	struct mcp_call *c = ctx;
 	c->cell_res = res;
-	c->has_whole = session_take_whole_output(conn, &c->whole_out, &c->whole_err);
+	c->has_whole = session_take_whole_output(live, &c->whole_out, &c->whole_err);
 	mcp_call_ended(c);
 }
 
