@@ -2,14 +2,10 @@
  * layer named by its Mcp-Session-Id (http_internal.h). */
 #include "config.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "base/jsonrpc.h"
