@@ -62,26 +62,16 @@ static int run_mkdir(const char *dir, struct pc_err *err)
 	return cg_make_dir(dir, err);
 }
 
-/* Run cgroups are numbered per process, not per env: the envs of a
- * server's policies share the parent cgroup, and their runs (ready jails
- * of two pools, a reload's old and new policy) live side by side. */
-static unsigned long long run_seq;
-
-char *cg_next_run_name(void)
-{
-	return xasprintf(RUN_PREFIX "%d-%llu", (int)getpid(), ++run_seq);
-}
-
 /* The probe's dir for slot (0: v2, 1 + i: v1[i]) when it is this one:
  * its fd (locked), taken; else -1. */
 static int take_first(struct cgroup_env *e, int slot, const char *dir)
 {
-	int fd = e->first_fd[slot];
-	if (!e->first_dir[slot] || strcmp(e->first_dir[slot], dir) != 0)
+	int fd = e->first.fd[slot];
+	if (!e->first.dir[slot] || strcmp(e->first.dir[slot], dir) != 0)
 		return -1;
-	free(e->first_dir[slot]);
-	e->first_dir[slot] = NULL;
-	e->first_fd[slot] = -1;
+	free(e->first.dir[slot]);
+	e->first.dir[slot] = NULL;
+	e->first.fd[slot] = -1;
 	return fd;
 }
 
@@ -133,8 +123,8 @@ static int run_setup_v1(struct cgroup_run *c, int i, const struct limits *lim, s
 	if (fd >= 0) {
 		/* the probe's, its tasks file locked */
 		c->v1_fd[i] = fd;
-		c->tasks[c->n_tasks++] = e->first_tasks[i];
-		e->first_tasks[i] = -1;
+		c->tasks[c->n_tasks++] = e->first.tasks[i];
+		e->first.tasks[i] = -1;
 		c->first_v1 |= 1u << i;
 	} else if (run_mkdir(d, err) < 0) {
 		free(d);
@@ -236,12 +226,12 @@ int cgroup_run_create(struct cgroup_env *e, const struct limits *lim, bool own_u
 		cg_retry_stale(e);
 		/* the probe's first dirs are this run's: their name; a probe
 		 * still to finish makes its v1 ones with it */
-		c->name = !e->first_name ? cg_next_run_name() : e->pending ? xstrdup(e->first_name)
-										: steal_ptr(&e->first_name);
+		c->name = !e->first.name ? cg_next_run_name() : e->first.rest ? xstrdup(e->first.name)
+										: steal_ptr(&e->first.name);
 		if (e->v2_parent && run_setup_v2(c, lim, err) < 0)
 			goto fail;
 		/* the probe's v1 part is still to come: cgroup_run_finish */
-		c->later = e->pending != NULL;
+		c->later = e->first.rest != NULL;
 		if (!c->later && setup_v1(c, lim, err) < 0)
 			goto fail;
 	}
@@ -265,10 +255,8 @@ int cgroup_run_finish(struct cgroup_run *c, const struct limits *lim, bool own_u
 	if (!c || !c->later)
 		return 0;
 	c->later = false;
-	if (c->v2_fd >= 0)
-		cg_probe_bpf_later(c->env, c->v2_fd);
-	cg_probe_rest(c->env);
-	free(steal_ptr(&c->env->first_name));   /* this run's (cgroup_run_create) */
+	cg_first_finish(c->env, c->v2_fd);
+	free(steal_ptr(&c->env->first.name));   /* this run's (cgroup_run_create) */
 	if (setup_v1(c, lim, err) < 0)
 		return -1;
 	report_limits(c->env, lim, own_userns, r);
@@ -536,7 +524,8 @@ void cgroup_env_unwatch(struct cgroup_env *e)
 	}
 }
 
-void cg_leaving_finish(struct cgroup_env *e)
+/* Finish removing the dirs of runs that were left to the loop (at exit). */
+static void leaving_finish(struct cgroup_env *e)
 {
 	while (e->leaving) {
 		struct cgroup_run *c = e->leaving;
@@ -546,4 +535,12 @@ void cg_leaving_finish(struct cgroup_env *e)
 		c->loop = NULL;
 		remove_wait(c);
 	}
+}
+
+void cgroup_env_free(struct cgroup_env *e)
+{
+	if (!e)
+		return;
+	leaving_finish(e);
+	cg_probe_free(e);
 }

@@ -13,6 +13,16 @@
 #include "base/log.h"
 #include "jail/cgroup_int.h"
 
+/* Run cgroups are numbered per process, not per env: the envs of a
+ * server's policies share the parent cgroup, and their runs (ready jails
+ * of two pools, a reload's old and new policy) live side by side. */
+static unsigned long long run_seq;
+
+char *cg_next_run_name(void)
+{
+	return xasprintf(RUN_PREFIX "%d-%llu", (int)getpid(), ++run_seq);
+}
+
 const char *const ctrl_names[N_V1] = { "memory", "pids", "cpu", "cpuacct" };
 const char *const v1_key_file[N_V1] = { "memory.limit_in_bytes", "pids.max", "cpu.cfs_quota_us",
 					"cpuacct.usage" };

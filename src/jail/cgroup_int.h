@@ -32,6 +32,26 @@ extern const char *const v2_key_file[CG_NCTRL];
 
 struct self_cgroups;     /* cgroup_probe.c */
 
+/* The probe's part in the first run, one object: the first run's dirs,
+ * made by the probe, which looks into them instead of into throwaway
+ * children; and, when the probe was left to finish there
+ * (cgroup_env_probe_v2, so that a server's start does not wait for it),
+ * what it left: the v1 part and the sweep of dead supervisors' dirs, and
+ * the device filter.  The first cgroup_run_create takes the dirs; its
+ * cgroup_run_finish calls cg_first_finish; cg_probe_free removes what no
+ * run came to take. */
+struct cg_first {
+	char *name;               /* the first run's cgroup name */
+	/* per dir (v2, then v1 in v1[] order): the path, the dir's fd and,
+	 * for v1, its tasks file, locked from the start as every run dir is
+	 * (NULL, -1: none) */
+	char *dir[1 + N_V1];
+	int fd[1 + N_V1];
+	int tasks[N_V1];
+	struct self_cgroups *rest;   /* where our cgroups are: the v1 part and sweep to do (NULL: done) */
+	bool bpf;                    /* the device filter is to load, on the first run's v2 dir */
+};
+
 struct hier {            /* one v1 hierarchy in use */
 	char *dir;           /* our cgroup in it: run cgroups go below */
 	unsigned ctrls;      /* CTRL_BIT()s and CPUACCT_BIT used from it */
@@ -52,37 +72,31 @@ struct cgroup_env {
 	char *v1_detail;     /* the first v1 hierarchy that could not be used, and why */
 
 	int bpf_fd;          /* device filter program, -1: none */
-	bool bpf_later;      /* not loaded yet: the first run's cgroup_run_finish */
 	char *bpf_detail;
 
-	/* The first run's dirs, made by the probe, which looks into them
-	 * instead of into throwaway children: their name, and per dir (v2,
-	 * then v1 in v1[] order) the path, the dir's fd and, for v1, its
-	 * tasks file, locked from the start as every run dir is (NULL, -1:
-	 * none; taken by the first cgroup_run_create, removed by
-	 * cgroup_env_free when no run came). */
-	char *first_name;
-	char *first_dir[1 + N_V1];
-	int first_fd[1 + N_V1];
-	int first_tasks[N_V1];
-
-	/* Where our cgroups are, kept when the probe leaves its v1 part and
-	 * the sweep for later (cgroup_env_probe_v2); NULL once done. */
-	struct self_cgroups *pending;
+	struct cg_first first;
 
 	char **stale;        /* run dirs that could not be removed yet */
 	size_t n_stale;
 	struct cgroup_run *leaving;  /* runs whose dirs are removed on the loop */
 };
 
-/* ---- cgroup_probe.c: the probe's v1 part and sweep, when left for later */
-void cg_probe_rest(struct cgroup_env *e);
-/* Load the device filter and attach it to dir_fd, the first run's v2 dir
- * (its jail may be in it already), when the probe left that for later;
- * as at the probe, a failure leaves the filter off (bpf_detail). */
-void cg_probe_bpf_later(struct cgroup_env *e, int dir_fd);
+/* ---- cgroup_probe.c (a leaf: it calls only cgroup_fs.c and cgroup_bpf.c) */
+/* Finish what the probe left to the first run: load the device filter and
+ * attach it to v2_fd, that run's v2 dir (-1: none; its jail may be in it
+ * already; a failure leaves the filter off, bpf_detail), then the v1 part
+ * and the sweep.  Nothing when nothing was left. */
+void cg_first_finish(struct cgroup_env *e, int v2_fd);
+/* Free what the probe made: the first run's dirs no run took, the stale
+ * dirs (retried a while), the device filter, the paths; and e. */
+void cg_probe_free(struct cgroup_env *e);
+enum limit_enforcer cg_ctrl_enforcer(const struct cgroup_env *e, int c, const char **dir);
 
-/* ---- cgroup_fs.c: path forms for the probe, which looks at many dirs once */
+/* ---- cgroup_fs.c */
+/* The name of the next run's cgroups, pycell-<pid>-<n>: numbered per
+ * process (the envs of a server's policies share the parent cgroup). */
+char *cg_next_run_name(void);
+/* Path forms for the probe, which looks at many dirs once */
 char *cg_path_join(const char *a, const char *b);
 bool cg_has(const char *dir, const char *file);
 int cg_read(const char *dir, const char *file, char **out);
@@ -110,12 +124,5 @@ void cg_kill_dir(const struct cgroup_env *e, const char *dir, bool v2);
 void cg_remove_dir_wait(struct cgroup_env *e, char *path, bool v2);
 void cg_retry_stale(struct cgroup_env *e);
 
-/* ---- cgroup.c */
-/* Finish removing the dirs of runs that were left to the loop (at exit). */
-void cg_leaving_finish(struct cgroup_env *e);
-/* The name of the next run's cgroups, pycell-<pid>-<n>: numbered per
- * process (the envs of a server's policies share the parent cgroup). */
-char *cg_next_run_name(void);
-enum limit_enforcer cg_ctrl_enforcer(const struct cgroup_env *e, int c, const char **dir);
 
 #endif

@@ -144,7 +144,7 @@ static void probe_drop(char *path, int *fd, int *tasks)
  * if it cannot. */
 static char *probe_mkdir(struct cgroup_env *e, const char *dir, int *fd, int *tasks, struct pc_err *err)
 {
-	char *p = cg_path_join(dir, e->first_name);
+	char *p = cg_path_join(dir, e->first.name);
 	*fd = -1;
 	if (tasks)
 		*tasks = -1;
@@ -304,9 +304,9 @@ static void probe_v2(struct cgroup_env *e, const struct self_cgroups *s, bool bp
 	if (bpf_now)
 		probe_bpf(e, probe);
 	else
-		e->bpf_later = true;   /* cg_probe_bpf_later, on the first run's dir */
-	e->first_dir[0] = probe;   /* the first run's, device filter attached */
-	e->first_fd[0] = fd;
+		e->first.bpf = true;   /* cg_probe_bpf_later, on the first run's dir */
+	e->first.dir[0] = probe;   /* the first run's, device filter attached */
+	e->first.fd[0] = fd;
 	e->v2_parent = steal_ptr(&parent);
 	e->v2_ctrls = enabled & have & ALL_CTRLS;
 
@@ -368,9 +368,9 @@ static void probe_v1(struct cgroup_env *e, const struct self_cgroups *s)
 			probe_drop(probe, &fd, &tasks);
 			continue;
 		}
-		e->first_dir[1 + e->n_v1] = probe;   /* the first run's */
-		e->first_fd[1 + e->n_v1] = fd;
-		e->first_tasks[e->n_v1] = tasks;
+		e->first.dir[1 + e->n_v1] = probe;   /* the first run's */
+		e->first.fd[1 + e->n_v1] = fd;
+		e->first.tasks[e->n_v1] = tasks;
 		h = &e->v1[e->n_v1++];
 		h->dir = steal_ptr(&dir);
 		h->ctrls = have;
@@ -464,9 +464,9 @@ static void sweep_dead(struct cgroup_env *e, const char *dir, bool v2)
 
 /* The probe's second part: v1, then the sweep of dead supervisors'
  * leftovers where our runs' dirs go. */
-void cg_probe_rest(struct cgroup_env *e)
+static void probe_rest(struct cgroup_env *e)
 {
-	struct self_cgroups *s = steal_ptr(&e->pending);
+	struct self_cgroups *s = steal_ptr(&e->first.rest);
 	if (!s)
 		return;
 	probe_v1(e, s);
@@ -490,40 +490,43 @@ static void log_bpf(const struct cgroup_env *e)
 	log_debug("cgroup: device filter %s%s", e->bpf_fd >= 0 ? "on" : "off: ", e->bpf_fd >= 0 ? "" : e->bpf_detail);
 }
 
-void cg_probe_bpf_later(struct cgroup_env *e, int dir_fd)
+void cg_first_finish(struct cgroup_env *e, int v2_fd)
 {
-	cleanup_close int fd = -1;
-	struct pc_err err;
-
-	if (!e->bpf_later)
-		return;
-	e->bpf_later = false;
-	fd = cgroup_bpf_device_load(&err);
-	if (fd < 0 || cgroup_bpf_device_attach(fd, dir_fd, &err) < 0)
-		e->bpf_detail = xstrdup(err.msg);
-	else
-		e->bpf_fd = steal_fd(&fd);
-	log_bpf(e);
+	if (e->first.bpf && v2_fd >= 0) {
+		cleanup_close int fd = -1;
+		struct pc_err err;
+		fd = cgroup_bpf_device_load(&err);
+		if (fd < 0 || cgroup_bpf_device_attach(fd, v2_fd, &err) < 0)
+			e->bpf_detail = xstrdup(err.msg);
+		else
+			e->bpf_fd = steal_fd(&fd);
+		log_bpf(e);
+	} else if (e->first.bpf) {
+		e->bpf_detail = xstrdup("the first run had no cgroup2 directory to attach it to");
+		log_bpf(e);
+	}
+	e->first.bpf = false;
+	probe_rest(e);
 }
 
 /* later: the v1 part, the sweep and the device filter are left to the
- * first run (cg_probe_rest, cg_probe_bpf_later) */
+ * first run (cg_first_finish) */
 static struct cgroup_env *probe_v2_part(bool later)
 {
 	struct cgroup_env *e = xcalloc(1, sizeof(*e));
 
 	e->bpf_fd = -1;
-	e->first_name = cg_next_run_name();
+	e->first.name = cg_next_run_name();
 	for (int i = 0; i < 1 + N_V1; i++)
-		e->first_fd[i] = -1;
+		e->first.fd[i] = -1;
 	for (int i = 0; i < N_V1; i++)
-		e->first_tasks[i] = -1;
-	e->pending = xcalloc(1, sizeof(*e->pending));
-	self_cgroups_read(e->pending);
-	probe_v2(e, e->pending, !later);
+		e->first.tasks[i] = -1;
+	e->first.rest = xcalloc(1, sizeof(*e->first.rest));
+	self_cgroups_read(e->first.rest);
+	probe_v2(e, e->first.rest, !later);
 	if (!e->v2_parent && !e->bpf_detail)
 		e->bpf_detail = xstrdup("no cgroup2 directory to attach it to");
-	if (!e->bpf_later)
+	if (!e->first.bpf)
 		log_bpf(e);
 	return e;
 }
@@ -532,7 +535,7 @@ int cgroup_env_probe(struct cgroup_env **out, struct pc_err *err)
 {
 	(void)err;
 	*out = probe_v2_part(false);
-	cg_probe_rest(*out);
+	probe_rest(*out);
 	return 0;
 }
 
@@ -543,19 +546,16 @@ int cgroup_env_probe_v2(struct cgroup_env **out, struct pc_err *err)
 	return 0;
 }
 
-void cgroup_env_free(struct cgroup_env *e)
+void cg_probe_free(struct cgroup_env *e)
 {
-	if (!e)
-		return;
-	if (e->pending) {
-		self_cgroups_free(e->pending);
-		free(e->pending);
+	if (e->first.rest) {
+		self_cgroups_free(e->first.rest);
+		free(e->first.rest);
 	}
-	cg_leaving_finish(e);
 	for (int i = 0; i < 1 + N_V1; i++)   /* no run came to take them */
-		if (e->first_dir[i])
-			probe_drop(steal_ptr(&e->first_dir[i]), &e->first_fd[i], i ? &e->first_tasks[i - 1] : NULL);
-	free(e->first_name);
+		if (e->first.dir[i])
+			probe_drop(steal_ptr(&e->first.dir[i]), &e->first.fd[i], i ? &e->first.tasks[i - 1] : NULL);
+	free(e->first.name);
 	for (int i = 0; i < 50 && e->n_stale; i++) {
 		cg_retry_stale(e);
 		if (e->n_stale)
