@@ -31,8 +31,6 @@
 static const char mcp_usage[] =
 	"Usage: pycell mcp [OPTION]...\n"
 	"Serve MCP (the Model Context Protocol) on stdin/stdout, one JSON-RPC message per line.\n"
-	"Tools: run_python (run code in a fresh jail, or a cell in a session), sandbox_info,\n"
-	"session_open, session_close and session_list (unless the policy turns sessions off).\n"
 	"\n"
 	"      --policy FILE|NAME   policy of every run (default: the config file's, else \"default\")\n"
 	"      --config FILE        configuration file (default " CONF_DEFAULT_PATH ")\n"
@@ -142,7 +140,8 @@ int cmd_mcp(int argc, char **argv)
 	if (rc < 0)
 		return cli_usage_error("mcp", &err);
 	if (o.help) {
-		fputs(mcp_usage, stdout);
+		cleanup_free char *help = front_help(mcp_usage);
+		fputs(help, stdout);
 		return 0;
 	}
 	if (o.verbose)

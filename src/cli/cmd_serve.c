@@ -34,8 +34,6 @@ static const char serve_usage[] =
 	"Usage: pycell serve [OPTION]...\n"
 	"Serve MCP (the Model Context Protocol) over Streamable HTTP on one endpoint, /mcp:\n"
 	"protocol 2026-07-28 statelessly, the 2025 revisions in Mcp-Session-Id sessions.\n"
-	"Tools: run_python (run code in a fresh jail, or a cell in a session), sandbox_info,\n"
-	"session_open, session_close and session_list (unless the policy turns sessions off).\n"
 	"\n"
 	"      --listen ADDR         127.0.0.1:PORT, [::1]:PORT, 0.0.0.0:PORT (port 0: any) or\n"
 	"                            unix:PATH (default: the config's http.listen, 127.0.0.1:8080)\n"
@@ -634,7 +632,8 @@ int cmd_serve(int argc, char **argv)
 	if (rc < 0)
 		return cli_usage_error("serve", &err);
 	if (o.help) {
-		fputs(serve_usage, stdout);
+		cleanup_free char *help = front_help(serve_usage);
+		fputs(help, stdout);
 		return 0;
 	}
 	if (o.verbose)

@@ -1,6 +1,7 @@
 /* pycell: what the MCP front ends share (mcp_front.h). */
 #include "config.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
@@ -21,6 +22,14 @@ static json_t *jail_tools(void *ctx, const struct policy *p)
 static bool tools_settled(void *ctx)
 {
 	return bridge_settled(ctx);
+}
+
+char *front_help(const char *usage)
+{
+	const char *end = strstr(usage, "\n\n");
+	cleanup_free char *tools = mcp_tools_help();
+	size_t head = end ? (size_t)(end - usage) + 1 : strlen(usage);
+	return xasprintf("%.*s%s%s", (int)head, usage, tools, usage + head);
 }
 
 void front_bridge_hooks(struct mcp_server_config *cfg, struct bridge *b)

@@ -12,6 +12,11 @@
 #include "bridge/bridge.h"
 #include "mcp/mcp.h"
 
+/* The --help of an MCP command: its usage with, at the end of its first
+ * paragraph, what the table of tools says of them (mcp_tools_help);
+ * malloc'd. */
+char *front_help(const char *usage);
+
 /* The tool hooks of cfg served by bridge b (attach, list, settled). */
 void front_bridge_hooks(struct mcp_server_config *cfg, struct bridge *b);
 

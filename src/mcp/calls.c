@@ -10,16 +10,18 @@
 #include "base/jsonrpc.h"
 #include "base/log.h"
 #include "mcp/internal.h"
+#include "mcp/render.h"
 
 void mcp_call_free(struct mcp_call *c)
 {
 	struct mcp_batch *b = c->batch;
-	if (c->task)
-		mcp_task_lost(c->task);
+	if (c->sink)
+		c->sink->lost(c);
 	mcp_list_remove(c);
 	if (c->srv->version_call == c)
 		c->srv->version_call = NULL;
-	mcp_tsession_release(c);
+	if (c->host)
+		c->host->release(c);
 	run_free(c->run);
 	if (c->cell_res) {
 		result_free(c->cell_res);
@@ -77,7 +79,7 @@ struct mcp_call *mcp_call_new(struct mcp_server *s, const struct mcp_req *r, enu
 
 const char *mcp_call_owner(const struct mcp_call *c)
 {
-	return c->task ? c->task->owner : c->conn ? c->conn->principal : NULL;
+	return c->sink ? c->sink->owner(c) : c->conn ? c->conn->principal : NULL;
 }
 
 unsigned mcp_server_runs_of(const struct mcp_server *s, const char *principal)
@@ -265,15 +267,21 @@ static void count_run(struct mcp_stats *st, const struct run_result *r)
 }
 
 /* The CallToolResult of run r of call c: the result object as
- * structuredContent, and its text. */
+ * structuredContent (with its host's say, and what each feature kept of
+ * it), and its text. */
 static json_t *run_tool_result(struct mcp_call *c, const struct run_result *r)
 {
 	json_t *res = result_to_json(r);
-	json_t *text, *links, *out, *content, *img, *sess = mcp_tsession_result(c);
+	json_t *text, *links = json_array(), *out, *content, *img;
 	size_t i;
-	if (sess)
-		json_object_set_new(res, "session", sess);
-	links = mcp_resources_keep(c, r, res);
+	if (c->host)
+		json_object_set_new(res, "session", c->host->describe(c));
+	for (size_t k = 0; k < mcp_n_features; k++) {
+		json_t *kept = mcp_features[k]->keep ? mcp_features[k]->keep(c, r, res) : NULL;
+		if (kept)
+			json_array_extend(links, kept);
+		json_decref(kept);
+	}
 	text = mcp_result_text(res, r, &c->env->policy, mcp_call_timeout_ms(c));
 	out = mcp_tool_result(c->v, text, res, r->status != RUN_OK);
 	/* the images as image content, the files and the whole output as
@@ -300,12 +308,11 @@ static void finish_run_python(struct mcp_call *c)
 	if (r->status == RUN_SETUP_FAILED)
 		log_error("mcp: run %llu: sandbox setup failed: %s: %s", c->seq, r->setup_error.step,
 			  r->setup_error.msg);
-	if (c->task) {
+	if (c->sink) {
 		char summary[96];
 		snprintf(summary, sizeof(summary), "run %s in %llu ms", run_status_name(r->status),
 			 (unsigned long long)r->duration_ms);
-		mcp_task_finish(c->task, mcp_result_object(c->v, run_tool_result(c, r)), summary);
-		c->task = NULL;
+		c->sink->finish(c, mcp_result_object(c->v, run_tool_result(c, r)), summary);
 		return;
 	}
 	if (c->cancelled || !c->conn)
@@ -425,6 +432,32 @@ static void call_packages_done(void *ctx, const char *dir, const struct pc_err *
 		call_end_unstarted(c, RUN_SETUP_FAILED, &start_err);
 }
 
+void mcp_call_cancel_run(struct mcp_call *c)
+{
+	if (c->pkg_op)
+		mcp_call_cancel_packages(c);
+	else if (c->run)
+		run_cancel(c->run);
+	else if (c->host)
+		c->host->cancel(c);
+}
+
+void mcp_call_cancel(struct mcp_call *c)
+{
+	c->cancelled = true;
+	if (c->state == CALL_RUNNING && c->kind == CALL_RUN_PYTHON)
+		mcp_call_cancel_run(c);
+	else
+		mcp_call_free(c);
+}
+
+void mcp_scope_closed(struct mcp_server *s, const char *session_id)
+{
+	for (size_t k = 0; k < mcp_n_features; k++)
+		if (mcp_features[k]->scope_closed)
+			mcp_features[k]->scope_closed(s, session_id);
+}
+
 /* Cancelled while its packages were being had: nothing ran. */
 void mcp_call_cancel_packages(struct mcp_call *c)
 {
@@ -438,11 +471,11 @@ static int call_start(struct mcp_call *c, struct pc_err *err)
 {
 	struct mcp_server *s = c->srv;
 
-	if (c->ts) {
+	if (c->host) {
 		/* a cell of a session: its jail is there */
 		c->state = CALL_RUNNING;
 		c->t_started = now_ms();
-		return mcp_tsession_start_cell(c, err);
+		return c->host->start(c, err);
 	}
 	c->env = s->env;
 	if (c->n_packages && !c->pkg_dir) {
@@ -512,9 +545,8 @@ void mcp_schedule(struct mcp_server *s)
 			r.setup_error = err;
 			res = run_tool_result(c, &r);
 			result_free(&r);
-			if (c->task) {
-				mcp_task_finish(c->task, mcp_result_object(c->v, res), "the sandbox could not be started");
-				c->task = NULL;
+			if (c->sink) {
+				c->sink->finish(c, mcp_result_object(c->v, res), "the sandbox could not be started");
 			} else {
 				mcp_call_reply(c, mcp_result(c->v, c->id, res));
 			}
@@ -526,8 +558,8 @@ void mcp_schedule(struct mcp_server *s)
 			c->progress_total = c->t_started - c->t_received + mcp_call_timeout_ms(c);
 		log_debug("mcp: run %llu started (%u running, %u queued)", c->seq, s->n_running, s->queue.n);
 		mcp_call_log(c, MLOG_INFO, "run %llu started", c->seq);
-		if (c->task)
-			mcp_task_started(c->task);
+		if (c->sink)
+			c->sink->started(c);
 		mcp_call_progress(c, "started");
 	}
 	tick_update(s);
@@ -666,7 +698,9 @@ void mcp_on_defer(struct loop_watch *w, uint32_t events, void *data)
 		mcp_call_free(c);
 	}
 	mcp_answer_waiting_info(s);
-	mcp_sessions_settle(s);
+	for (size_t k = 0; k < mcp_n_features; k++)
+		if (mcp_features[k]->settle)
+			mcp_features[k]->settle(s);
 	if (s->on_answered)
 		s->on_answered(s->answered_ctx);
 	if (n_spent)

@@ -106,6 +106,21 @@ struct client {
 	char *name;                  /* NULL: no token */
 };
 
+/* Where a request is in its life.  What else it carries are facts beside
+ * that: the form of its answer (streaming), whether MHD holds a response
+ * for it (queued), whether its connection waits (suspended), whether its
+ * client left (gone). */
+enum hreq_state {
+	HREQ_HEAD,        /* on_request's first call: only its head is in */
+	HREQ_BODY,        /* its body is coming (too_large: more than max_body came) */
+	/* refused at its head, answered once its body (up to
+	 * REFUSED_BODY_MAX) is read and dropped: a response before the
+	 * body makes the client's send fail, and it never reads the status */
+	HREQ_REFUSED,
+	HREQ_WORKING,     /* handed to the MCP layer (counted in h->n_pending): its response is to come */
+	HREQ_ANSWERED,    /* the MCP layer's response is in: in final, or at the end of out when streaming */
+};
+
 struct hreq {
 	struct hreq *prev, *next;     /* on its session's list of requests in flight */
 	struct http_server *h;
@@ -118,23 +133,16 @@ struct hreq {
 	struct mcp_server *srv;
 	char *body;
 	size_t body_len;
+	enum hreq_state state;
 	bool too_large;
-	bool processed;               /* the body went to the MCP layer */
 	bool queued;                  /* a response is queued with MHD */
-	bool suspended;
-	bool pending;                 /* counted in h->n_pending: answered later */
+	bool suspended;               /* its connection waits (hreq_resume) */
 	bool sse_ok;                  /* Accept names text/event-stream */
 	bool streaming;               /* the answer is an SSE stream */
-	bool done;                    /* the final response is in `final` or `out` */
 	bool gone;                    /* the client left; nothing more is sent */
 	bool is_initialize;
 	bool new_legacy;              /* its initialize made r->ls */
-	bool at_head;                 /* in on_request's first call: the body is still to come */
-	/* refused at its head, answered once its body (up to
-	 * REFUSED_BODY_MAX) is read: a response before the body makes the
-	 * client's send fail, and it never reads the status */
-	bool refused;
-	unsigned refused_status;
+	unsigned refused_status;      /* HREQ_REFUSED: what is sent once the body is read */
 	char *refused_text;
 	const char *const *refused_headers;
 	bool modern;                  /* its _meta names a protocol version */

@@ -39,8 +39,7 @@ void legacy_free(struct legacy_session *ls)
 		struct hreq *r = ls->reqs;
 		json_t *e = jsonrpc_error(r->id, JSONRPC_INVALID_REQUEST, "Invalid Request: the session ended", NULL);
 		legacy_unlink(r);
-		r->processed = false;   /* nothing to cancel in a session that is gone */
-		hreq_push(r, e);
+		hreq_push(r, e);   /* answered: nothing to cancel in a session that is gone */
 		json_decref(e);
 		r->ls = NULL;
 	}

@@ -58,10 +58,10 @@ void hreq_push(struct hreq *r, json_t *msg)
 {
 	bool response = !json_object_get(msg, "method");
 	size_t n;
-	if (r->done || r->gone)
+	if (r->state == HREQ_ANSWERED || r->gone)
 		return;
 	if (response) {
-		r->done = true;
+		r->state = HREQ_ANSWERED;
 		r->status = status_of(r, msg);
 		if (r->streaming)
 			sse_append(r, msg);
@@ -95,7 +95,7 @@ ssize_t http_sse_reader(void *cls, uint64_t pos, char *buf, size_t max)
 		r->out_off += n;
 		return (ssize_t)n;
 	}
-	if (r->done)
+	if (r->state == HREQ_ANSWERED)
 		return MHD_CONTENT_READER_END_OF_STREAM;
 	/* nothing yet: wait for the next message (hreq_push resumes) */
 	r->suspended = true;

@@ -1,17 +1,21 @@
-/* pycell: the MCP layer's own header, shared by its files and nothing
- * else (the rest of pycell sees mcp.h):
- *   protocol.c  sending, dispatch of requests and notifications, connections,
- *               the server
- *   calls.c     a request answered later: its run, progress, cancellation,
- *               the queue and the run slots, sandbox_info's version probe
- *   tools.c     the tools: definitions (schemas from src/mcp/schemas/,
- *               embedded at build time) and run_python's arguments
- *   render.c    what a result looks like to the client: text and
- *               structured content, sandbox_info
+/* pycell: the MCP layer's core header, shared by its files and nothing
+ * else (the rest of pycell sees mcp.h).  The core:
+ *   protocol.c  sending, dispatch of requests and notifications (a row per
+ *               method), connections
+ *   calls.c     a request answered later: its life from queued to answered
+ *               (its run, progress, cancellation, the run slots), and the
+ *               hooks through which the features take part in it
+ *   server.c    the server: made, reconfigured, counted, freed; the table of
+ *               features
+ * The features, each with its own header and state, reached by the core
+ * through that table and a call's hooks, and never by one another
+ * (tests/layers checks it):
  *   tasks.c     the Tasks extension: a long run_python call as a task
- *   sessions.c  sessions (struct tool_session): a jail kept across run_python
- *               calls, the tools that open, close and list them
- *   resources.c resources: the files and output runs leave to be read */
+ *   sessions.c  sessions: a jail kept across run_python calls
+ *   resources.c the files and output runs leave to be read
+ * And the leaves: tools.c (tools.h: the table of tools, run_python's
+ * arguments; schemas.c, generated, holds their schemas) and render.c
+ * (render.h: what a result looks like to the client). */
 #ifndef PYCELL_MCP_INTERNAL_H
 #define PYCELL_MCP_INTERNAL_H
 
@@ -60,45 +64,10 @@ struct mcp_req {
 	bool tasks_ok;                /* its capabilities name the Tasks extension */
 };
 
-/* The Tasks extension (tasks.c). */
-#define EXT_TASKS "io.modelcontextprotocol/tasks"
-#define TASK_AFTER_MS 1000            /* a call still running this long becomes a task */
-#define TASK_TTL_MS 3600000           /* a task is kept this long after it was made */
-#define TASK_POLL_MS 1000             /* pollIntervalMs */
-#define TASKS_MAX 256                 /* tasks kept per server */
-#define TASKS_MAX_BYTES (64u << 20)   /* their results, in JSON bytes */
-#define MCP_MISSING_CAPABILITY -32021
-
-enum task_status { TASK_WORKING, TASK_COMPLETED, TASK_FAILED, TASK_CANCELLED };
-
-struct mcp_task {
-	struct mcp_task *next;        /* the server's list, newest first */
-	char id[RANDOM_ID_SIZE];      /* random_id, with the replica's name */
-	char *owner;                  /* the principal of its client (NULL: none) */
-	enum task_status status;
-	char *message;                /* statusMessage */
-	uint64_t created, updated;    /* wall clock, ms */
-	uint64_t t_created;           /* monotonic, for the TTL */
-	json_t *result;               /* TASK_COMPLETED: the CallToolResult */
-	size_t bytes;                 /* of result, as JSON */
-	struct mcp_call *call;        /* while its run goes on */
-};
-
 /* A queued run holds its code; a client that floods tools/call gets an
  * error instead of unbounded memory. */
 #define MAX_QUEUED 256
-/* run_python's files: how many, their bytes as sent (one message to a
- * session's jail carries them, under 4 MiB), a path's length */
-#define FILES_MAX 64
-#define FILES_MAX_BYTES (3 << 20)
-#define FILE_PATH_MAX 1024
 #define DEFAULT_MAX_RUNS 4
-/* resources (resources.c): all clients' in memory, a run's kept this long */
-#define RESOURCES_MAX_BYTES (256u << 20)
-#define RESOURCE_RUN_TTL_MS (30 * 60 * 1000)
-#define MCP_RESOURCE_NOT_FOUND -32002
-/* run_python's max_output_bytes: at least this */
-#define OUTPUT_BYTES_MIN 256
 #define PROGRESS_INTERVAL_MS 1000
 /* A run's output goes to a client that asked for progress as it comes: at
  * most one notification this often, with this much of it (the rest is
@@ -123,6 +92,28 @@ struct mcp_batch {
 	bool dispatching;
 };
 
+/* Where a call's run goes on when not in a jail of its own: a session's
+ * cell (sessions.c sets it when it takes the call).  calls.c calls these
+ * at the call's moments; what they reach is the feature's. */
+struct call_host {
+	int (*start)(struct mcp_call *c, struct pc_err *err);   /* start the run there */
+	void (*cancel)(struct mcp_call *c);                     /* kill it (its on_done follows) */
+	/* the "session" member of its result ({id, cell, alive}), which the
+	 * features after it read (resources.c keeps a cell's output by it) */
+	json_t *(*describe)(const struct mcp_call *c);
+	void (*release)(struct mcp_call *c);                    /* the call is freed */
+};
+
+/* Where a call's answer goes when not to its request: a task (tasks.c
+ * sets it when the call becomes one). */
+struct call_sink {
+	void (*started)(struct mcp_call *c);                    /* its run started */
+	/* it ended with this CallToolResult (stolen) */
+	void (*finish)(struct mcp_call *c, json_t *result, const char *summary);
+	void (*lost)(struct mcp_call *c);                       /* freed without a result */
+	const char *(*owner)(const struct mcp_call *c);         /* whose it is */
+};
+
 /* A request answered later: a run, or sandbox_info waiting for the
  * interpreter's version.  Also the server's own version probe. */
 struct mcp_call {
@@ -138,7 +129,8 @@ struct mcp_call {
 	enum proto v;                 /* the revision it is answered in */
 	enum mlog log_min;            /* a 2026 request's own log level */
 	bool task_ok;                 /* may become a task (tasks.c) */
-	struct mcp_task *task;        /* it did: its answer goes there */
+	const struct call_sink *sink; /* it did: its answer goes there (NULL: to its request) */
+	struct mcp_task *task;        /* tasks.c's */
 	json_t *progress_token;
 	uint64_t last_progress, progress_total;   /* ms */
 	unsigned n_progress;
@@ -164,7 +156,8 @@ struct mcp_call {
 	char *session_id;             /* run_python's session_id, as given */
 	uint64_t timeout_ms;
 	struct run *run;
-	struct tool_session *ts;      /* the session it runs a cell of, or opens */
+	const struct call_host *host; /* where it runs when not in its own jail (NULL: its own) */
+	struct tool_session *ts;      /* sessions.c's: the session it runs a cell of, or opens */
 	struct run_result *cell_res;  /* a cell's result, once it ended */
 	uint64_t output_bytes;        /* run_python's max_output_bytes; 0: the policy's */
 	/* a cell's whole output, when output_bytes cut its result's */
@@ -209,19 +202,35 @@ struct mcp_server {
 	struct loop_watch w_after;
 	void (*on_answered)(void *ctx);   /* mcp_server_on_answered */
 	void *answered_ctx;
-	struct mcp_task *tasks;       /* tasks.c */
-	unsigned n_tasks;
-	size_t task_bytes;
-	int task_fd;                  /* timer: the next call that may become a task */
-	struct loop_watch w_task;
 	struct mcp_stats stats;       /* the counters of it (mcp_server_stats fills the rest) */
-	struct tool_session *sessions;  /* sessions.c */
-	struct mcp_resource *resources;   /* resources.c, newest first */
-	struct mcp_conn *conns;    /* every connection of the server */
-	size_t resource_bytes;
-	int sess_fd;                  /* timer: idle and lifetime limits, every second */
-	struct loop_watch w_sess;
+	struct mcp_conn *conns;       /* every connection of the server */
+	/* the features' own state, each defined in its file (mcp_features) */
+	struct mcp_tasks *tasks;
+	struct mcp_sessions *sessions;
+	struct mcp_resources *resources;
 };
+
+/* A feature of the server (tasks, sessions, resources): its state is its
+ * own, made and freed through its row; it hears of the server's moments
+ * through these hooks (NULL: not interested) and of a call's through the
+ * call's host or sink.  The rows are server.c's mcp_features. */
+struct mcp_feature {
+	const char *name;
+	int (*init)(struct mcp_server *s, struct pc_err *err);
+	void (*free)(struct mcp_server *s);
+	/* from mcp_on_defer, once the ended calls are answered */
+	void (*settle)(struct mcp_server *s);
+	/* a run's result res is being made: keep what the run r left; the
+	 * content blocks to add to the result (a new array), or NULL */
+	json_t *(*keep)(struct mcp_call *c, const struct run_result *r, json_t *res);
+	/* a session closed: what it left goes with it (mcp_scope_closed) */
+	void (*scope_closed)(struct mcp_server *s, const char *session_id);
+	/* it still holds something of env (a reload frees env when none does) */
+	bool (*uses_env)(const struct mcp_server *s, const struct run_env *env);
+	void (*stats)(const struct mcp_server *s, struct mcp_stats *st);
+};
+extern const struct mcp_feature *const mcp_features[];
+extern const size_t mcp_n_features;
 
 struct mcp_conn {
 	struct mcp_server *srv;
@@ -282,6 +291,16 @@ const char *mcp_call_owner(const struct mcp_call *c);
 uint64_t mcp_call_timeout_ms(const struct mcp_call *c);
 /* c's run (or cell) ended: answered from mcp_on_defer. */
 void mcp_call_ended(struct mcp_call *c);
+/* Kill what c is running (its packages' install, its run, or its host's
+ * cell); its on_done follows. */
+void mcp_call_cancel_run(struct mcp_call *c);
+/* c is cancelled: a running one is killed (and answered by its end, to
+ * none), any other freed. */
+void mcp_call_cancel(struct mcp_call *c);
+/* The call is cancelled while its packages were being had. */
+void mcp_call_cancel_packages(struct mcp_call *c);
+/* A session closed: every feature drops what it left. */
+void mcp_scope_closed(struct mcp_server *s, const char *session_id);
 /* A run request of s's: its env's policy and jail, for client (the audit
  * log's), answered on its init's report, with the tool bridge when tools;
  * the program is the caller's to fill in. */
@@ -312,119 +331,6 @@ void mcp_on_hold(struct loop_watch *w, uint32_t events, void *data);
 void mcp_on_after(struct loop_watch *w, uint32_t events, void *data);
 /* Tear down the answered runs' jails now (mcp_on_after's work). */
 void mcp_free_spent(struct mcp_server *s);
-
-/* run_python's variables as the client wrote them, when they hold numbers
- * jansson cannot (protocol.c, parse_wide): a key no client can send (not
- * UTF-8), beside the variables read with those numbers as 0. */
-#define RAW_VARIABLES_KEY "\xff" "raw variables"
-
-/* ---- tasks.c */
-/* Arm the timer for the next call that may become a task. */
-void mcp_tasks_arm(struct mcp_server *s);
-void mcp_on_task_timer(struct loop_watch *w, uint32_t events, void *data);
-/* The task's run ended with this result (stolen, a CallToolResult). */
-void mcp_task_finish(struct mcp_task *t, json_t *result, const char *summary);
-/* Its run started (it was made while queued). */
-void mcp_task_started(struct mcp_task *t);
-/* Its call is freed without a result. */
-void mcp_task_lost(struct mcp_task *t);
-void mcp_tasks_free(struct mcp_server *s);
-void mcp_handle_task_request(const struct mcp_req *r, const char *method, json_t *params);
-
-/* ---- sessions.c: run_python's sessions (a jail kept across cells,
- * run/session.h) and the tools that open, close and list them */
-struct tool_session;
-int mcp_sessions_init(struct mcp_server *s, struct pc_err *err);
-void mcp_sessions_free(struct mcp_server *s);
-/* From mcp_on_defer: answer the opens that are done, free what ended. */
-void mcp_sessions_settle(struct mcp_server *s);
-bool mcp_sessions_use_env(const struct mcp_server *s, const struct run_env *env);
-/* The session tools' handlers (rows of mcp_tool_rows). */
-void mcp_tool_session_open(const struct mcp_req *r, const json_t *args, const json_t *progress_token);
-void mcp_tool_session_close(const struct mcp_req *r, const json_t *args, const json_t *progress_token);
-void mcp_tool_session_list(const struct mcp_req *r, const json_t *args, const json_t *progress_token);
-/* run_python with a session_id: c takes the session (0), or the client is
- * answered why not (-1; c is not queued). */
-int mcp_tsession_take(struct mcp_call *c, const struct mcp_req *r);
-/* Start c's cell (call_start); -1: err says why. */
-int mcp_tsession_start_cell(struct mcp_call *c, struct pc_err *err);
-/* The "session" member of c's result; NULL when c is not a cell. */
-json_t *mcp_tsession_result(const struct mcp_call *c);
-/* c no longer runs or waits (freed). */
-void mcp_tsession_release(struct mcp_call *c);
-/* Kill what c is running: its run, or its session's cell. */
-void mcp_call_cancel_run(struct mcp_call *c);
-/* calls.c: the call is cancelled while its packages were being had. */
-void mcp_call_cancel_packages(struct mcp_call *c);
-/* The id of the session c runs a cell of, and that cell's number. */
-const char *mcp_tsession_id(const struct mcp_call *c);
-unsigned mcp_tsession_cell(const struct mcp_call *c);
-
-/* ---- resources.c */
-struct mcp_resource;
-/* Keep what call c's run or cell r left for its client to read (the files
- * it changed, a cell's whole output) as resources; each file kept gets its
- * "uri" in res's "files", a cell's output its URIs in res's "session".
- * Returns the resource_link content blocks for them (a new array). */
-json_t *mcp_resources_keep(struct mcp_call *c, const struct run_result *r, json_t *res);
-void mcp_resources_drop_session(struct mcp_server *s, const char *session_id);
-void mcp_resources_free(struct mcp_server *s);
-/* resources/list, resources/read, resources/templates/list */
-void mcp_handle_resource_request(const struct mcp_req *r, const char *method, json_t *params);
-
-/* ---- tools.c */
-/* One row per tool: tools/list, tools/call's dispatch and its "Unknown
- * tool" error, and the tests' checks (the man page's entry included)
- * derive from mcp_tool_rows.  Adding a tool is a row, its handler and
- * its entry in pycell(1). */
-struct mcp_tool_row {
-	const char *name, *title;          /* its schemas: src/mcp/schemas/NAME.{input,output}.json */
-	const char *description;           /* or, from the policy: */
-	char *(*describe)(const struct policy *p);
-	void (*shape)(json_t *tool, const struct policy *p);  /* NULL, or fits it to the policy */
-	bool read_only, destructive, idempotent;
-	bool (*open_world)(const struct policy *p);           /* NULL: closed */
-	bool (*enabled)(const struct policy *p);              /* NULL: always */
-	const char *off;                   /* why, when not enabled */
-	/* tools/call with its arguments (NULL: none given) and progressToken */
-	void (*call)(const struct mcp_req *r, const json_t *args, const json_t *progress_token);
-};
-extern const struct mcp_tool_row mcp_tool_rows[];
-extern const size_t mcp_n_tool_rows;
-/* The row named name (a JSON string, every byte compared), or NULL. */
-const struct mcp_tool_row *mcp_tool_row(const json_t *name);
-bool mcp_tool_enabled(const struct mcp_tool_row *t, const struct policy *p);
-/* "a, b and c": the tools policy p enables (malloc'd). */
-char *mcp_tool_names(const struct policy *p);
-/* The tools policy p enables, in the table's order: a new reference, or NULL. */
-json_t *mcp_tools_new(const struct policy *p);
-/* The tool as a client of this protocol version knows it. */
-json_t *mcp_tool_for(const json_t *tool, enum proto v);
-/* Check run_python's arguments into c; 0, or -1 with why they are wrong. */
-int mcp_run_python_args(struct mcp_server *s, const json_t *args, struct mcp_call *c, struct pc_err *err);
-/* The tool schemas: src/mcp/schemas/TOOL.input.json and TOOL.output.json
- * for each row, as JSON text (schemas.c, made by make from that folder). */
-struct mcp_schema {
-	const char *name;             /* "run_python.input" */
-	const char *text;
-};
-extern const struct mcp_schema mcp_schemas[];
-extern const size_t mcp_n_schemas;
-/* The text of tool's schema ("input" or "output"), or NULL. */
-const char *mcp_schema_of(const char *tool, const char *which);
-
-/* ---- render.c */
-/* The readable text block of a run_python result: a new JSON string. */
-json_t *mcp_result_text(const json_t *res, const struct run_result *r, const struct policy *p,
-			uint64_t timeout_ms);
-/* A tools/call result of the text block (stolen) and the structured
- * content (stolen; sent to clients of 2025-06-18 and later). */
-json_t *mcp_tool_result(enum proto v, json_t *text, json_t *structured, bool is_error);
-json_t *mcp_tool_error(enum proto v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* A tools/call result whose structured content st (stolen) is also its
- * text block, as indented JSON. */
-json_t *mcp_structured_result(enum proto v, json_t *st);
-json_t *mcp_sandbox_info(struct mcp_server *s);
 
 /* ---- protocol.c: the handlers of run_python and sandbox_info */
 void mcp_tool_run_python(const struct mcp_req *r, const json_t *args, const json_t *progress_token);

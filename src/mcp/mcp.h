@@ -23,6 +23,11 @@
 struct mcp_server;
 struct mcp_conn;
 
+/* What --help says of the tools, from their table: every tool, then
+ * those a policy may turn off and when (lines of at most 88 columns,
+ * each ending in a newline; malloc'd). */
+char *mcp_tools_help(void);
+
 /* Protocol versions, oldest first: the handshake revisions (initialize
  * offers the newest of them by default), then 2026-07-28, spoken without
  * a handshake. */

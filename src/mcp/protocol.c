@@ -13,6 +13,11 @@
 #include "base/json_scan.h"
 #include "base/log.h"
 #include "mcp/internal.h"
+#include "mcp/render.h"
+#include "mcp/resources.h"
+#include "mcp/sessions.h"
+#include "mcp/tasks.h"
+#include "mcp/tools.h"
 
 const char *const mcp_protocol_versions[] = { "2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28",
 					       NULL };
@@ -489,13 +494,13 @@ static const struct {
 	{ "server/discover", IN_2026, handle_discover },
 	{ "tools/list", IN_2025 | IN_2026, handle_tools_list },
 	{ "tools/call", IN_2025 | IN_2026, handle_tools_call },
-	{ "resources/list", IN_2025 | IN_2026, mcp_handle_resource_request },
-	{ "resources/read", IN_2025 | IN_2026, mcp_handle_resource_request },
-	{ "resources/templates/list", IN_2025 | IN_2026, mcp_handle_resource_request },
+	{ "resources/list", IN_2025 | IN_2026, mcp_resources_list },
+	{ "resources/read", IN_2025 | IN_2026, mcp_resources_read },
+	{ "resources/templates/list", IN_2025 | IN_2026, mcp_resources_templates },
 	{ "logging/setLevel", IN_2025, handle_set_level },   /* gone from 2026-07-28 */
-	{ "tasks/get", IN_2026, mcp_handle_task_request },
-	{ "tasks/update", IN_2026, mcp_handle_task_request },
-	{ "tasks/cancel", IN_2026, mcp_handle_task_request },
+	{ "tasks/get", IN_2026, mcp_tasks_get },
+	{ "tasks/update", IN_2026, mcp_tasks_update },
+	{ "tasks/cancel", IN_2026, mcp_tasks_cancel },
 };
 
 /* The row of method in era (IN_2025 or IN_2026); -1 when it has none. */
@@ -569,12 +574,7 @@ static void cancel_call(struct mcp_call *c, const char *reason)
 {
 	log_debug("mcp: request %llu cancelled by the client%s%s", c->seq, reason ? ": " : "", reason ? reason : "");
 	mcp_call_log(c, MLOG_INFO, "run %llu cancelled%s%s", c->seq, reason ? ": " : "", reason ? reason : "");
-	c->cancelled = true;
-	if (c->state == CALL_RUNNING && c->kind == CALL_RUN_PYTHON) {
-		mcp_call_cancel_run(c);   /* on_done follows; no response, as the spec says */
-		return;
-	}
-	mcp_call_free(c);
+	mcp_call_cancel(c);   /* a run's on_done follows; no response, as the spec says */
 }
 
 static void handle_notification(struct mcp_conn *conn, const char *method, json_t *params)
@@ -771,11 +771,7 @@ void mcp_conn_free(struct mcp_conn *conn)
 			if (c->batch)
 				c->batch->conn = NULL;
 			c->conn = NULL;
-			c->cancelled = true;
-			if (c->state == CALL_RUNNING)
-				mcp_call_cancel_run(c);
-			else
-				mcp_call_free(c);
+			mcp_call_cancel(c);
 		}
 	}
 	if (conn->prev)

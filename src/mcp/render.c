@@ -12,6 +12,7 @@
 #include "config/result.h"
 #include "jail/jail.h"
 #include "mcp/internal.h"
+#include "mcp/render.h"
 
 struct sbuf {
 	char *s;

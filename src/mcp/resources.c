@@ -23,7 +23,11 @@
 
 #include "base/jsonrpc.h"
 #include "base/log.h"
-#include "mcp/internal.h"
+#include "mcp/resources.h"
+
+/* all clients' in memory; a run's kept this long */
+#define RESOURCES_MAX_BYTES (256u << 20)
+#define RESOURCE_RUN_TTL_MS (30 * 60 * 1000)
 
 struct mcp_resource {
 	struct mcp_resource *next;    /* newest first */
@@ -32,6 +36,12 @@ struct mcp_resource {
 	char *data;                   /* the bytes */
 	size_t len;
 	uint64_t t_expires;           /* monotonic ms; 0: its session's */
+};
+
+/* The server's resources (s->resources). */
+struct mcp_resources {
+	struct mcp_resource *list;    /* newest first */
+	size_t bytes;
 };
 
 /* Owner's list changed: its connections are to be told (tell_changed). */
@@ -69,23 +79,23 @@ static void res_free(struct mcp_resource *x)
 static void res_drop(struct mcp_server *s, bool (*pred)(const struct mcp_resource *, const void *),
 		     const void *arg)
 {
-	struct mcp_resource **pp = &s->resources;
+	struct mcp_resource **pp = &s->resources->list;
 	while (*pp) {
 		struct mcp_resource *x = *pp;
 		if (pred && pred(x, arg)) {
 			*pp = x->next;
-			s->resource_bytes -= x->len;
+			s->resources->bytes -= x->len;
 			mark_changed(s, x->owner);
 			res_free(x);
 			continue;
 		}
 		pp = &x->next;
 	}
-	while (!pred && s->resource_bytes > RESOURCES_MAX_BYTES && s->resources) {
-		for (pp = &s->resources; (*pp)->next; pp = &(*pp)->next)
+	while (!pred && s->resources->bytes > RESOURCES_MAX_BYTES && s->resources->list) {
+		for (pp = &s->resources->list; (*pp)->next; pp = &(*pp)->next)
 			;
 		log_debug("mcp: resource %s dropped: the store is full", (*pp)->uri);
-		s->resource_bytes -= (*pp)->len;
+		s->resources->bytes -= (*pp)->len;
 		mark_changed(s, (*pp)->owner);
 		res_free(*pp);
 		*pp = NULL;
@@ -114,9 +124,10 @@ static void expire(struct mcp_server *s)
 	tell_changed(s, NULL);
 }
 
-/* Keep data (taken) as uri; a resource of the same uri is replaced. */
-static void res_add(struct mcp_server *s, const struct mcp_call *c, const char *uri, const char *name,
-		    const char *mime, char *data, size_t len)
+/* Keep data (taken) as uri, of session sess (NULL: of a run, for
+ * RESOURCE_RUN_TTL_MS); a resource of the same uri is replaced. */
+static void res_add(struct mcp_server *s, const struct mcp_call *c, const char *sess, const char *uri,
+		    const char *name, const char *mime, char *data, size_t len)
 {
 	struct mcp_resource *x = xcalloc(1, sizeof(*x));
 	const char *owner = mcp_call_owner(c);
@@ -127,13 +138,13 @@ static void res_add(struct mcp_server *s, const struct mcp_call *c, const char *
 	x->owner = owner ? xstrdup(owner) : NULL;
 	x->data = data;
 	x->len = len;
-	if (c->ts)
-		snprintf(x->sess, sizeof(x->sess), "%s", mcp_tsession_id(c));
+	if (sess)
+		snprintf(x->sess, sizeof(x->sess), "%s", sess);
 	else
 		x->t_expires = now_ms() + RESOURCE_RUN_TTL_MS;
-	x->next = s->resources;
-	s->resources = x;
-	s->resource_bytes += len;
+	x->next = s->resources->list;
+	s->resources->list = x;
+	s->resources->bytes += len;
 	mark_changed(s, owner);
 	res_drop(s, NULL, NULL);
 }
@@ -163,18 +174,25 @@ static json_t *link_block(const char *uri, const char *name, const char *mime, s
 			 "mimeType", mime, "size", (json_int_t)size, "description", what);
 }
 
-json_t *mcp_resources_keep(struct mcp_call *c, const struct run_result *r, json_t *res)
+/* Keep what call c's run or cell r left for its client to read (the files
+ * it changed, a cell's whole output) as resources; each file kept gets its
+ * "uri" in res's "files", a cell's output its URIs in res's "session"
+ * (whose "id" and "cell" say which: its host's describe).  Returns the
+ * resource_link content blocks for them (a new array). */
+static json_t *resources_keep(struct mcp_call *c, const struct run_result *r, json_t *res)
 {
 	struct mcp_server *s = c->srv;
 	json_t *links = json_array(), *listed = json_object_get(res, "files"), *e;
+	json_t *scope = json_object_get(res, "session");
+	const char *sess = json_string_value(json_object_get(scope, "id"));
 	char base[RANDOM_ID_SIZE + 32], run_id[RANDOM_ID_SIZE];
 	size_t i;
 
 	expire(s);
-	if (c->ts && !json_is_true(json_object_get(json_object_get(res, "session"), "alive")))
+	if (scope && (!sess || strlen(sess) >= RANDOM_ID_SIZE || !json_is_true(json_object_get(scope, "alive"))))
 		return links;   /* its files and output went with it */
-	if (c->ts) {
-		snprintf(base, sizeof(base), "pycell://sessions/%s", mcp_tsession_id(c));
+	if (scope) {
+		snprintf(base, sizeof(base), "pycell://sessions/%s", sess);
 	} else {
 		if (!r->files || random_id(run_id, s->cfg.replica) < 0)
 			return links;
@@ -194,25 +212,25 @@ json_t *mcp_resources_keep(struct mcp_call *c, const struct run_result *r, json_
 		}
 		if (!b64 || !(data = b64_decode(json_string_value(b64), json_string_length(b64), &len)))
 			continue;
-		res_add(s, c, uri, path, mime, data, len);
+		res_add(s, c, sess, uri, path, mime, data, len);
 		json_object_set_new(json_array_get(listed, i), "uri", json_string(uri));
 		json_array_append_new(links, link_block(uri, path, mime, len, "a file the code wrote in /workspace"));
 	}
-	if (c->ts) {
+	if (scope) {
 		/* the cell's whole output: the result's, or more when the call
 		 * asked for less */
 		const struct output_buf *bufs[2] = { c->has_whole ? &c->whole_out : &r->out,
 						     c->has_whole ? &c->whole_err : &r->err };
 		static const char *const names[2] = { "stdout", "stderr" };
 		json_t *out = json_object();
-		unsigned cell = mcp_tsession_cell(c);
+		unsigned cell = (unsigned)json_integer_value(json_object_get(scope, "cell"));
 		for (int k = 0; k < 2; k++) {
 			char uri[RANDOM_ID_SIZE + 96], name[64];
 			if (!bufs[k]->len)
 				continue;
 			snprintf(uri, sizeof(uri), "%s/cells/%u/%s", base, cell, names[k]);
 			snprintf(name, sizeof(name), "cell %u %s", cell, names[k]);
-			res_add(s, c, uri, name, "text/plain", xmemdup(bufs[k]->data, bufs[k]->len), bufs[k]->len);
+			res_add(s, c, sess, uri, name, "text/plain", xmemdup(bufs[k]->data, bufs[k]->len), bufs[k]->len);
 			json_object_set_new(out, names[k], json_string(uri));
 			/* linked when the result holds less of it */
 			if (k ? r->err.truncated : r->out.truncated)
@@ -220,7 +238,7 @@ json_t *mcp_resources_keep(struct mcp_call *c, const struct run_result *r, json_
 								  "the cell's whole output"));
 		}
 		if (json_object_size(out))
-			json_object_set_new(json_object_get(res, "session"), "output", out);
+			json_object_set_new(scope, "output", out);
 		else
 			json_decref(out);
 	}
@@ -228,21 +246,35 @@ json_t *mcp_resources_keep(struct mcp_call *c, const struct run_result *r, json_
 	return links;
 }
 
-void mcp_resources_drop_session(struct mcp_server *s, const char *session_id)
+static void resources_drop_session(struct mcp_server *s, const char *session_id)
 {
 	res_drop(s, of_session, session_id);
 	tell_changed(s, NULL);
 }
 
-void mcp_resources_free(struct mcp_server *s)
+static int resources_init(struct mcp_server *s, struct pc_err *err)
 {
-	while (s->resources) {
-		struct mcp_resource *x = s->resources;
-		s->resources = x->next;
+	s->resources = xcalloc(1, sizeof(*s->resources));
+	(void)err;
+	return 0;
+}
+
+static void resources_free(struct mcp_server *s)
+{
+	if (!s->resources)
+		return;
+	while (s->resources->list) {
+		struct mcp_resource *x = s->resources->list;
+		s->resources->list = x->next;
 		res_free(x);
 	}
-	s->resource_bytes = 0;
+	free(steal_ptr(&s->resources));
 }
+
+const struct mcp_feature mcp_resources_feature = {
+	.name = "resources", .init = resources_init, .free = resources_free, .keep = resources_keep,
+	.scope_closed = resources_drop_session,
+};
 
 /* ------------------------------------------------------------ requests */
 
@@ -269,18 +301,20 @@ static json_t *private(const struct mcp_req *r, json_t *result)
 	return result;
 }
 
-static void list_resources(const struct mcp_req *r)
+void mcp_resources_list(const struct mcp_req *r, const char *method, json_t *params)
 {
 	json_t *list = json_array();
+	(void)method;
+	(void)params;
 	expire(r->conn->srv);
-	for (const struct mcp_resource *x = r->conn->srv->resources; x; x = x->next)
+	for (const struct mcp_resource *x = r->conn->srv->resources->list; x; x = x->next)
 		if (str_eq(x->owner, r->conn->principal))
 			json_array_append_new(list, json_pack("{s:s,s:s,s:s,s:I}", "uri", x->uri, "name", x->name,
 							      "mimeType", x->mime, "size", (json_int_t)x->len));
 	mcp_answer(r, private(r, json_pack("{s:o}", "resources", list)));
 }
 
-static void list_templates(const struct mcp_req *r)
+void mcp_resources_templates(const struct mcp_req *r, const char *method, json_t *params)
 {
 	json_t *t = json_pack("[{s:s,s:s,s:s},{s:s,s:s,s:s,s:s},{s:s,s:s,s:s}]",
 		"uriTemplate", "pycell://sessions/{session_id}/files/{+path}", "name", "session-files",
@@ -289,21 +323,24 @@ static void list_templates(const struct mcp_req *r)
 		"description", "The whole stdout or stderr of a session's cell", "mimeType", "text/plain",
 		"uriTemplate", "pycell://runs/{run_id}/files/{+path}", "name", "run-files",
 		"description", "A file a run_python call without a session wrote in /workspace (kept 30 minutes)");
+	(void)method;
+	(void)params;
 	mcp_answer(r, private(r, json_pack("{s:o}", "resourceTemplates", t)));
 }
 
-static void read_resource(const struct mcp_req *r, const json_t *params)
+void mcp_resources_read(const struct mcp_req *r, const char *method, json_t *params)
 {
 	const json_t *uri = json_object_get(params, "uri");
 	const struct mcp_resource *x;
 	json_t *content;
+	(void)method;
 
 	if (!json_is_string(uri)) {
 		mcp_fail(r, JSONRPC_INVALID_PARAMS, "Invalid params: resources/read needs \"uri\", a string", NULL);
 		return;
 	}
 	expire(r->conn->srv);
-	for (x = r->conn->srv->resources; x; x = x->next)
+	for (x = r->conn->srv->resources->list; x; x = x->next)
 		if (json_str_eq(uri, x->uri) && str_eq(x->owner, r->conn->principal))
 			break;
 	if (!x) {
@@ -323,14 +360,4 @@ static void read_resource(const struct mcp_req *r, const json_t *params)
 		}
 	}
 	mcp_answer(r, private(r, json_pack("{s:[o]}", "contents", content)));
-}
-
-void mcp_handle_resource_request(const struct mcp_req *r, const char *method, json_t *params)
-{
-	if (strcmp(method, "resources/list") == 0)
-		list_resources(r);
-	else if (strcmp(method, "resources/templates/list") == 0)
-		list_templates(r);
-	else
-		read_resource(r, params);
 }

@@ -13,6 +13,16 @@
 
 #include "base/log.h"
 #include "mcp/internal.h"
+#include "mcp/resources.h"
+#include "mcp/sessions.h"
+#include "mcp/tasks.h"
+#include "mcp/tools.h"
+
+/* The features, made in this order and freed in the reverse. */
+const struct mcp_feature *const mcp_features[] = {
+	&mcp_tasks_feature, &mcp_sessions_feature, &mcp_resources_feature,
+};
+const size_t mcp_n_features = ARRAY_SIZE(mcp_features);
 
 struct mcp_server *mcp_server_new(struct loop *l, const struct run_env *env,
 				  const struct mcp_server_config *cfg, struct pc_err *err)
@@ -23,7 +33,7 @@ struct mcp_server *mcp_server_new(struct loop *l, const struct run_env *env,
 	s->cfg = *cfg;
 	if (!s->cfg.max_runs)
 		s->cfg.max_runs = DEFAULT_MAX_RUNS;
-	s->tick_fd = s->hold_fd = s->task_fd = s->sess_fd = s->after_fd = -1;
+	s->tick_fd = s->hold_fd = s->after_fd = -1;
 	s->defer_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (s->defer_fd < 0 || loop_add(l, &s->w_defer, s->defer_fd, EPOLLIN, mcp_on_defer, s) < 0) {
 		pc_syserr(err, "mcp", "eventfd");
@@ -44,13 +54,9 @@ struct mcp_server *mcp_server_new(struct loop *l, const struct run_env *env,
 		pc_syserr(err, "mcp", "timerfd");
 		goto fail;
 	}
-	s->task_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-	if (s->task_fd < 0 || loop_add(l, &s->w_task, s->task_fd, EPOLLIN, mcp_on_task_timer, s) < 0) {
-		pc_syserr(err, "mcp", "timerfd");
-		goto fail;
-	}
-	if (mcp_sessions_init(s, err) < 0)
-		goto fail;
+	for (size_t k = 0; k < mcp_n_features; k++)
+		if (mcp_features[k]->init(s, err) < 0)
+			goto fail;
 	s->tools = mcp_tools_new(&env->policy);
 	if (!s->tools) {
 		pc_fail(err, 0, "mcp", "could not build the tool definitions");
@@ -95,7 +101,10 @@ bool mcp_server_uses_env(const struct mcp_server *s, const struct run_env *env)
 	for (size_t i = 0; i < s->n_spent; i++)
 		if (s->spent[i].env == env)
 			return true;
-	return mcp_sessions_use_env(s, env);
+	for (size_t k = 0; k < mcp_n_features; k++)
+		if (mcp_features[k]->uses_env && mcp_features[k]->uses_env(s, env))
+			return true;
+	return false;
 }
 
 void mcp_server_stats(const struct mcp_server *s, struct mcp_stats *st)
@@ -111,7 +120,9 @@ void mcp_server_stats(const struct mcp_server *s, struct mcp_stats *st)
 		st->ready_target += run_pool_size(s->pools[i].pool);
 		st->pool_up = st->pool_up && run_pool_up(s->pools[i].pool);
 	}
-	st->tasks = s->n_tasks;
+	for (size_t k = 0; k < mcp_n_features; k++)
+		if (mcp_features[k]->stats)
+			mcp_features[k]->stats(s, st);
 }
 
 void mcp_server_free(struct mcp_server *s)
@@ -127,18 +138,14 @@ void mcp_server_free(struct mcp_server *s)
 		s->active.head->cancelled = true;
 		mcp_call_free(s->active.head);
 	}
-	mcp_tasks_free(s);
-	mcp_sessions_free(s);
-	mcp_resources_free(s);
+	for (size_t k = mcp_n_features; k-- > 0;)
+		mcp_features[k]->free(s);
 	mcp_free_spent(s);
 	free(s->spent);
 	run_pool_free(s->pool);
 	mcp_pools_free(s);
 	run_reap_pending();   /* the jails of runs answered before they had gone */
 	loop_del(s->loop, &s->w_defer);
-	loop_del(s->loop, &s->w_task);
-	if (s->task_fd >= 0)
-		close(s->task_fd);
 	loop_del(s->loop, &s->w_tick);
 	loop_del(s->loop, &s->w_hold);
 	if (s->hold_fd >= 0)

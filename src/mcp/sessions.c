@@ -21,7 +21,8 @@
 #include "base/jsonrpc.h"
 #include "base/log.h"
 #include "config/json_check.h"
-#include "mcp/internal.h"
+#include "mcp/render.h"
+#include "mcp/sessions.h"
 #include "run/session.h"
 
 #define SESS_TICK_MS 1000
@@ -49,14 +50,23 @@ struct tool_session {
 	uint64_t t_jail;              /* when its jail was asked for */
 };
 
+/* The server's sessions (s->sessions). */
+struct mcp_sessions {
+	struct tool_session *list;    /* from its open until it is freed */
+	int fd;                       /* timer: idle and lifetime limits, every second */
+	struct loop_watch w;
+};
+
+static const struct call_host cell_host;
+
 static void sess_arm(struct mcp_server *s)
 {
 	struct itimerspec t = { 0 };
-	if (s->sessions) {
+	if (s->sessions->list) {
 		t.it_interval.tv_sec = SESS_TICK_MS / 1000;
 		t.it_value = t.it_interval;
 	}
-	timerfd_settime(s->sess_fd, 0, &t, NULL);
+	timerfd_settime(s->sessions->fd, 0, &t, NULL);
 }
 
 static void tool_session_free(struct tool_session *p)
@@ -78,7 +88,7 @@ static void tool_session_close(struct tool_session *p, const char *why)
 		return;
 	p->closed = true;
 	log_debug("mcp: session %s closed: %s (%u cells)", p->id, why, p->cells);
-	mcp_resources_drop_session(p->srv, p->id);   /* its files and output go with it */
+	mcp_scope_closed(p->srv, p->id);   /* its files and output go with it */
 	if (p->live)
 		session_kill(p->live);
 	if (p->pkg_op) {
@@ -92,7 +102,7 @@ static void tool_session_close(struct tool_session *p, const char *why)
 
 static struct tool_session *find(struct mcp_server *s, const json_t *id, const char *principal)
 {
-	for (struct tool_session *p = s->sessions; p; p = p->next)
+	for (struct tool_session *p = s->sessions->list; p; p = p->next)
 		if (!p->closed && json_str_eq(id, p->id) && str_eq(p->owner, principal))
 			return p;
 	return NULL;
@@ -162,8 +172,8 @@ static void on_sess_timer(struct loop_watch *w, uint32_t events, void *data)
 {
 	struct mcp_server *s = data;
 	uint64_t n, now = now_ms();
-	(void)!read(s->sess_fd, &n, sizeof(n));
-	for (struct tool_session *p = s->sessions; p; p = p->next) {
+	(void)!read(s->sessions->fd, &n, sizeof(n));
+	for (struct tool_session *p = s->sessions->list; p; p = p->next) {
 		if (p->closed)
 			continue;
 		if (!p->ready) {
@@ -180,30 +190,34 @@ static void on_sess_timer(struct loop_watch *w, uint32_t events, void *data)
 	(void)events;
 }
 
-int mcp_sessions_init(struct mcp_server *s, struct pc_err *err)
+static int sessions_init(struct mcp_server *s, struct pc_err *err)
 {
-	s->sess_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-	if (s->sess_fd < 0 || loop_add(s->loop, &s->w_sess, s->sess_fd, EPOLLIN, on_sess_timer, s) < 0)
+	s->sessions = xcalloc(1, sizeof(*s->sessions));
+	s->sessions->fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	if (s->sessions->fd < 0 || loop_add(s->loop, &s->sessions->w, s->sessions->fd, EPOLLIN, on_sess_timer, s) < 0)
 		return pc_syserr(err, "mcp", "timerfd");
 	return 0;
 }
 
-void mcp_sessions_free(struct mcp_server *s)
+static void sessions_free(struct mcp_server *s)
 {
-	while (s->sessions) {
-		struct tool_session *p = s->sessions;
-		s->sessions = p->next;
+	if (!s->sessions)
+		return;
+	while (s->sessions->list) {
+		struct tool_session *p = s->sessions->list;
+		s->sessions->list = p->next;
 		tool_session_free(p);
 	}
-	if (s->sess_fd >= 0) {
-		loop_del(s->loop, &s->w_sess);
-		close(s->sess_fd);
+	if (s->sessions->fd >= 0) {
+		loop_del(s->loop, &s->sessions->w);
+		close(s->sessions->fd);
 	}
+	free(steal_ptr(&s->sessions));
 }
 
-bool mcp_sessions_use_env(const struct mcp_server *s, const struct run_env *env)
+static bool sessions_use_env(const struct mcp_server *s, const struct run_env *env)
 {
-	for (const struct tool_session *p = s->sessions; p; p = p->next)
+	for (const struct tool_session *p = s->sessions->list; p; p = p->next)
 		if (p->env == env)
 			return true;
 	return false;
@@ -233,9 +247,9 @@ static void answer_open(struct tool_session *p)
 	mcp_call_free(c);
 }
 
-void mcp_sessions_settle(struct mcp_server *s)
+static void sessions_settle(struct mcp_server *s)
 {
-	struct tool_session **pp = &s->sessions;
+	struct tool_session **pp = &s->sessions->list;
 	while (*pp) {
 		struct tool_session *p = *pp;
 		if (p->opening && (p->ready || p->open_err.msg[0]))
@@ -285,7 +299,7 @@ static bool check_keys(const struct mcp_req *r, const char *name, const json_t *
 static unsigned count_open(const struct mcp_server *s, const char *principal, bool mine)
 {
 	unsigned n = 0;
-	for (const struct tool_session *p = s->sessions; p; p = p->next)
+	for (const struct tool_session *p = s->sessions->list; p; p = p->next)
 		if (!p->closed && (!mine || str_eq(p->owner, principal)))
 			n++;
 	return n;
@@ -389,10 +403,11 @@ void mcp_tool_session_open(const struct mcp_req *r, const json_t *args, const js
 	mcp_call_join_batch(c, r->b);
 	c->state = CALL_WAITING;
 	c->ts = p;
+	c->host = &cell_host;
 	mcp_list_push(&s->active, c);
 	p->opening = c;
-	p->next = s->sessions;
-	s->sessions = p;
+	p->next = s->sessions->list;
+	s->sessions->list = p;
 	sess_arm(s);
 	log_debug("mcp: session %s opening", p->id);
 }
@@ -428,7 +443,7 @@ void mcp_tool_session_list(const struct mcp_req *r, const json_t *args, const js
 
 	if (!check_keys(r, "session_list", args, ",", "no arguments; call it with {}"))
 		return;
-	for (struct tool_session *p = s->sessions; p; p = p->next) {
+	for (struct tool_session *p = s->sessions->list; p; p = p->next) {
 		uint64_t by_idle = p->t_last + p->idle_ms, by_age = p->t_opened + p->lifetime_ms;
 		uint64_t closes = by_idle < by_age ? by_idle : by_age;
 		if (p->closed || !str_eq(p->owner, r->conn->principal))
@@ -465,11 +480,12 @@ int mcp_tsession_take(struct mcp_call *c, const struct mcp_req *r)
 		c->timeout_ms = max;
 	p->call = c;
 	c->ts = p;
+	c->host = &cell_host;
 	c->env = p->env;
 	return 0;
 }
 
-int mcp_tsession_start_cell(struct mcp_call *c, struct pc_err *err)
+static int cell_start(struct mcp_call *c, struct pc_err *err)
 {
 	struct tool_session *p = c->ts;
 	struct session_cell cell = {
@@ -486,7 +502,7 @@ int mcp_tsession_start_cell(struct mcp_call *c, struct pc_err *err)
 	return 0;
 }
 
-json_t *mcp_tsession_result(const struct mcp_call *c)
+static json_t *cell_describe(const struct mcp_call *c)
 {
 	const struct tool_session *p = c->ts;
 	bool alive;
@@ -496,17 +512,7 @@ json_t *mcp_tsession_result(const struct mcp_call *c)
 	return json_pack("{s:s,s:i,s:b}", "id", p->id, "cell", (int)p->cells, "alive", alive);
 }
 
-const char *mcp_tsession_id(const struct mcp_call *c)
-{
-	return c->ts ? c->ts->id : "";
-}
-
-unsigned mcp_tsession_cell(const struct mcp_call *c)
-{
-	return c->ts ? c->ts->cells : 0;
-}
-
-void mcp_tsession_release(struct mcp_call *c)
+static void cell_release(struct mcp_call *c)
 {
 	struct tool_session *p = c->ts;
 	if (!p)
@@ -518,15 +524,21 @@ void mcp_tsession_release(struct mcp_call *c)
 	if (p->opening == c)
 		p->opening = NULL;   /* the client left: the session stays, listed */
 	c->ts = NULL;
+	c->host = NULL;
 	mcp_kick(c->srv);
 }
 
-void mcp_call_cancel_run(struct mcp_call *c)
+static void cell_cancel(struct mcp_call *c)
 {
-	if (c->pkg_op)
-		mcp_call_cancel_packages(c);
-	else if (c->run)
-		run_cancel(c->run);
-	else if (c->ts && c->ts->live && c->ts->call == c)
+	if (c->ts && c->ts->live && c->ts->call == c)
 		session_cancel_cell(c->ts->live);
 }
+
+static const struct call_host cell_host = {
+	.start = cell_start, .cancel = cell_cancel, .describe = cell_describe, .release = cell_release,
+};
+
+const struct mcp_feature mcp_sessions_feature = {
+	.name = "sessions", .init = sessions_init, .free = sessions_free, .settle = sessions_settle,
+	.uses_env = sessions_use_env,
+};

@@ -9,13 +9,47 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/epoll.h>
 #include <sys/timerfd.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "base/json_out.h"
 #include "base/jsonrpc.h"
 #include "base/log.h"
-#include "mcp/internal.h"
+#include "mcp/render.h"
+#include "mcp/tasks.h"
+
+#define TASK_AFTER_MS 1000            /* a call still running this long becomes a task */
+#define TASK_TTL_MS 3600000           /* a task is kept this long after it was made */
+#define TASK_POLL_MS 1000             /* pollIntervalMs */
+#define TASKS_MAX 256                 /* tasks kept per server */
+#define TASKS_MAX_BYTES (64u << 20)   /* their results, in JSON bytes */
+#define MCP_MISSING_CAPABILITY -32021
+
+enum task_status { TASK_WORKING, TASK_COMPLETED, TASK_FAILED, TASK_CANCELLED };
+
+struct mcp_task {
+	struct mcp_task *next;        /* the server's list, newest first */
+	char id[RANDOM_ID_SIZE];      /* random_id, with the replica's name */
+	char *owner;                  /* the principal of its client (NULL: none) */
+	enum task_status status;
+	char *message;                /* statusMessage */
+	uint64_t created, updated;    /* wall clock, ms */
+	uint64_t t_created;           /* monotonic, for the TTL */
+	json_t *result;               /* TASK_COMPLETED: the CallToolResult */
+	size_t bytes;                 /* of result, as JSON */
+	struct mcp_call *call;        /* while its run goes on */
+};
+
+/* The server's tasks (s->tasks). */
+struct mcp_tasks {
+	struct mcp_task *list;        /* newest first */
+	unsigned n;
+	size_t bytes;                 /* of their results */
+	int fd;                       /* timer: the next call that may become a task */
+	struct loop_watch w;
+};
 
 static const char *const status_names[] = { "working", "completed", "failed", "cancelled" };
 
@@ -39,14 +73,16 @@ static json_t *iso8601(uint64_t ms)
 static void task_unlink_free(struct mcp_server *s, struct mcp_task *t)
 {
 	struct mcp_task **pp;
-	for (pp = &s->tasks; *pp && *pp != t; pp = &(*pp)->next)
+	for (pp = &s->tasks->list; *pp && *pp != t; pp = &(*pp)->next)
 		;
 	if (*pp)
 		*pp = t->next;
-	s->n_tasks--;
-	s->task_bytes -= t->bytes;
-	if (t->call)
+	s->tasks->n--;
+	s->tasks->bytes -= t->bytes;
+	if (t->call) {
 		t->call->task = NULL;
+		t->call->sink = NULL;
+	}
 	json_decref(t->result);
 	free(t->owner);
 	free(t->message);
@@ -58,15 +94,15 @@ static void task_unlink_free(struct mcp_server *s, struct mcp_task *t)
 static void evict(struct mcp_server *s, size_t room_bytes)
 {
 	uint64_t now = now_ms();
-	for (struct mcp_task *t = s->tasks, *next; t; t = next) {
+	for (struct mcp_task *t = s->tasks->list, *next; t; t = next) {
 		next = t->next;
 		if (t->status != TASK_WORKING && now - t->t_created >= TASK_TTL_MS)
 			task_unlink_free(s, t);
 	}
-	while (s->n_tasks >= TASKS_MAX || s->task_bytes + room_bytes > TASKS_MAX_BYTES) {
+	while (s->tasks->n >= TASKS_MAX || s->tasks->bytes + room_bytes > TASKS_MAX_BYTES) {
 		struct mcp_task *oldest = NULL;
 		/* the list is newest first: the last ended one is the oldest */
-		for (struct mcp_task *t = s->tasks; t; t = t->next)
+		for (struct mcp_task *t = s->tasks->list; t; t = t->next)
 			if (t->status != TASK_WORKING)
 				oldest = t;
 		if (!oldest)
@@ -99,6 +135,8 @@ static json_t *task_json(const struct mcp_task *t)
 	return j;
 }
 
+static const struct call_sink task_sink;
+
 /* Call c becomes a task: answered now with its handle, its run goes on
  * without the client's request.  false when no task can be kept (the
  * cap is reached by tasks still working): the call stays a plain call. */
@@ -109,7 +147,7 @@ static bool make_task(struct mcp_call *c)
 	json_t *handle;
 
 	evict(s, 0);
-	if (s->n_tasks >= TASKS_MAX)
+	if (s->tasks->n >= TASKS_MAX)
 		return false;
 	t = xcalloc(1, sizeof(*t));
 	if (random_id(t->id, s->cfg.replica) < 0) {
@@ -122,10 +160,11 @@ static bool make_task(struct mcp_call *c)
 	t->status = TASK_WORKING;
 	t->message = xstrdup(c->state == CALL_QUEUED ? "queued" : "running");
 	t->call = c;
-	t->next = s->tasks;
-	s->tasks = t;
-	s->n_tasks++;
+	t->next = s->tasks->list;
+	s->tasks->list = t;
+	s->tasks->n++;
 	c->task = t;
+	c->sink = &task_sink;
 	log_debug("mcp: run %llu became task %s", c->seq, t->id);
 	handle = task_json(t);
 	json_object_set_new(handle, "resultType", json_string("task"));
@@ -158,15 +197,15 @@ void mcp_tasks_arm(struct mcp_server *s)
 		its.it_value.tv_sec = (time_t)(in / 1000);
 		its.it_value.tv_nsec = (long)(in % 1000) * 1000000L;
 	}
-	timerfd_settime(s->task_fd, 0, &its, NULL);
+	timerfd_settime(s->tasks->fd, 0, &its, NULL);
 }
 
-void mcp_on_task_timer(struct loop_watch *w, uint32_t events, void *data)
+static void on_timer(struct loop_watch *w, uint32_t events, void *data)
 {
 	struct mcp_server *s = data;
 	struct call_list *lists[] = { &s->queue, &s->active };
 	uint64_t n, now = now_ms();
-	(void)!read(s->task_fd, &n, sizeof(n));
+	(void)!read(s->tasks->fd, &n, sizeof(n));
 	(void)w;
 	(void)events;
 	for (size_t i = 0; i < ARRAY_SIZE(lists); i++)
@@ -176,11 +215,15 @@ void mcp_on_task_timer(struct loop_watch *w, uint32_t events, void *data)
 	mcp_tasks_arm(s);
 }
 
-void mcp_task_finish(struct mcp_task *t, json_t *result, const char *summary)
+/* ------------------------------------------------------------ the call's sink */
+
+static void task_finish(struct mcp_call *c, json_t *result, const char *summary)
 {
-	struct mcp_server *s = t->call->srv;
+	struct mcp_task *t = steal_ptr(&c->task);
+	struct mcp_server *s = c->srv;
 	size_t bytes = 0;
 	char *text;
+	c->sink = NULL;
 	t->call = NULL;
 	if (t->status != TASK_WORKING) {
 		json_decref(result);   /* cancelled meanwhile: it stays cancelled */
@@ -193,72 +236,122 @@ void mcp_task_finish(struct mcp_task *t, json_t *result, const char *summary)
 	evict(s, bytes);
 	t->result = result;
 	t->bytes = bytes;
-	s->task_bytes += bytes;
+	s->tasks->bytes += bytes;
 	touch(t, TASK_COMPLETED, summary);
 }
 
-void mcp_task_started(struct mcp_task *t)
+static void task_started(struct mcp_call *c)
 {
-	if (t->status == TASK_WORKING)
-		touch(t, TASK_WORKING, "running");
+	if (c->task->status == TASK_WORKING)
+		touch(c->task, TASK_WORKING, "running");
 }
 
-void mcp_task_lost(struct mcp_task *t)
+static void task_lost(struct mcp_call *c)
 {
+	struct mcp_task *t = steal_ptr(&c->task);
+	c->sink = NULL;
 	t->call = NULL;
 	if (t->status == TASK_WORKING)
 		touch(t, TASK_FAILED, "the run ended without a result (the server is stopping)");
 }
 
-void mcp_tasks_free(struct mcp_server *s)
+static const char *task_owner(const struct mcp_call *c)
 {
-	while (s->tasks)
-		task_unlink_free(s, s->tasks);
+	return c->task->owner;
 }
 
-/* tasks/get, tasks/update, tasks/cancel: the task of r's client. */
-void mcp_handle_task_request(const struct mcp_req *r, const char *method, json_t *params)
+static const struct call_sink task_sink = {
+	.started = task_started, .finish = task_finish, .lost = task_lost, .owner = task_owner,
+};
+
+/* ------------------------------------------------------------ requests */
+
+/* The task of r's client that params name; NULL: r is answered why not. */
+static struct mcp_task *find_task(const struct mcp_req *r, json_t *params)
 {
 	struct mcp_server *s = r->conn->srv;
 	json_t *id = json_object_get(params, "taskId");
-	struct mcp_task *t = NULL;
 
 	if (!r->tasks_ok) {
 		mcp_fail(r, MCP_MISSING_CAPABILITY, "Missing required client capability: declare the extension "
 			 EXT_TASKS " in clientCapabilities.extensions",
 			 json_pack("{s:{s:{s:{}}}}", "requiredCapabilities", "extensions", EXT_TASKS));
-		return;
+		return NULL;
 	}
 	if (!json_is_string(id)) {
 		mcp_fail(r, JSONRPC_INVALID_PARAMS, "Invalid params: \"taskId\", the task's id as a string, is "
 			 "required", NULL);
-		return;
+		return NULL;
 	}
 	evict(s, 0);
-	for (t = s->tasks; t; t = t->next)
+	for (struct mcp_task *t = s->tasks->list; t; t = t->next)
 		if (json_str_eq(id, t->id) && str_eq(t->owner, r->conn->principal))
-			break;
-	if (!t) {
-		mcp_fail(r, JSONRPC_INVALID_PARAMS, "Invalid params: no such task (its results are kept for an "
-			 "hour; a task is only its own client's)", json_pack("{s:O}", "taskId", id));
-		return;
-	}
-	if (strcmp(method, "tasks/get") == 0) {
+			return t;
+	mcp_fail(r, JSONRPC_INVALID_PARAMS, "Invalid params: no such task (its results are kept for an "
+		 "hour; a task is only its own client's)", json_pack("{s:O}", "taskId", id));
+	return NULL;
+}
+
+void mcp_tasks_get(const struct mcp_req *r, const char *method, json_t *params)
+{
+	struct mcp_task *t = find_task(r, params);
+	if (t)
 		mcp_answer(r, task_json(t));
+	(void)method;
+}
+
+/* This server never asks for input: there is nothing to take. */
+void mcp_tasks_update(const struct mcp_req *r, const char *method, json_t *params)
+{
+	if (find_task(r, params))
+		mcp_answer(r, json_object());
+	(void)method;
+}
+
+void mcp_tasks_cancel(const struct mcp_req *r, const char *method, json_t *params)
+{
+	struct mcp_task *t = find_task(r, params);
+	if (!t)
 		return;
-	}
-	if (strcmp(method, "tasks/cancel") == 0 && t->status == TASK_WORKING) {
-		struct mcp_call *c = t->call;
+	if (t->status == TASK_WORKING) {
 		touch(t, TASK_CANCELLED, "cancelled by the client");
 		log_debug("mcp: task %s cancelled by the client", t->id);
-		if (c) {
-			c->cancelled = true;
-			if (c->state == CALL_RUNNING)
-				mcp_call_cancel_run(c);   /* on_done follows; the task stays cancelled */
-			else
-				mcp_call_free(c);
-		}
+		if (t->call)
+			mcp_call_cancel(t->call);   /* a running one's on_done follows; the task stays cancelled */
 	}
-	/* tasks/update: this server never asks for input; nothing to take */
 	mcp_answer(r, json_object());
+	(void)method;
 }
+
+/* ------------------------------------------------------------ the feature */
+
+static int tasks_init(struct mcp_server *s, struct pc_err *err)
+{
+	s->tasks = xcalloc(1, sizeof(*s->tasks));
+	s->tasks->fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	if (s->tasks->fd < 0 || loop_add(s->loop, &s->tasks->w, s->tasks->fd, EPOLLIN, on_timer, s) < 0)
+		return pc_syserr(err, "mcp", "timerfd");
+	return 0;
+}
+
+static void tasks_free(struct mcp_server *s)
+{
+	if (!s->tasks)
+		return;
+	while (s->tasks->list)
+		task_unlink_free(s, s->tasks->list);
+	if (s->tasks->fd >= 0) {
+		loop_del(s->loop, &s->tasks->w);
+		close(s->tasks->fd);
+	}
+	free(steal_ptr(&s->tasks));
+}
+
+static void tasks_stats(const struct mcp_server *s, struct mcp_stats *st)
+{
+	st->tasks = s->tasks->n;
+}
+
+const struct mcp_feature mcp_tasks_feature = {
+	.name = "tasks", .init = tasks_init, .free = tasks_free, .stats = tasks_stats,
+};

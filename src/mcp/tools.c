@@ -12,6 +12,9 @@
 #include "base/jsonrpc.h"
 #include "config/json_check.h"
 #include "mcp/internal.h"
+#include "mcp/sessions.h"
+#include "mcp/tools.h"
+#include "mcp/render.h"
 
 static bool policy_open_world(const struct policy *p)
 {
@@ -137,20 +140,84 @@ const struct mcp_tool_row *mcp_tool_row(const json_t *name)
 	return NULL;
 }
 
-char *mcp_tool_names(const struct policy *p)
+/* "a, b and c" of n names. */
+static char *and_list(const char **names, size_t n)
 {
-	const char *names[ARRAY_SIZE(mcp_tool_rows)];
-	size_t n = 0;
-	char *out, *all;
-
-	for (size_t i = 0; i < mcp_n_tool_rows; i++)
-		if (mcp_tool_enabled(&mcp_tool_rows[i], p))
-			names[n++] = mcp_tool_rows[i].name;
+	char *all, *out;
 	if (n == 1)
 		return xstrdup(names[0]);
 	all = strv_join((char **)names, n - 1, ", ");
 	out = xasprintf("%s and %s", all, names[n - 1]);
 	free(all);
+	return out;
+}
+
+char *mcp_tool_names(const struct policy *p)
+{
+	const char *names[ARRAY_SIZE(mcp_tool_rows)];
+	size_t n = 0;
+
+	for (size_t i = 0; i < mcp_n_tool_rows; i++)
+		if (mcp_tool_enabled(&mcp_tool_rows[i], p))
+			names[n++] = mcp_tool_rows[i].name;
+	return and_list(names, n);
+}
+
+/* text's words as lines of at most width columns, onto out. */
+static void wrap_onto(char **out, const char *text, size_t width)
+{
+	size_t col = 0;
+	char *next;
+	cleanup_free char *copy = xstrdup(text);
+	for (char *save = NULL, *w = strtok_r(copy, " ", &save); w; w = strtok_r(NULL, " ", &save)) {
+		size_t n = strlen(w);
+		if (col && col + 1 + n > width) {
+			next = xasprintf("%s\n%s", *out, w);
+			col = n;
+		} else {
+			next = xasprintf("%s%s%s", *out, col ? " " : "", w);
+			col += (col ? 1 : 0) + n;
+		}
+		free(*out);
+		*out = next;
+	}
+	next = xasprintf("%s\n", *out);
+	free(*out);
+	*out = next;
+}
+
+char *mcp_tools_help(void)
+{
+	const char *names[ARRAY_SIZE(mcp_tool_rows)];
+	char *out = xstrdup(""), *list, *text;
+
+	for (size_t i = 0; i < mcp_n_tool_rows; i++)
+		names[i] = mcp_tool_rows[i].name;
+	list = and_list(names, mcp_n_tool_rows);
+	text = xasprintf("Tools: %s.", list);
+	wrap_onto(&out, text, 88);
+	free(list);
+	free(text);
+	/* then, for each reason a tool may be off, the tools it turns off */
+	for (size_t i = 0; i < mcp_n_tool_rows; i++) {
+		const char *off = mcp_tool_rows[i].off;
+		size_t n = 0;
+		bool first = true;
+		if (!off)
+			continue;
+		for (size_t k = 0; k < i; k++)
+			first = first && !(mcp_tool_rows[k].off && strcmp(mcp_tool_rows[k].off, off) == 0);
+		if (!first)
+			continue;
+		for (size_t k = i; k < mcp_n_tool_rows; k++)
+			if (mcp_tool_rows[k].off && strcmp(mcp_tool_rows[k].off, off) == 0)
+				names[n++] = mcp_tool_rows[k].name;
+		list = and_list(names, n);
+		text = xasprintf("Not listed when %s: %s.", off, list);
+		wrap_onto(&out, text, 88);
+		free(list);
+		free(text);
+	}
 	return out;
 }
 

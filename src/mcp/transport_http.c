@@ -71,7 +71,7 @@ enum MHD_Result http_fail(struct hreq *r, unsigned status, int code, const char 
 		: status == MHD_HTTP_CONTENT_TOO_LARGE ? HTTP_DENIED_TOO_LARGE
 		: status == MHD_HTTP_TOO_MANY_REQUESTS ? HTTP_DENIED_QUOTA
 		: status == MHD_HTTP_SERVICE_UNAVAILABLE ? HTTP_DENIED_FULL : -1;
-	const char *clen = r->at_head ? http_header(r->mhd, MHD_HTTP_HEADER_CONTENT_LENGTH) : NULL;
+	const char *clen = r->state == HREQ_HEAD ? http_header(r->mhd, MHD_HTTP_HEADER_CONTENT_LENGTH) : NULL;
 	unsigned long long body = clen ? strtoull(clen, NULL, 10) : 0;
 	json_decref(e);
 	if (kind >= 0)
@@ -79,7 +79,7 @@ enum MHD_Result http_fail(struct hreq *r, unsigned status, int code, const char 
 	/* up to REFUSED_BODY_MAX: a client without a valid token gets no
 	 * more of the server's reading than that */
 	if (body > 0 && body <= REFUSED_BODY_MAX && body <= r->h->cfg.max_body && text) {
-		r->refused = true;
+		r->state = HREQ_REFUSED;
 		r->refused_status = status;
 		r->refused_text = steal_ptr(&text);
 		r->refused_headers = headers;   /* static arrays, all of them */
@@ -130,13 +130,13 @@ static void hreq_abandon(struct hreq *r)
 	if (r->gone)
 		return;
 	r->gone = true;
-	if (r->done)
+	if (r->state != HREQ_WORKING)
 		return;
 	if (r->mcp) {
 		/* a stateless request's own session: ending it kills its run */
 		mcp_conn_free(r->mcp);
 		r->mcp = NULL;
-	} else if (r->ls && r->id && r->processed) {
+	} else if (r->ls && r->id) {
 		json_t *n = jsonrpc_notification("notifications/cancelled",
 						 json_pack("{s:O,s:s}", "requestId", r->id, "reason",
 							   "the HTTP client closed the connection"));
@@ -184,7 +184,7 @@ static void on_conn_hup(struct loop_watch *w, uint32_t events, void *data)
 	struct hconn *hc = data;
 	(void)events;
 	loop_del(hc->h->loop, w);
-	if (hc->req && hc->req->processed) {
+	if (hc->req && hc->req->state >= HREQ_WORKING) {
 		hreq_abandon(hc->req);
 		hreq_resume(hc->req);
 	} else if (!hc->cut) {
@@ -197,7 +197,7 @@ static void on_conn_hup(struct loop_watch *w, uint32_t events, void *data)
 static void hreq_free(struct hreq *r)
 {
 	struct http_server *h = r->h;
-	if (r->pending)
+	if (r->state >= HREQ_WORKING)
 		h->n_pending--;
 	legacy_unlink(r);
 	mcp_conn_free(r->mcp);
@@ -263,7 +263,7 @@ static json_t *parse_wide(const char *text, size_t len)
 }
 
 /* The whole body is in: route it.  Returns with a response queued, or
- * with the request handed to the MCP layer (r->processed). */
+ * with the request handed to the MCP layer (HREQ_WORKING). */
 static enum MHD_Result process(struct hreq *r)
 {
 	struct http_server *h = r->h;
@@ -362,8 +362,7 @@ static enum MHD_Result process(struct hreq *r)
 		}
 	}
 	h->n_pending++;
-	r->pending = true;
-	r->processed = true;
+	r->state = HREQ_WORKING;
 	if (r->ls) {
 		r->next = r->ls->reqs;
 		if (r->next)
@@ -402,7 +401,7 @@ static enum MHD_Result answer(struct hreq *r)
 		mhd.destroy_response(resp);
 		return ret;
 	}
-	if (r->done) {
+	if (r->state == HREQ_ANSWERED) {
 		const char *sess[] = { HDR_SESSION, r->ls ? r->ls->id : "", NULL };
 		return respond(r, (unsigned)r->status, "application/json", r->final,
 			       r->is_initialize && r->ls && r->ls->initialized ? sess : NULL);
@@ -453,7 +452,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 			return MHD_NO;
 		r->hc->req = r;
 		h->stats.requests++;
-		r->at_head = true;
+		r->state = HREQ_HEAD;
 		if ((rt = route_of(h, url)))
 			return on_route(r, rt, method);
 		if (strcmp(url, ENDPOINT) != 0)
@@ -481,8 +480,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 				    "Invalid Request: the body is too large", NULL);
 		return MHD_YES;
 	}
-	r->at_head = false;
-	if (r->refused && !r->queued) {
+	if (r->state == HREQ_HEAD)
+		r->state = HREQ_BODY;
+	if (r->state == HREQ_REFUSED && !r->queued) {
 		if (*upload_size) {
 			*upload_size = 0;   /* read and dropped */
 			return MHD_YES;
@@ -503,7 +503,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		*upload_size = 0;
 		return MHD_YES;
 	}
-	if (!r->processed) {
+	if (r->state == HREQ_BODY) {
 		enum MHD_Result ret;
 		r->hc->state = CONN_ANSWERING;
 		ret = process(r);
@@ -525,7 +525,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
 	}
 	if (!r)
 		return;
-	if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK || !r->done)
+	if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK || r->state != HREQ_ANSWERED)
 		hreq_abandon(r);
 	/* an initialize that did not succeed leaves no session behind */
 	if (r->new_legacy && r->ls && !r->ls->initialized)

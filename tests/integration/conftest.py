@@ -39,6 +39,20 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 PYCELL = os.environ.get("PYCELL") or str(REPO / "pycell")
 DATADIR = os.environ.get("PYCELL_DATADIR") or str(REPO)
+
+
+def _man_tools():
+    """The tools pycell(1) lists in pycell mcp's section (".TP", then ".B
+    name"), in its order: what tools/list shows when the policy enables them
+    all.  The unit suite holds that list to the table of tools, so no test
+    names them."""
+    import re
+    man = (REPO / "man" / "pycell.1").read_text()
+    section = man[man.index('.SS "pycell mcp'):man.index('.SS "pycell serve')]
+    return re.findall(r"\n\.TP\n\.B ([a-z_]+)\n", section)
+
+
+TOOLS = _man_tools()
 HOST_IS_ROOT = os.geteuid() == 0
 # pycell maps jail id N to host id base + N when it runs as root.
 HOST_ID_BASE = 100000

@@ -3,7 +3,7 @@ round trip script is run here against the built binary."""
 import subprocess
 import sys
 
-from conftest import PYCELL, REPO, pycell_env
+from conftest import PYCELL, REPO, TOOLS, pycell_env
 
 
 def test_mcp_roundtrip_script():
@@ -12,6 +12,6 @@ def test_mcp_roundtrip_script():
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0] == "initialize: pycell 0.1.0, protocol 2025-11-25"
-    assert lines[1] == "tools/list: run_python, sandbox_info, session_open, session_close, session_list"
+    assert lines[1] == "tools/list: " + ", ".join(TOOLS)
     assert lines[2].startswith("tools/call run_python: status ok, "
                                "stdout 'hello over MCP from pid 2\\n', return_value 45, ")

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import run_jails
+from conftest import TOOLS, run_jails
 from test_mcp_raw import Server
 from test_serve import serve, sha  # noqa: F401 (serve is a fixture)
 
@@ -73,7 +73,7 @@ def policy_args(policy_file, **sessions):
 
 def test_the_session_tools_are_listed_with_their_schemas(client):
     tools = {t["name"]: t for t in client.request(1, "tools/list")["result"]["tools"]}
-    assert list(tools) == ["run_python", "sandbox_info", "session_open", "session_close", "session_list"]
+    assert list(tools) == TOOLS
     assert tools["session_close"]["inputSchema"]["required"] == ["session_id"]
     assert tools["session_list"]["annotations"]["readOnlyHint"] is True
     assert tools["session_close"]["annotations"]["destructiveHint"] is True

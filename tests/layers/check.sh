@@ -61,6 +61,49 @@ for f in "$src"/run/spawn_*.c "$src"/run/zygote.c "$src"/run/zygote.h "$src"/run
 	fi
 done
 
+# Inside jail/: the probe of what the host offers is a leaf, as crun's
+# detection is: cgroup_probe.c calls nothing of cgroup.c (the runs), which
+# calls down into it (cg_first_finish, cg_probe_free).
+bad=""
+for fn in $(sed -n 's/^[a-z].*[ *]\([a-z_0-9]*\)(.*/\1/p' "$src/jail/cgroup.c" | sort -u); do
+	hit=$(grep -n "\b$fn(" "$src/jail/cgroup_probe.c" | head -1)
+	[ -n "$hit" ] && bad="$bad $fn ($hit);"
+done
+if [ -n "$bad" ]; then
+	echo "src/jail/cgroup_probe.c: calls cgroup.c's$bad"
+	fail=$((fail + 1))
+else
+	pass=$((pass + 1))
+fi
+
+# Inside mcp/: the features (tasks, sessions, resources) own their state
+# and hear of the server and of a call through mcp_features' rows and a
+# call's host and sink, which calls.c offers.  No feature includes another's
+# header or names another's functions, and calls.c includes none: a
+# feature's header is for its own file and the tables that name its handlers
+# (server.c's features, protocol.c's methods, tools.c's tools).
+features="tasks sessions resources"
+for f in $features calls render; do
+	file="$src/mcp/$f.c"
+	[ -e "$file" ] || { echo "src/mcp/$f.c: missing (tests/layers knows the mcp features by name)"; fail=$((fail + 1)); continue; }
+	bad=""
+	for g in $features; do
+		[ "$g" = "$f" ] && continue
+		hit=$(grep -n "^#include \"mcp/$g\.h\"" "$file")
+		[ -n "$hit" ] && bad="$bad includes mcp/$g.h ($hit);"
+		for fn in $(sed -n 's/^[a-z].*[ *]\(mcp_[a-z_0-9]*\)(.*/\1/p; s/^const struct mcp_feature \(mcp_[a-z_]*\) .*/\1/p' "$src/mcp/$g.c" | sort -u); do
+			hit=$(grep -n "\b$fn\b" "$file" | head -1)
+			[ -n "$hit" ] && bad="$bad calls $g.c's $fn ($hit);"
+		done
+	done
+	if [ -n "$bad" ]; then
+		echo "src/mcp/$f.c: reaches another feature:$bad"
+		fail=$((fail + 1))
+	else
+		pass=$((pass + 1))
+	fi
+done
+
 # Rooms, not halls: no source file past 900 lines (schemas.c is made by make)
 for f in "$src"/*/*.c "$src"/*/*.h; do
 	case $f in */mcp/schemas.c) continue ;; esac

@@ -6,9 +6,12 @@
 #include <string.h>
 
 #include "base/util.h"
+#include "cli/mcp_front.h"
 #include "cli/options.h"
 #include "config/policy.h"
 #include "mcp/internal.h"
+#include "mcp/render.h"
+#include "mcp/tools.h"
 #include "base/jsonrpc.h"
 #include "unit.h"
 
@@ -208,6 +211,8 @@ START_TEST(test_every_tool_is_in_the_man_page_and_help)
 {
 	const struct mcp_tool_row *row = &mcp_tool_rows[_i];
 	char *path = xasprintf("%s/man/pycell.1", unit_srcdir()), *man = NULL, *entry, *mcp, *serve;
+	cleanup_free char *mcp_help = front_help(cli_mcp_cmd.usage);
+	cleanup_free char *serve_help = front_help(cli_serve_cmd.usage);
 	size_t len;
 
 	ck_assert_msg(read_file(path, 1 << 20, &man, &len) == 0, "read %s", path);
@@ -217,13 +222,43 @@ START_TEST(test_every_tool_is_in_the_man_page_and_help)
 	entry = xasprintf("\n.TP\n.B %s\n", row->name);
 	ck_assert_msg(strstr(mcp, entry) && strstr(mcp, entry) < serve, "pycell(1) has no entry for the tool %s "
 		      "in pycell mcp's list of tools", row->name);
-	ck_assert_msg(strstr(cli_mcp_cmd.usage, row->name), "pycell mcp --help does not name %s", row->name);
-	ck_assert_msg(strstr(cli_serve_cmd.usage, row->name), "pycell serve --help does not name %s", row->name);
+	ck_assert_msg(strstr(mcp_help, row->name), "pycell mcp --help does not name %s", row->name);
+	ck_assert_msg(strstr(serve_help, row->name), "pycell serve --help does not name %s", row->name);
+	if (row->enabled)
+		ck_assert_msg(strstr(mcp_help, row->off), "pycell mcp --help does not say when %s is off", row->name);
 	ck_assert_msg(mcp_schema_of(row->name, "input") && mcp_schema_of(row->name, "output"),
 		      "src/mcp/schemas/ lacks %s.input.json or %s.output.json", row->name, row->name);
 	ck_assert_msg(row->call && (row->description || row->describe) && (!row->enabled || row->off),
 		      "the row of %s lacks a handler, a description or why it may be off", row->name);
 	free(entry);
+	free(man);
+	free(path);
+}
+END_TEST
+
+/* pycell(1) lists the tools in the table's order and no other: the MCP
+ * tests take what tools/list must show from it. */
+START_TEST(test_the_man_page_lists_the_tools_in_order)
+{
+	char *path = xasprintf("%s/man/pycell.1", unit_srcdir()), *man = NULL, *p, *serve;
+	size_t len, n = 0;
+
+	ck_assert_msg(read_file(path, 1 << 20, &man, &len) == 0, "read %s", path);
+	p = strstr(man, ".SS \"pycell mcp");
+	serve = strstr(man, ".SS \"pycell serve");
+	ck_assert(p && serve);
+	while ((p = strstr(p, "\n.TP\n.B ")) && p < serve) {
+		size_t k;
+		p += strlen("\n.TP\n.B ");
+		k = strspn(p, "abcdefghijklmnopqrstuvwxyz_");
+		if (k == 0 || p[k] != '\n')
+			continue;   /* an option's entry */
+		ck_assert_msg(n < mcp_n_tool_rows, "pycell(1) lists a tool the table lacks: %.*s", (int)k, p);
+		ck_assert_msg(strlen(mcp_tool_rows[n].name) == k && strncmp(p, mcp_tool_rows[n].name, k) == 0,
+			      "pycell(1)'s tool %zu is %.*s; the table's is %s", n + 1, (int)k, p, mcp_tool_rows[n].name);
+		n++;
+	}
+	ck_assert_uint_eq(n, mcp_n_tool_rows);
 	free(man);
 	free(path);
 }
@@ -237,6 +272,7 @@ Suite *mcp_suite(void)
 	tcase_add_test(t, test_tools_of_the_default_policy);
 	tcase_add_test(t, test_no_session_tools_without_sessions);
 	tcase_add_loop_test(t, test_every_tool_is_in_the_man_page_and_help, 0, (int)mcp_n_tool_rows);
+	tcase_add_test(t, test_the_man_page_lists_the_tools_in_order);
 	tcase_add_loop_test(t, test_jsonrpc_nul, 0, (int)ARRAY_SIZE(messages));
 	tcase_add_test(t, test_json_str_eq_compares_every_byte);
 	tcase_add_test(t, test_jsonrpc_raw_nul_is_a_parse_error);

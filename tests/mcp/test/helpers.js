@@ -22,6 +22,17 @@ const POLICY = process.env.PYCELL_TEST_POLICY ? ["--policy", process.env.PYCELL_
 // (run-cold.sh reruns the suites with every jail started anew).
 const FLAGS = (process.env.PYCELL_MCP_FLAGS || "").split(/\s+/).filter(Boolean);
 
+// The tools pycell(1) lists in pycell mcp's section (".TP", then ".B name"),
+// in its order: what tools/list shows when the policy enables them all.
+// The unit suite holds that list to the table of tools (src/mcp/tools.c),
+// so no test here names the tools: adding one is a row, its handler and
+// its entry in the man page.
+export const TOOLS = (() => {
+  const man = readFileSync(path.join(top, "man", "pycell.1"), "utf8");
+  const section = man.slice(man.indexOf('.SS "pycell mcp'), man.indexOf('.SS "pycell serve'));
+  return [...section.matchAll(/\n\.TP\n\.B ([a-z_]+)\n/g)].map((m) => m[1]);
+})();
+
 export function serverArgs(extra = []) {
   return ["mcp", ...POLICY, ...FLAGS, ...extra];
 }

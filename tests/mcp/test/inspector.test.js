@@ -8,7 +8,7 @@ import path from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 
-import { DATADIR, PYCELL, serverArgs, serverEnv } from "./helpers.js";
+import { DATADIR, PYCELL, serverArgs, serverEnv, TOOLS } from "./helpers.js";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const inspector = path.resolve(here, "../node_modules/.bin/mcp-inspector");
@@ -20,7 +20,7 @@ test("mcp-inspector --cli --strict: the tools/list schemas have no portability p
   assert.equal(r.status, 0, r.stderr);
   assert.deepEqual(problems, [], r.stderr);
   const names = JSON.parse(r.stdout).result.tools.map((t) => t.name);
-  assert.deepEqual(names, ["run_python", "sandbox_info", "session_open", "session_close", "session_list"]);
+  assert.deepEqual(names, TOOLS);
 });
 
 // It failed here before pycell spoke 2026-07-28: "the server did not offer
@@ -33,7 +33,7 @@ test("mcp-inspector --cli --strict --protocol-era modern: list and call in 2026-
     { env: serverEnv(), encoding: "utf8", timeout: 60000 });
   const list = run("tools/list");
   assert.equal(list.status, 0, list.stderr + list.stdout);
-  assert.deepEqual(JSON.parse(list.stdout).result.tools.map((t) => t.name), ["run_python", "sandbox_info", "session_open", "session_close", "session_list"]);
+  assert.deepEqual(JSON.parse(list.stdout).result.tools.map((t) => t.name), TOOLS);
   const call = run("tools/call", "--tool-name", "run_python", "--tool-arg", "code=6*7");
   assert.equal(call.status, 0, call.stderr + call.stdout);
   const res = JSON.parse(call.stdout).result;

@@ -5,7 +5,7 @@
 import { test, describe } from "node:test";
 import assert from "node:assert/strict";
 
-import { alive, connectV2, descendants, startRaw, waitFor } from "./helpers.js";
+import { alive, connectV2, descendants, startRaw, waitFor, TOOLS } from "./helpers.js";
 
 const V = "2026-07-28";
 const META = { "io.modelcontextprotocol/protocolVersion": V, "io.modelcontextprotocol/clientCapabilities": {} };
@@ -20,7 +20,7 @@ for (const mode of [{ pin: V }, "auto"]) {
         assert.equal(s.client.getProtocolEra(), "modern");
         assert.equal(s.client.getServerVersion().name, "pycell");
         const list = await s.client.listTools();
-        assert.deepEqual(list.tools.map((t) => t.name), ["run_python", "sandbox_info", "session_open", "session_close", "session_list"]);
+        assert.deepEqual(list.tools.map((t) => t.name), TOOLS);
         assert.equal(list.ttlMs, 300000);
         assert.equal(list.cacheScope, "public");
         const r = await s.client.callTool({ name: "run_python", arguments: { code: "print('hi')\n6*7" } });

@@ -6,7 +6,7 @@ import { after, before, describe, test } from "node:test";
 
 import { LoggingMessageNotificationSchema, McpError } from "@modelcontextprotocol/sdk/types.js";
 
-import { connect, startRaw } from "./helpers.js";
+import { connect, startRaw, TOOLS } from "./helpers.js";
 
 describe("initialize", () => {
   let s;
@@ -211,7 +211,7 @@ test("tools/list pages follow nextCursor", async () => {
       cursor = p.result.nextCursor;
       assert.equal(typeof cursor, i < 5 ? "string" : "undefined");
     }
-    assert.deepEqual(names, ["run_python", "sandbox_info", "session_open", "session_close", "session_list"]);
+    assert.deepEqual(names, TOOLS);
   } finally {
     r.kill();
   }

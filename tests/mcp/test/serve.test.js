@@ -11,7 +11,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { Client as Client2, StreamableHTTPClientTransport as Transport2 } from "@modelcontextprotocol/client";
 
-import { alive, descendants, readyJails, startServe, waitFor } from "./helpers.js";
+import { alive, descendants, readyJails, startServe, waitFor, TOOLS } from "./helpers.js";
 
 const sleepCode = (s) => `import time\ntime.sleep(${s})`;
 // three lines of output 0.7 s apart: each its own progress notification
@@ -69,7 +69,7 @@ for (const [name, connect] of Object.entries(CLIENTS)) {
       const c = await connect(srv.url);
       try {
         const list = await c.client.listTools();
-        assert.deepEqual(list.tools.map((t) => t.name), ["run_python", "sandbox_info", "session_open", "session_close", "session_list"]);
+        assert.deepEqual(list.tools.map((t) => t.name), TOOLS);
         const r = await c.call({ name: "run_python", arguments: { code: "print('hi')\n6*7" } });
         assert.equal(r.isError, false);
         assert.equal(r.structuredContent.stdout, "hi\n");
