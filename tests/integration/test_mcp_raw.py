@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from conftest import check_no_leftovers, children_of, run_jails, start_pycell
+from conftest import TOOLS, check_no_leftovers, children_of, run_jails, start_pycell
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -600,7 +600,7 @@ def test_stdin_from_a_regular_file(tmp_path):
         try:
             out = [s.recv() for _ in range(4)]
             assert [m["id"] for m in out] == [0, 1, 2, 3]
-            assert len(out[2]["result"]["tools"]) == 5
+            assert [t["name"] for t in out[2]["result"]["tools"]] == TOOLS
             assert s.proc.wait(timeout=10) == 0
         finally:
             s.kill()

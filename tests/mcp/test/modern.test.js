@@ -133,7 +133,7 @@ describe("2026-07-28 on raw pipes", () => {
       r.send([{ jsonrpc: "2.0", id: 8, method: "tools/list", params: { _meta: META } }]);
       const batch = await r.next((m) => m.error && !("id" in m));
       assert.equal(batch.error.code, -32600);
-      assert.equal((await r.request(9, "tools/list", { _meta: META })).result.tools.length, 5);
+      assert.equal((await r.request(9, "tools/list", { _meta: META })).result.tools.length, TOOLS.length);
     } finally {
       r.kill();
     }

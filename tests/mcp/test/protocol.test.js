@@ -104,7 +104,7 @@ describe("protocol version negotiation", () => {
       });
       assert.equal(again.error.code, -32600);
       const ok = await r.request(4, "tools/list");
-      assert.equal(ok.result.tools.length, 5);
+      assert.equal(ok.result.tools.length, TOOLS.length);
     } finally {
       r.kill();
     }
@@ -204,12 +204,12 @@ test("tools/list pages follow nextCursor", async () => {
     await r.initialize();
     const names = [];
     let cursor;
-    for (let i = 1; i <= 5; i++) {
+    for (let i = 1; i <= TOOLS.length; i++) {
       const p = await r.request(i, "tools/list", cursor ? { cursor } : undefined);
       assert.equal(p.result.tools.length, 1);
       names.push(p.result.tools[0].name);
       cursor = p.result.nextCursor;
-      assert.equal(typeof cursor, i < 5 ? "string" : "undefined");
+      assert.equal(typeof cursor, i < TOOLS.length ? "string" : "undefined");
     }
     assert.deepEqual(names, TOOLS);
   } finally {
