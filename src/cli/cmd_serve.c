@@ -535,6 +535,8 @@ static void drain(struct serve *s)
 	struct itimerspec tick = { { 0, 50 * 1000000L }, { 0, 1 } };
 	service_notify("STOPPING=1\nSTATUS=draining");
 	http_server_quiesce(s->http);
+	for (size_t i = 0; i < s->n_ps; i++)
+		mcp_server_quiesce(s->ps[i].srv);   /* listen streams end now: they wait for no run */
 	s->drain_from = now_ms();
 	s->drain_until = s->drain_from + s->drain_ms;
 	s->drain_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);

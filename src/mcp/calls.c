@@ -20,7 +20,7 @@ void mcp_call_free(struct mcp_call *c)
 	mcp_list_remove(c);
 	if (c->srv->version_call == c)
 		c->srv->version_call = NULL;
-	if (c->host)
+	if (c->host && c->host->release)
 		c->host->release(c);
 	run_free(c->run);
 	if (c->cell_res) {
@@ -274,7 +274,7 @@ static json_t *run_tool_result(struct mcp_call *c, const struct run_result *r)
 	json_t *res = result_to_json(r);
 	json_t *text, *links = json_array(), *out, *content, *img;
 	size_t i;
-	if (c->host)
+	if (c->host && c->host->describe)
 		json_object_set_new(res, "session", c->host->describe(c));
 	for (size_t k = 0; k < mcp_n_features; k++) {
 		json_t *kept = mcp_features[k]->keep ? mcp_features[k]->keep(c, r, res) : NULL;
@@ -438,7 +438,7 @@ void mcp_call_cancel_run(struct mcp_call *c)
 		mcp_call_cancel_packages(c);
 	else if (c->run)
 		run_cancel(c->run);
-	else if (c->host)
+	else if (c->host && c->host->cancel)
 		c->host->cancel(c);
 }
 
@@ -449,6 +449,13 @@ void mcp_call_cancel(struct mcp_call *c)
 		mcp_call_cancel_run(c);
 	else
 		mcp_call_free(c);
+}
+
+void mcp_resources_changed(struct mcp_server *s, const char *owner)
+{
+	for (size_t k = 0; k < mcp_n_features; k++)
+		if (mcp_features[k]->resources_changed)
+			mcp_features[k]->resources_changed(s, owner);
 }
 
 void mcp_scope_closed(struct mcp_server *s, const char *session_id)

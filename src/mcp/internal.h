@@ -75,7 +75,9 @@ struct mcp_req {
 #define PROGRESS_OUTPUT_MS 250
 #define PROGRESS_OUTPUT_MAX 4096
 
-enum call_kind { CALL_RUN_PYTHON, CALL_SANDBOX_INFO, CALL_PY_VERSION, CALL_SESSION_OPEN };
+/* CALL_LISTEN: a 2026-07-28 subscriptions/listen stream, answered only
+ * when the server ends it (subscriptions.c) */
+enum call_kind { CALL_RUN_PYTHON, CALL_SANDBOX_INFO, CALL_PY_VERSION, CALL_SESSION_OPEN, CALL_LISTEN };
 enum call_state { CALL_QUEUED, CALL_RUNNING, CALL_WAITING };
 
 struct call_list {
@@ -92,9 +94,10 @@ struct mcp_batch {
 	bool dispatching;
 };
 
-/* Where a call's run goes on when not in a jail of its own: a session's
- * cell (sessions.c sets it when it takes the call).  calls.c calls these
- * at the call's moments; what they reach is the feature's. */
+/* Where a call lives when not in a jail of its own: a session's cell
+ * (sessions.c sets it when it takes the call), a subscriptions/listen
+ * stream (subscriptions.c).  calls.c calls these at the call's moments
+ * (NULL: nothing to do then); what they reach is the feature's. */
 struct call_host {
 	int (*start)(struct mcp_call *c, struct pc_err *err);   /* start the run there */
 	void (*cancel)(struct mcp_call *c);                     /* kill it (its on_done follows) */
@@ -158,6 +161,7 @@ struct mcp_call {
 	struct run *run;
 	const struct call_host *host; /* where it runs when not in its own jail (NULL: its own) */
 	struct tool_session *ts;      /* sessions.c's: the session it runs a cell of, or opens */
+	struct listener *listener;    /* subscriptions.c's: the stream it is */
 	struct run_result *cell_res;  /* a cell's result, once it ended */
 	uint64_t output_bytes;        /* run_python's max_output_bytes; 0: the policy's */
 	/* a cell's whole output, when output_bytes cut its result's */
@@ -208,6 +212,7 @@ struct mcp_server {
 	struct mcp_tasks *tasks;
 	struct mcp_sessions *sessions;
 	struct mcp_resources *resources;
+	struct mcp_subscriptions *subscriptions;
 };
 
 /* A feature of the server (tasks, sessions, resources): its state is its
@@ -225,6 +230,11 @@ struct mcp_feature {
 	json_t *(*keep)(struct mcp_call *c, const struct run_result *r, json_t *res);
 	/* a session closed: what it left goes with it (mcp_scope_closed) */
 	void (*scope_closed)(struct mcp_server *s, const char *session_id);
+	/* owner's list of resources changed (mcp_resources_changed) */
+	void (*resources_changed)(struct mcp_server *s, const char *owner);
+	/* the server stops taking requests (mcp_server_quiesce): what waits
+	 * for no run ends now */
+	void (*quiesce)(struct mcp_server *s);
 	/* it still holds something of env (a reload frees env when none does) */
 	bool (*uses_env)(const struct mcp_server *s, const struct run_env *env);
 	void (*stats)(const struct mcp_server *s, struct mcp_stats *st);
@@ -301,6 +311,8 @@ void mcp_call_cancel(struct mcp_call *c);
 void mcp_call_cancel_packages(struct mcp_call *c);
 /* A session closed: every feature drops what it left. */
 void mcp_scope_closed(struct mcp_server *s, const char *session_id);
+/* owner's list of resources changed: every feature that tells clients hears. */
+void mcp_resources_changed(struct mcp_server *s, const char *owner);
 /* A run request of s's: its env's policy and jail, for client (the audit
  * log's), answered on its init's report, with the tool bridge when tools;
  * the program is the caller's to fill in. */

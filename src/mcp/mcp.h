@@ -77,6 +77,10 @@ struct mcp_stats {
 	unsigned tasks;                    /* tasks kept (running or ended) */
 };
 
+/* The server stops taking requests (`pycell serve` draining): what
+ * waits for no run ends now (2026-07-28's subscriptions/listen streams,
+ * each with its result). */
+void mcp_server_quiesce(struct mcp_server *s);
 /* The env must outlive the server. */
 struct mcp_server *mcp_server_new(struct loop *l, const struct run_env *env,
 				  const struct mcp_server_config *cfg, struct pc_err *err);

@@ -16,6 +16,7 @@
 #include "mcp/render.h"
 #include "mcp/resources.h"
 #include "mcp/sessions.h"
+#include "mcp/subscriptions.h"
 #include "mcp/tasks.h"
 #include "mcp/tools.h"
 
@@ -346,12 +347,10 @@ static json_t *supported_versions(void)
 static json_t *capabilities(enum proto v)
 {
 	/* resources/list_changed: sent to a 2025 client (on stdio, and over
-	 * HTTP on the stream of the call that changed the list); 2026-07-28
-	 * sends it only on a subscriptions/listen stream, which this server
-	 * does not offer yet */
-	json_t *caps = json_pack("{s:{s:b},s:{},s:{}}", "tools", "listChanged", 0, "logging", "resources");
-	if (!proto_is_modern(v))
-		json_object_set_new(json_object_get(caps, "resources"), "listChanged", json_true());
+	 * HTTP on the stream of the call that changed the list), to a
+	 * 2026-07-28 one on its subscriptions/listen streams */
+	json_t *caps = json_pack("{s:{s:b},s:{},s:{s:b}}", "tools", "listChanged", 0, "logging", "resources",
+				 "listChanged", 1);
 	if (proto_is_modern(v))
 		json_object_set_new(caps, "extensions", json_pack("{s:{}}", EXT_TASKS));
 	return caps;
@@ -501,6 +500,7 @@ static const struct {
 	{ "tasks/get", IN_2026, mcp_tasks_get },
 	{ "tasks/update", IN_2026, mcp_tasks_update },
 	{ "tasks/cancel", IN_2026, mcp_tasks_cancel },
+	{ "subscriptions/listen", IN_2026, mcp_subscriptions_listen },
 };
 
 /* The row of method in era (IN_2025 or IN_2026); -1 when it has none. */

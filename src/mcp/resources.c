@@ -15,7 +15,9 @@
  * session's go, a run's expire or make room), its 2025 connections hear
  * notifications/resources/list_changed: the call's own connection on that
  * call (over HTTP, on its stream, before its result), the others when they
- * can be told (stdio). */
+ * can be told (stdio); a 2026-07-28 client hears it on its
+ * subscriptions/listen streams (subscriptions.c, told through
+ * mcp_resources_changed). */
 #include "config.h"
 
 #include <stdio.h>
@@ -50,6 +52,7 @@ static void mark_changed(struct mcp_server *s, const char *owner)
 	for (struct mcp_conn *conn = s->conns; conn; conn = conn->next)
 		if (conn->era == ERA_LEGACY && str_eq(conn->principal, owner))
 			conn->resources_changed = true;
+	mcp_resources_changed(s, owner);   /* 2026-07-28's listen streams */
 }
 
 /* Tell each connection marked, once: c's own as part of c (related to its

@@ -15,12 +15,13 @@
 #include "mcp/internal.h"
 #include "mcp/resources.h"
 #include "mcp/sessions.h"
+#include "mcp/subscriptions.h"
 #include "mcp/tasks.h"
 #include "mcp/tools.h"
 
 /* The features, made in this order and freed in the reverse. */
 const struct mcp_feature *const mcp_features[] = {
-	&mcp_tasks_feature, &mcp_sessions_feature, &mcp_resources_feature,
+	&mcp_tasks_feature, &mcp_sessions_feature, &mcp_resources_feature, &mcp_subscriptions_feature,
 };
 const size_t mcp_n_features = ARRAY_SIZE(mcp_features);
 
@@ -105,6 +106,13 @@ bool mcp_server_uses_env(const struct mcp_server *s, const struct run_env *env)
 		if (mcp_features[k]->uses_env && mcp_features[k]->uses_env(s, env))
 			return true;
 	return false;
+}
+
+void mcp_server_quiesce(struct mcp_server *s)
+{
+	for (size_t k = 0; k < mcp_n_features; k++)
+		if (mcp_features[k]->quiesce)
+			mcp_features[k]->quiesce(s);
 }
 
 void mcp_server_stats(const struct mcp_server *s, struct mcp_stats *st)

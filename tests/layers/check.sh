@@ -76,13 +76,13 @@ else
 	pass=$((pass + 1))
 fi
 
-# Inside mcp/: the features (tasks, sessions, resources) own their state
+# Inside mcp/: the features (tasks, sessions, resources, subscriptions) own their state
 # and hear of the server and of a call through mcp_features' rows and a
 # call's host and sink, which calls.c offers.  No feature includes another's
 # header or names another's functions, and calls.c includes none: a
 # feature's header is for its own file and the tables that name its handlers
 # (server.c's features, protocol.c's methods, tools.c's tools).
-features="tasks sessions resources"
+features="tasks sessions resources subscriptions"
 for f in $features calls render; do
 	file="$src/mcp/$f.c"
 	[ -e "$file" ] || { echo "src/mcp/$f.c: missing (tests/layers knows the mcp features by name)"; fail=$((fail + 1)); continue; }

@@ -6,6 +6,9 @@ import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 
+import Ajv from "ajv";
+import Ajv2020 from "ajv/dist/2020.js";
+import addFormats from "ajv-formats";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { Client as Client2 } from "@modelcontextprotocol/client";
@@ -270,4 +273,27 @@ export function assertTickProgress(progress) {
   const output = msgs.filter((m) => m.includes("; output:\n")).map((m) => m.replace(/^[^\n]*\n/, ""));
   assert.equal(output.join(""), "tick 0\ntick 1\ntick 2\n", JSON.stringify(msgs));
   assert.ok(output.length >= 2, JSON.stringify(msgs));
+}
+
+// A validator for one revision: check(msg, def) returns the errors (empty
+// when msg is a valid `def`).
+export function validator(version) {
+  const schema = JSON.parse(readFileSync(path.join(here, "..", "schema", version, "schema.json"), "utf8"));
+  const modern2020 = String(schema.$schema).includes("2020-12");
+  const ajv = new (modern2020 ? Ajv2020 : Ajv)({ strict: false, allErrors: true });
+  addFormats(ajv);
+  const id = `mcp-${version}.json`;
+  ajv.addSchema({ ...schema, $id: id });
+  const defs = modern2020 ? "$defs" : "definitions";
+  const has = (name) => name in schema[defs];
+  const cache = new Map();
+  return {
+    has,
+    check(msg, name) {
+      assert.ok(has(name), `${version} has no ${name}`);
+      if (!cache.has(name)) cache.set(name, ajv.compile({ $ref: `${id}#/${defs}/${name}` }));
+      const v = cache.get(name);
+      return v(msg) ? [] : v.errors.map((e) => `${e.instancePath} ${e.message}`);
+    },
+  };
 }

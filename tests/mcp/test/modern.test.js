@@ -83,7 +83,7 @@ describe("2026-07-28 on raw pipes", () => {
     try {
       const res = (await r.request(1, "server/discover", { _meta: META })).result;
       assert.deepEqual(res.supportedVersions, [V, "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"]);
-      assert.deepEqual(res.capabilities, { tools: { listChanged: false }, logging: {}, resources: {},
+      assert.deepEqual(res.capabilities, { tools: { listChanged: false }, logging: {}, resources: { listChanged: true },
         extensions: { "io.modelcontextprotocol/tasks": {} } });
       assert.equal(res.resultType, "complete");
       assert.equal(res._meta["io.modelcontextprotocol/serverInfo"].name, "pycell");

@@ -6,41 +6,11 @@
 // sandbox_info), progress and log notifications, and the JSON-RPC errors.
 import { test, describe } from "node:test";
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
-import path from "node:path";
-import { fileURLToPath } from "node:url";
-import Ajv from "ajv";
-import Ajv2020 from "ajv/dist/2020.js";
-import addFormats from "ajv-formats";
 
-import { startRaw } from "./helpers.js";
+import { startRaw, validator } from "./helpers.js";
 
-const here = path.dirname(fileURLToPath(import.meta.url));
 const LEGACY = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
 const MODERN = "2026-07-28";
-
-// A validator for one revision: check(msg, def) returns the errors (empty
-// when msg is a valid `def`).
-function validator(version) {
-  const schema = JSON.parse(readFileSync(path.join(here, "..", "schema", version, "schema.json"), "utf8"));
-  const modern2020 = String(schema.$schema).includes("2020-12");
-  const ajv = new (modern2020 ? Ajv2020 : Ajv)({ strict: false, allErrors: true });
-  addFormats(ajv);
-  const id = `mcp-${version}.json`;
-  ajv.addSchema({ ...schema, $id: id });
-  const defs = modern2020 ? "$defs" : "definitions";
-  const has = (name) => name in schema[defs];
-  const cache = new Map();
-  return {
-    has,
-    check(msg, name) {
-      assert.ok(has(name), `${version} has no ${name}`);
-      if (!cache.has(name)) cache.set(name, ajv.compile({ $ref: `${id}#/${defs}/${name}` }));
-      const v = cache.get(name);
-      return v(msg) ? [] : v.errors.map((e) => `${e.instancePath} ${e.message}`);
-    },
-  };
-}
 
 // What each response must be, by the method of the request it answers.
 const RESULT_OF = {
