@@ -12,7 +12,7 @@ import assert from "node:assert/strict";
 import { createMCPClient } from "@ai-sdk/mcp";
 import { Experimental_StdioMCPTransport } from "@ai-sdk/mcp/mcp-stdio";
 
-import { catchWarnings, libraryChecks, PYCELL, serverArgs, serverEnv, startServe } from "./common.js";
+import { catchWarnings, fromCallToolResult, libraryChecks, PYCELL, serverArgs, serverEnv, startServe } from "./common.js";
 
 function driver(transport) {
   let client, tools;
@@ -29,13 +29,7 @@ function driver(transport) {
     },
     async call(name, args, { signal } = {}) {
       const r = await tools[name].execute(args, { toolCallId: "t1", messages: [], abortSignal: signal });
-      return {
-        text: r.content.filter((c) => c.type === "text").map((c) => c.text).join(""),
-        isError: r.isError === true,
-        structured: r.structuredContent,
-        images: r.content.filter((c) => c.type === "image").map((c) => ({ data: c.data, mime: c.mimeType })),
-        links: r.content.filter((c) => c.type === "resource_link").map((c) => c.uri),
-      };
+      return fromCallToolResult(r);
     },
     async read(uri) {
       const r = await client.readResource({ uri });

@@ -51,6 +51,17 @@ export async function assertCancelEndsJail(root, start, cancel) {
   await waitFor(() => jail.every((p) => !alive(p)), 10000, `jail processes ${jail} to end`);
 }
 
+// A CallToolResult as the checks look at it.
+export function fromCallToolResult(r) {
+  return {
+    text: r.content.filter((c) => c.type === "text").map((c) => c.text).join(""),
+    isError: r.isError === true,
+    structured: r.structuredContent,
+    images: r.content.filter((c) => c.type === "image").map((c) => ({ data: c.data, mime: c.mimeType })),
+    links: r.content.filter((c) => c.type === "resource_link").map((c) => c.uri),
+  };
+}
+
 // The session_id in session_open's structured result.
 export function sessionId(structured) {
   assert.match(structured.session_id, /^[0-9a-f]{32}/);

@@ -15,7 +15,7 @@ import { fileURLToPath } from "node:url";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 
-import { catchWarnings, libraryChecks, startServe } from "./common.js";
+import { catchWarnings, fromCallToolResult, libraryChecks, startServe } from "./common.js";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const proxy = path.join(here, "..", "node_modules", "mcp-remote", "dist", "proxy.js");
@@ -44,13 +44,7 @@ function driver(url, configDir) {   // configDir(): mcp-remote's own (~/.mcp-aut
     async call(name, args, { signal, onProgress } = {}) {
       const r = await client.callTool({ name, arguments: args }, undefined,
         { signal, onprogress: onProgress, timeout: 120000 });
-      return {
-        text: r.content.filter((c) => c.type === "text").map((c) => c.text).join(""),
-        isError: r.isError === true,
-        structured: r.structuredContent,
-        images: r.content.filter((c) => c.type === "image").map((c) => ({ data: c.data, mime: c.mimeType })),
-        links: r.content.filter((c) => c.type === "resource_link").map((c) => c.uri),
-      };
+      return fromCallToolResult(r);
     },
     async read(uri) {
       const r = await client.readResource({ uri });

@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 
 import { getAllMcpTools, MCPServerStdio, MCPServerStreamableHttp } from "@openai/agents";
 
-import { catchWarnings, libraryChecks, PYCELL, serverArgs, serverEnv, startServe, TOOLS } from "./common.js";
+import { catchWarnings, fromCallToolResult, libraryChecks, PYCELL, serverArgs, serverEnv, startServe, TOOLS } from "./common.js";
 
 function driver(make) {
   let server;
@@ -26,13 +26,7 @@ function driver(make) {
     },
     async call(name, args, { signal } = {}) {
       const r = await server.callToolResult(name, args, null, { signal });
-      return {
-        text: r.content.filter((c) => c.type === "text").map((c) => c.text).join(""),
-        isError: r.isError === true,
-        structured: r.structuredContent,
-        images: r.content.filter((c) => c.type === "image").map((c) => ({ data: c.data, mime: c.mimeType })),
-        links: r.content.filter((c) => c.type === "resource_link").map((c) => c.uri),
-      };
+      return fromCallToolResult(r);
     },
     async read(uri) {
       const r = await server.readResource(uri);
