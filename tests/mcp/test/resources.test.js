@@ -98,10 +98,15 @@ describe("resources/list_changed", () => {
     });
   });
 
-  test("v2 client pinned to 2026-07-28: not offered (only a subscriptions/listen stream may carry it)", async () => {
+  test("v2 client pinned to 2026-07-28: offered, and sent only on a subscriptions/listen stream, never on a call's", async () => {
     const s = await connectV2();
     try {
-      assert.deepEqual(s.client.getServerCapabilities().resources, {});
+      assert.deepEqual(s.client.getServerCapabilities().resources, { listChanged: true });
+      const events = [];
+      s.client.setNotificationHandler("notifications/resources/list_changed", () => events.push("list_changed"));
+      await watched(s.client, events, { code: WRITE });
+      await settle();
+      assert.deepEqual(events, ["result"]);   // subscriptions.test.js: the stream that does carry it
     } finally {
       await s.close();
     }
