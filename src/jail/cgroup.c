@@ -256,7 +256,6 @@ int cgroup_run_finish(struct cgroup_run *c, const struct limits *lim, bool own_u
 		return 0;
 	c->later = false;
 	cg_first_finish(c->env, c->v2_fd);
-	free(steal_ptr(&c->env->first.name));   /* this run's (cgroup_run_create) */
 	if (setup_v1(c, lim, err) < 0)
 		return -1;
 	report_limits(c->env, lim, own_userns, r);

@@ -85,7 +85,9 @@ struct cgroup_env {
 /* Finish what the probe left to the first run: load the device filter and
  * attach it to v2_fd, that run's v2 dir (-1: none; its jail may be in it
  * already; a failure leaves the filter off, bpf_detail), then the v1 part
- * and the sweep.  Nothing when nothing was left. */
+ * and the sweep; first.name goes (the run has its own copy).  Called by
+ * that run's cgroup_run_finish; again (another run's), it finds nothing
+ * left to do. */
 void cg_first_finish(struct cgroup_env *e, int v2_fd);
 /* Free what the probe made: the first run's dirs no run took, the stale
  * dirs (retried a while), the device filter, the paths; and e. */

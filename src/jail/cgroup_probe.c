@@ -506,7 +506,8 @@ void cg_first_finish(struct cgroup_env *e, int v2_fd)
 		log_bpf(e);
 	}
 	e->first.bpf = false;
-	probe_rest(e);
+	probe_rest(e);   /* its v1 dirs are made under first.name */
+	free(steal_ptr(&e->first.name));   /* the first run has its own copy (cgroup_run_create) */
 }
 
 /* later: the v1 part, the sweep and the device filter are left to the

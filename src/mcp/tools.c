@@ -12,9 +12,9 @@
 #include "base/jsonrpc.h"
 #include "config/json_check.h"
 #include "mcp/internal.h"
+#include "mcp/render.h"
 #include "mcp/sessions.h"
 #include "mcp/tools.h"
-#include "mcp/render.h"
 
 static bool policy_open_world(const struct policy *p)
 {
