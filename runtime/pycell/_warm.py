@@ -8,6 +8,7 @@ name no host path.  It is trusted code: it never runs a program itself,
 and it holds nothing of the supervisor (no configuration, no tokens).
 
     preload(host, jail)   in the zygote: pycell and pycell._cell
+    preload_modules(names) in the zygote: the policy's python.preload
     script_prelude(path)  in a warm jail's python, before a script
     ready(env)            in a ready jail's python, before its cell comes
     finish()              in a warm jail's python, after the program: 0, or
@@ -38,6 +39,140 @@ def preload(host, jail=LIB):
         exec(code, m.__dict__)
     sys.modules["pycell"]._cell = sys.modules["pycell._cell"]
     sys.modules["pycell"]._warm = sys.modules[__name__]
+
+
+# What the zygote's environment says while the policy's modules load: the
+# jail's paths (HOME /workspace, MPLCONFIGDIR /tmp/matplotlib) are the
+# host's here, where the zygote runs, so whatever a module writes at import
+# goes to a directory of the zygote's own instead; and one thread per pool
+# (a thread started now would not survive the clone into a jail).
+_PRELOAD_DIRS = ("HOME", "TMPDIR", "MPLCONFIGDIR", "XDG_CACHE_HOME", "XDG_CONFIG_HOME")
+_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS",
+                "NUMEXPR_NUM_THREADS", "NUMEXPR_MAX_THREADS")
+
+
+def _left_behind(fds_before):
+    """The threads, children and new descriptors of this process, named;
+    the children are killed (the zygote will not start, and nothing it
+    started may outlive it)."""
+    import os
+    import signal
+    left = []
+    t = sys.modules.get("threading")
+    names = {th.native_id: th.name for th in t.enumerate()} if t else {}
+    for tid in os.listdir("/proc/self/task"):
+        if int(tid) != os.getpid():
+            left.append("a thread (%s)" % names.get(int(tid), _read("/proc/self/task/%s/comm" % tid)))
+        for child in _read("/proc/self/task/%s/children" % tid).split():
+            left.append("a child process (%s, pid %s)" % (_read("/proc/%s/comm" % child), child))
+            try:
+                os.kill(int(child), signal.SIGKILL)
+                os.waitpid(int(child), 0)
+            except OSError:
+                pass
+    for fd in sorted(_open_fds() - fds_before, key=int):
+        try:
+            left.append("open descriptor %s (%s)" % (fd, os.readlink("/proc/self/fd/" + fd)))
+        except OSError:
+            left.append("open descriptor %s" % fd)
+    return left
+
+
+def _open_fds():
+    """This process's open descriptors (not the listing's own, closed by
+    the time it is checked)."""
+    import os
+    fds = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            os.fstat(int(fd))
+            fds.add(fd)
+        except OSError:
+            pass
+    return fds
+
+
+def _read(path):
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return "?"
+
+
+def _matplotlib_ready():
+    """matplotlib's font list built now (it took a run 0.5 s), and its
+    configuration and cache directories forgotten: they were the zygote's;
+    in a jail they are MPLCONFIGDIR's (/tmp/matplotlib) again."""
+    import matplotlib
+    import matplotlib.font_manager  # noqa: F401 (builds fontManager)
+    for name, fmt in (("get_configdir", "CONFIGDIR=%s"), ("get_cachedir", "CACHEDIR=%s")):
+        f = getattr(matplotlib, name, None)
+        if getattr(f, "__wrapped__", None) is not None and hasattr(matplotlib, "_logged_cached"):
+            setattr(matplotlib, name, matplotlib._logged_cached(fmt, f.__wrapped__))
+
+
+def _reseed():
+    """In every clone of the zygote (PyOS_AfterFork_Child runs it, after
+    random's own reseed): what a preloaded module drew at import is drawn
+    afresh from the kernel, so no two runs or sessions share it."""
+    m = sys.modules.get("tempfile")
+    if m is not None:
+        m._name_sequence = None
+    m = sys.modules.get("numpy.random")
+    if m is not None:
+        m.seed()
+
+
+def preload_modules(names):
+    """Import the policy's python.preload in the zygote, where every warm
+    run and session inherits them.  A module that fails to import is left
+    out and reported; one that leaves a thread, a child process or an open
+    descriptor behind is refused, named, and the zygote does not start.
+    names and the result are JSON: {"loaded": [...], "failed": {name:
+    error}, "ms": N}, or {"refused": why}."""
+    import json
+    names = json.loads(names)
+    report = {"loaded": [], "failed": {}, "ms": 0}
+    if not names:
+        return json.dumps(report)
+    import os
+    import time
+    import shutil
+    import tempfile
+    t0 = time.monotonic()
+    saved = {k: os.environ.get(k) for k in _PRELOAD_DIRS + _THREAD_VARS}
+    own = tempfile.mkdtemp(prefix="pycell-zygote-")
+    os.environ.update({k: own + "/" + k.lower() for k in _PRELOAD_DIRS})
+    os.environ.update({k: "1" for k in _THREAD_VARS})
+    fds = _open_fds()
+    try:
+        for name in names:
+            try:
+                __import__(name)
+                if name.split(".")[0] == "matplotlib":
+                    _matplotlib_ready()
+            except BaseException as e:
+                report["failed"][name] = ("%s: %s" % (type(e).__name__, e))[:300]
+                continue
+            left = _left_behind(fds)
+            if left:
+                # refused: the zygote does not start
+                return json.dumps({"refused": "python.preload: importing %s left %s behind (a warm jail "
+                                   "is a clone of one thread; take it out of the list)"
+                                   % (name, ", ".join(left))})
+            report["loaded"].append(name)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        shutil.rmtree(own, ignore_errors=True)
+        tempfile.tempdir = None   # a jail's TMPDIR, looked up again there
+    os.register_at_fork(after_in_child=_reseed)
+    report["ms"] = round((time.monotonic() - t0) * 1000)
+    return json.dumps(report)
 
 
 def _environment(env):

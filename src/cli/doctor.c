@@ -23,6 +23,7 @@
 #include "jail/cgroup.h"
 #include "jail/jail.h"
 #include "run/egress.h"
+#include "run/run.h"
 
 enum check_status { CHECK_OK = 0, CHECK_WARN, CHECK_FAIL };
 
@@ -339,6 +340,55 @@ static void check_wasm(struct doctor *d)
 #endif
 }
 
+/* python.preload of the policy given (else the configuration's): its
+ * zygote started as a server would start it, and what it imported. */
+static void check_preload(struct doctor *d, const char *policy, const char *config)
+{
+	struct pycell_conf conf = { 0 };
+	struct run_env env;
+	struct pc_err err = { 0 };
+	json_t *r, *v;
+	const char *name;
+	cleanup_free char *left = NULL;
+	size_t n_failed;
+
+	if (!policy && conf_load(config, &conf, &err) == 0)
+		policy = conf.policy;
+	if (run_env_load(&env, policy, &err) < 0) {
+		report(d, CHECK_WARN, "preload", "fix the policy (pycell-policy(5))", "%s", err.msg);
+		conf_free(&conf);
+		return;
+	}
+	if (!env.policy.n_python_preload) {
+		report(d, CHECK_OK, "preload", NULL, "policy %s preloads nothing", env.policy.name);
+	} else if (policy_is_wasm(&env.policy)) {
+		report(d, CHECK_OK, "preload", NULL, "policy %s: the wasm backend preloads nothing (it imports on "
+		       "demand)", env.policy.name);
+	} else if (run_env_prepare(&env, &err) < 0 || run_env_warm(&env, &err) < 0) {
+		report(d, CHECK_WARN, "preload", "take the module named out of python.preload, or fix what the "
+		       "message names; until then the policy's runs start cold", "policy %s: %s", env.policy.name,
+		       err.msg);
+	} else {
+		r = run_env_preload(&env);
+		n_failed = json_object_size(json_object_get(r, "failed"));
+		json_object_foreach(json_object_get(r, "failed"), name, v) {
+			char *more = xasprintf("%s%s%s (%s)", left ? left : "", left ? "; " : "", name, json_string_value(v));
+			free(left);
+			left = more;
+		}
+		if (n_failed)
+			report(d, CHECK_WARN, "preload", "install the modules left out, or take them out of "
+			       "python.preload", "policy %s: %zu of %zu modules imported; left out: %s", env.policy.name,
+			       json_array_size(json_object_get(r, "loaded")), env.policy.n_python_preload, left);
+		else
+			report(d, CHECK_OK, "preload", NULL, "policy %s: all %zu modules imported by its zygote",
+			       env.policy.name, env.policy.n_python_preload);
+		json_decref(r);
+	}
+	run_env_free(&env);
+	conf_free(&conf);
+}
+
 static void print_text(const struct doctor *d)
 {
 	size_t i;
@@ -356,21 +406,26 @@ static void print_text(const struct doctor *d)
 }
 
 static const char doctor_usage[] =
-	"Usage: pycell doctor [--json]\n"
+	"Usage: pycell doctor [--json] [--policy FILE|NAME] [--config FILE]\n"
 	"Check what this host offers the jail (user namespaces, AppArmor, cgroups v2/v1, seccomp,\n"
-	"BPF device filter, egress, the wasm backend) and print the exact fix for what is missing.\n"
-	"Exit status 0 when runs can be jailed, 1 when they cannot.\n"
+	"BPF device filter, egress, the wasm backend) and what a policy preloads, and print the exact\n"
+	"fix for what is missing.  Exit status 0 when runs can be jailed, 1 when they cannot.\n"
 	"\n"
-	"  --json      print one JSON object instead of text\n"
-	"  -h, --help  show this help\n";
+	"  --json              print one JSON object instead of text\n"
+	"  --policy FILE|NAME  the policy whose python.preload to check (default: the configuration's)\n"
+	"  --config FILE       the configuration (default " CONF_DEFAULT_PATH ")\n"
+	"  -h, --help          show this help\n";
 
 struct doctor_opts {
 	bool help, json;
+	const char *policy, *config;
 };
 
 static const struct opt doctor_options[] = {
 	{ OPT_ROW("help", 'h', OPT_HELP, offsetof(struct doctor_opts, help)) },
 	{ OPT_ROW("json", 0, OPT_FLAG, offsetof(struct doctor_opts, json)) },
+	{ OPT_ROW("policy", 0, OPT_STRING, offsetof(struct doctor_opts, policy)) },
+	{ OPT_ROW("config", 0, OPT_STRING, offsetof(struct doctor_opts, config)) },
 };
 
 const struct opt_cmd cli_doctor_cmd = { "doctor", doctor_usage, doctor_options, ARRAY_SIZE(doctor_options),
@@ -403,6 +458,7 @@ int cmd_doctor(int argc, char **argv)
 	check_egress(&d, env, &ci);
 	check_python(&d);
 	check_wasm(&d);
+	check_preload(&d, o.policy, o.config);
 
 	if (o.json) {
 		json_t *lim = json_object(), *dirs = json_object();

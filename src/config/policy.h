@@ -103,6 +103,8 @@ struct policy {
 	char *python;               /* interpreter path, default /usr/bin/python3 */
 	char **python_flags;        /* e.g. "-I" "-B" */
 	size_t n_python_flags;
+	char **python_preload;      /* modules a zygote imports before its clones */
+	size_t n_python_preload;
 	char **env;                 /* "KEY=VALUE", added to the clean environment */
 	size_t n_env;
 

@@ -60,6 +60,8 @@ const struct policy_field policy_fields[] = {
 	{ "python", "interpreter", PF_PATH, MEMBER(python), .doc = "the interpreter inside the jail" },
 	{ "python", "flags", PF_STRV, MEMBER(python_flags), COUNT(n_python_flags),
 	  .parse = pv_parse_python_flags, .doc = "interpreter options" },
+	{ "python", "preload", PF_STRV, MEMBER(python_preload), COUNT(n_python_preload), .check = pv_check_module,
+	  .doc = "modules a warm server's zygote imports once, which its runs and sessions inherit" },
 	{ "python", "env", PF_ENV, MEMBER(env), COUNT(n_env), .parse = pv_parse_env,
 	  .doc = "environment variables added to the jail's clean environment" },
 	{ "tools", "allow", PF_STRV, MEMBER(tools_allow), COUNT(n_tools_allow), .check = pv_check_tool_pattern,

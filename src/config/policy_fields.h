@@ -84,6 +84,7 @@ int pv_parse_network(const struct jc *c, const char *key, const json_t *v, struc
 int pv_parse_rules(const struct jc *c, const char *key, const json_t *v, struct policy *p);
 int pv_parse_python_flags(const struct jc *c, const char *key, const json_t *v, struct policy *p);
 int pv_check_group(const struct jc *c, const char *key, const json_t *v, const char *s);
+int pv_check_module(const struct jc *c, const char *key, const json_t *v, const char *s);
 int pv_check_tool_pattern(const struct jc *c, const char *key, const json_t *v, const char *s);
 /* An array of unique strings, each accepted by `check` (which may be NULL). */
 int pv_string_list(const struct jc *c, const char *key, const json_t *v,

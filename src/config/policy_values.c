@@ -334,6 +334,26 @@ fail:
 	return 0;
 }
 
+/* A module's dotted name: Python identifiers (ASCII here) joined by dots. */
+int pv_check_module(const struct jc *c, const char *key, const json_t *v, const char *s)
+{
+	static const char first[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_";
+	const char *p = s;
+	if (strlen(s) > 200)
+		goto bad;
+	for (;;) {
+		if (!*p || !strchr(first, *p))
+			goto bad;
+		p += strspn(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_0123456789");
+		if (!*p)
+			return 0;
+		if (*p++ != '.')
+			goto bad;
+	}
+bad:
+	return jc_expected(c, key, "a module name such as numpy or matplotlib.pyplot", v);
+}
+
 /* "server.tool" with MCP's tool-name characters, or "server.*". */
 int pv_check_tool_pattern(const struct jc *c, const char *key, const json_t *v, const char *s)
 {

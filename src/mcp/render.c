@@ -205,6 +205,7 @@ json_t *mcp_sandbox_info(struct mcp_server *s)
 	/* a wasm server's runs go bare where the host refuses namespaces */
 	json_object_set_new(info, "layers", result_layers_json(jail_layers(
 		policy_is_wasm(p), policy_is_wasm(p) && jail_namespaces_refused(NULL))));
+	json_object_set_new(info, "preload", run_env_preload(s->env));
 	json_object_set_new(info, "packages", s->packages ? json_incref(s->packages) : json_array());
 	if (p->packages.index)
 		json_object_set_new(info, "installable", json_pack("{s:s,s:o}", "index", p->packages.index, "allow",

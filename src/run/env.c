@@ -55,6 +55,14 @@ struct warm_units {
 	bool full_said;              /* "past the bound" logged once */
 };
 
+json_t *run_env_preload(const struct run_env *env)
+{
+	json_t *r = spawner_preload(env->warm);
+	if (!r)
+		return json_pack("{s:[],s:{}}", "loaded", "failed");
+	return json_pack("{s:O,s:O}", "loaded", json_object_get(r, "loaded"), "failed", json_object_get(r, "failed"));
+}
+
 int run_env_warm(struct run_env *env, struct pc_err *err)
 {
 	if (env->policy.network.mode == NET_EGRESS)

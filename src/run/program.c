@@ -1,6 +1,7 @@
 /* pycell: what a jail is given to run (program.h). */
 #include "config.h"
 
+#include <sched.h>
 #include <string.h>
 
 #include "jail/rootfs.h"
@@ -84,6 +85,36 @@ char **program_argv(const struct policy *p, const struct program *prog)
 	return v;
 }
 
+unsigned program_threads(const struct policy *p)
+{
+	cpu_set_t set;
+	unsigned n = 1, cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? (unsigned)CPU_COUNT(&set) : 1;
+	if (p->limits.cpu_millis)
+		n = (p->limits.cpu_millis + 999) / 1000;
+	else
+		n = cpus;
+	if (n > cpus)
+		n = cpus;
+	if (p->limits.pids && n > p->limits.pids / 2)
+		n = p->limits.pids / 2;
+	return n ? n : 1;
+}
+
+/* The variables the thread pools of numerical libraries size themselves
+ * by, and program_threads' count in each */
+static const char *const thread_vars[] = {
+	"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS",
+	"NUMEXPR_NUM_THREADS", "NUMEXPR_MAX_THREADS",
+};
+
+static bool env_overridden(const struct policy *p, const char *name, size_t klen)
+{
+	for (size_t j = 0; j < p->n_env; j++)
+		if (strncmp(p->env[j], name, klen) == 0 && p->env[j][klen] == '=')
+			return true;
+	return false;
+}
+
 char **program_envp(const struct policy *p, bool packages)
 {
 	static const char *const base[] = {
@@ -101,14 +132,10 @@ char **program_envp(const struct policy *p, bool packages)
 		"LOGNAME=pycell",
 	};
 	size_t n = 0;
-	char **v = xcalloc(ARRAY_SIZE(base) + p->n_env + 1, sizeof(char *));
+	unsigned threads = program_threads(p);
+	char **v = xcalloc(ARRAY_SIZE(base) + ARRAY_SIZE(thread_vars) + p->n_env + 1, sizeof(char *));
 	for (size_t i = 0; i < ARRAY_SIZE(base); i++) {
-		bool overridden = false;
-		size_t klen = (size_t)(strchr(base[i], '=') - base[i]);
-		for (size_t j = 0; j < p->n_env; j++)
-			if (strncmp(p->env[j], base[i], klen + 1) == 0)
-				overridden = true;
-		if (overridden)
+		if (env_overridden(p, base[i], (size_t)(strchr(base[i], '=') - base[i])))
 			continue;
 		/* a run with packages finds them after the runtime */
 		if (packages && strncmp(base[i], "PYTHONPATH=", 11) == 0)
@@ -116,6 +143,9 @@ char **program_envp(const struct policy *p, bool packages)
 		else
 			v[n++] = xstrdup(base[i]);
 	}
+	for (size_t i = 0; i < ARRAY_SIZE(thread_vars); i++)
+		if (!env_overridden(p, thread_vars[i], strlen(thread_vars[i])))
+			v[n++] = xasprintf("%s=%u", thread_vars[i], threads);
 	for (size_t j = 0; j < p->n_env; j++)
 		v[n++] = xstrdup(p->env[j]);
 	return v;

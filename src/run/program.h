@@ -39,9 +39,14 @@ struct program {
  * "import pycell._cell ..." (a cell): a NULL-terminated, malloc'd vector of
  * malloc'd strings (program_strv_free). */
 char **program_argv(const struct policy *p, const struct program *prog);
-/* The environment a jailed program starts with: a fixed base plus the
- * policy's, in the same form; with packages, PYTHONPATH has
- * JAIL_PACKAGES_DIR after the runtime. */
+/* The threads a run's pools may start: the CPU limit rounded up (else
+ * the CPUs this process may use), at most those CPUs and half the task
+ * limit, at least 1. */
+unsigned program_threads(const struct policy *p);
+/* The environment a jailed program starts with: a fixed base, the
+ * thread-pool variables (OMP_NUM_THREADS and the like) at
+ * program_threads(), then the policy's, which win; with packages,
+ * PYTHONPATH has JAIL_PACKAGES_DIR after the runtime. */
 char **program_envp(const struct policy *p, bool packages);
 /* The program's files in spec: main.py (or the script's name), and a
  * cell's variables.json, files.json (when it has files) and outputs (when

@@ -117,6 +117,10 @@ void run_env_free(struct run_env *env);
 /* Before run_env_free from a callback of the loop the env's runs used
  * (the loop lives on): nothing of the env stays watched by it. */
 void run_env_unwatch(struct run_env *env);
+/* What the env's zygote imported of python.preload: {"loaded": [names],
+ * "failed": {name: error}}, both empty with no zygote (cold starts, the
+ * wasm backend), a new reference. */
+json_t *run_env_preload(const struct run_env *env);
 /* Turn on warm starts for this env's policy (a warm spawner: zygote.h).
  * On failure the env stays on cold starts and err says why. */
 int run_env_warm(struct run_env *env, struct pc_err *err);

@@ -24,6 +24,8 @@
 
 #include <stdbool.h>
 
+#include <jansson.h>
+
 #include "base/util.h"
 #include "config/policy.h"
 #include "jail/jail.h"
@@ -68,6 +70,10 @@ struct spawner {
 struct spawner *spawner_cold(void);
 /* A warm spawner, not yet prepared (spawn_warm.c). */
 struct spawner *spawner_warm_new(void);
+/* A warm spawner's report of its zygote's python.preload (zygote.h:
+ * {"loaded", "failed", "ms"}), borrowed; NULL for any other spawner or a
+ * zygote not started. */
+json_t *spawner_preload(const struct spawner *sp);
 /* The wasm backend's: jails cloned cold whose node loads Pyodide ahead and
  * waits for its cell (spawn_wasm.c); one for the process. */
 struct spawner *spawner_wasm(void);

@@ -54,6 +54,7 @@ static struct {
 	void *(*CallFunction)(void *, const char *, ...);
 	void (*ErrPrint)(void);
 	void (*DecRef)(void *);
+	const char *(*UnicodeAsUTF8)(void *);
 } py;
 
 /* The Python of warm starts is runtime/pycell/_warm.py (preload, script
@@ -209,8 +210,48 @@ static void *python_function(const char *module, const char *name)
 	return fn;
 }
 
+/* The policy's python.preload, imported by pycell._warm.preload_modules
+ * (the names and its report are JSON text): the report, for the
+ * supervisor, in *report; -1 with err when it refused a module. */
+static int preload(const struct policy *p, char **report, struct pc_err *err)
+{
+	json_t *names = json_array(), *r;
+	cleanup_free char *arg = NULL;
+	void *fn, *res = NULL;
+	const char *text = NULL, *refused;
+	int rc = 0;
+
+	for (size_t i = 0; i < p->n_python_preload; i++)
+		json_array_append_new(names, json_string(p->python_preload[i]));
+	arg = json_dumps(names, JSON_COMPACT);
+	json_decref(names);
+	fn = python_function("pycell._warm", "preload_modules");
+	if (fn && arg)
+		res = py.CallFunction(fn, "s", arg);
+	if (fn)
+		py.DecRef(fn);
+	if (res)
+		text = py.UnicodeAsUTF8(res);
+	if (!text) {
+		py.ErrPrint();
+		if (res)
+			py.DecRef(res);
+		return pc_fail(err, EINVAL, "warm", "python.preload: the runtime's preload_modules failed (its "
+			       "traceback is on standard error)");
+	}
+	*report = xstrdup(text);
+	py.DecRef(res);
+	r = json_loads(*report, 0, NULL);
+	if ((refused = json_string_value(json_object_get(r, "refused"))))
+		rc = pc_fail(err, EPERM, "warm", "%s", refused);
+	else if (!r)
+		rc = pc_fail(err, EINVAL, "warm", "python.preload: the runtime's report is not JSON");
+	json_decref(r);
+	return rc;
+}
+
 static int load_python(const char *libname, const struct policy *p, const char *runtime_dir,
-		       struct pc_err *err)
+		       char **report, struct pc_err *err)
 {
 	void *h = dlopen(libname, RTLD_NOW | RTLD_GLOBAL);
 	char **envp;
@@ -234,6 +275,7 @@ static int load_python(const char *libname, const struct policy *p, const char *
 	SYM(CallFunction, "PyObject_CallFunction");
 	SYM(ErrPrint, "PyErr_Print");
 	SYM(DecRef, "Py_DecRef");
+	SYM(UnicodeAsUTF8, "PyUnicode_AsUTF8");
 #undef SYM
 	/* the interpreter starts with the environment a cold run's python
 	 * sees, plus the flags' equivalents */
@@ -289,6 +331,11 @@ static int load_python(const char *libname, const struct policy *p, const char *
 			return pc_fail(err, EINVAL, "warm", "the policy's environment is not valid UTF-8");
 		ready_call = xasprintf(WARM_MODULE ".ready(%s)\n", text);
 	}
+	/* the policy's modules, after the runtime (whose own imports they
+	 * may share) and before gc.freeze (which keeps them out of every
+	 * run's collections) */
+	if (preload(p, report, err) < 0)
+		return -1;
 	if (!(warm_main_fn = python_function("pycell._cell", "warm_main")) ||
 	    !(finish_fn = python_function("pycell._warm", "finish")))
 		return pc_fail(err, EINVAL, "warm", "the pycell runtime in %s has no warm_main or finish",
@@ -402,7 +449,7 @@ int cmd_zygote(int argc, char **argv)
 	char *python_argv[2];
 	char *cfg_text = xmalloc(ZYGOTE_CONFIG_MAX + 1);
 	json_t *cfg, *pj;
-	char *ptext = NULL;
+	char *ptext = NULL, *report = NULL;
 	const char *runtime_dir, *libname;
 	ssize_t n;
 
@@ -430,14 +477,23 @@ int cmd_zygote(int argc, char **argv)
 		goto answer;
 	if (seccomp_filter_compile(&pol, &filter, &reply.err) < 0)
 		goto answer;
-	if (load_python(libname, &pol, runtime_dir, &reply.err) < 0)
+	if (load_python(libname, &pol, runtime_dir, &report, &reply.err) < 0)
 		goto answer;
 	reply.ok = 1;
 answer:
 	free(ptext);
 	send(ZYGOTE_FD, &reply, sizeof(reply), MSG_NOSIGNAL);
-	if (!reply.ok)
+	if (!reply.ok) {
+		free(report);
 		return 1;
+	}
+	/* then what python.preload loaded */
+	if (strlen(report) > ZYGOTE_REPORT_MAX) {
+		free(report);
+		report = xstrdup("{\"error\":\"its report is larger than 64 KiB\"}");
+	}
+	send(ZYGOTE_FD, report, strlen(report), MSG_NOSIGNAL);
+	free(report);
 	python_argv[0] = pol.python;
 	python_argv[1] = NULL;
 	tmpl.policy = &pol;

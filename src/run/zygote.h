@@ -23,13 +23,17 @@
 #include "run/spawner.h"
 
 /* Two control sockets, each strictly one request, one reply: ZYGOTE_FD
- * for jails a run waits for (its configuration first), ZYGOTE_AHEAD_FD
+ * for jails a run waits for (its configuration first, answered by the
+ * ready reply and the preload report), ZYGOTE_AHEAD_FD
  * for those the pool asks ahead, whose replies the supervisor reads from
  * its loop; the zygote serves ZYGOTE_FD first. */
 #define ZYGOTE_FD 3
 #define ZYGOTE_AHEAD_FD 4
 #define WARM_FILE ".warm.json"
 #define ZYGOTE_CONFIG_MAX (1 << 20)  /* its configuration, one packet */
+/* After its ready reply, the zygote sends one more packet: the report of
+ * python.preload, JSON {"loaded": [...], "failed": {name: error}, "ms": N} */
+#define ZYGOTE_REPORT_MAX (64 << 10)
 
 enum { Z_SPAWN = 1 };
 
@@ -96,6 +100,7 @@ int warm_pack_files(const struct jail_spec *s, bool script, uint64_t *len, struc
 const char *zygote_flag_env(const char *flag);
 /* The zygote's pid, for logs; 0 when sp is not a warm spawner. */
 pid_t zygote_pid(const struct spawner *sp);
+
 
 /* The hidden subcommand the zygote runs as (`pycell __zygote`). */
 int cmd_zygote(int argc, char **argv);

@@ -15,7 +15,7 @@ import pytest
 from conftest import HOST_IS_ROOT, PYCELL, pycell_env, run_json
 
 CHECKS = ["user namespaces", "apparmor userns", "max user namespaces", "seccomp", "cgroup v2",
-          "cgroup v1", "limits", "device filter", "egress", "python", "wasm"]
+          "cgroup v1", "limits", "device filter", "egress", "python", "wasm", "preload"]
 
 
 def doctor(*args, prefix=(), timeout=60):
@@ -198,3 +198,29 @@ def test_egress_is_ok_as_root_and_refused_otherwise():
     assert egress["status"] == "warn", egress
     assert egress["detail"].endswith("egress policies are refused"), egress
     assert egress["fix"].startswith("run pycell as root"), egress
+
+
+def test_preload_names_what_a_policy_left_out(policy_file):
+    """A policy's python.preload, imported by a zygote as a server's would
+    be: ok when every module came, a warning naming each one left out and
+    why, and a warning for a policy that does not load."""
+    r = subprocess.run(["/usr/bin/python3", "-c", "import numpy, pandas, matplotlib"], capture_output=True)
+    pol = policy_file({"python": {"preload": ["json", "no_such_module_pycell"]}})
+    rc, out, err = doctor("--json", "--policy", pol)
+    pre = {c["name"]: c for c in json.loads(out)["checks"]}["preload"]
+    assert pre == {"name": "preload", "status": "warn",
+                   "detail": "policy test: 1 of 2 modules imported; left out: no_such_module_pycell "
+                             "(ModuleNotFoundError: No module named 'no_such_module_pycell')",
+                   "fix": "install the modules left out, or take them out of python.preload"}, pre
+    rc, out, err = doctor("--json", "--policy", "default")
+    pre = {c["name"]: c for c in json.loads(out)["checks"]}["preload"]
+    assert (pre["status"], pre["detail"]) == ("ok", "policy default preloads nothing"), pre
+    rc, out, err = doctor("--json", "--policy", "no-such-policy")
+    pre = {c["name"]: c for c in json.loads(out)["checks"]}["preload"]
+    assert (pre["status"], pre["detail"][:31]) == ("warn", 'policy "no-such-policy": not fo'), pre
+    if r.returncode != 0:
+        pytest.skip("the data stack is not installed for /usr/bin/python3: the data policy's check is not "
+                    "made here")
+    rc, out, err = doctor("--json", "--policy", "data")
+    pre = {c["name"]: c for c in json.loads(out)["checks"]}["preload"]
+    assert (pre["status"], pre["detail"]) == ("ok", "policy data: all 3 modules imported by its zygote"), pre

@@ -8,7 +8,7 @@ import pytest
 
 from conftest import DATADIR, pycell_run
 
-SHIPPED = ["default", "strict", "loopback"]
+SHIPPED = ["default", "strict", "loopback", "data"]
 CATEGORIES = ["filesystem", "devices", "procfs", "network", "ipc", "identity", "kernel",
               "leaks", "bridge", "resources"]
 

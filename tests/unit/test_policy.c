@@ -45,7 +45,7 @@ static const struct { const char *json; const char *msg; } bad[] = {
 	{ "{'filesystem': {'binds': [{'src': '/opt', 'mode': 'ro'}]}}", "policy t.json: filesystem.binds[0].mode: unknown key (expected one of src, dst, optional, writable)" },
 	{ "{'seccomp': {'default': 'allow'}}", "policy t.json: seccomp.default: unknown key (expected one of groups, rules)" },
 	{ "{'seccomp': {'rules': [{'syscall': 'ptrace', 'action': 'kill', 'arg': 1}]}}", "policy t.json: seccomp.rules[0].arg: unknown key (expected one of syscall, action)" },
-	{ "{'python': {'path': '/usr/bin/python3'}}", "policy t.json: python.path: unknown key (expected one of interpreter, flags, env)" },
+	{ "{'python': {'path': '/usr/bin/python3'}}", "policy t.json: python.path: unknown key (expected one of interpreter, flags, preload, env)" },
 	{ "{'tools': {'deny': []}}", "policy t.json: tools.deny: unknown key (expected one of allow, budget, max_argument_bytes, max_result_bytes)" },
 	{ "{'identity': {'user': 'pycell'}}", "policy t.json: identity.user: unknown key (expected one of uid, gid, hostname)" },
 	/* description */
@@ -552,7 +552,7 @@ START_TEST(test_default_json_equals_builtin)
 }
 END_TEST
 
-static const char *const shipped[] = { "default", "strict", "loopback" };
+static const char *const shipped[] = { "default", "strict", "loopback", "data" };
 
 START_TEST(test_shipped_round_trip)
 {

@@ -1,0 +1,177 @@
+"""python.preload (src/run/zygote.c, runtime/pycell/_warm.py): modules a
+warm server's zygote imports once, which every warm run and session
+inherits; what they drew at import drawn afresh in each; a module that
+fails to import left out and said, one that leaves a thread, a child or an
+open descriptor behind refused; and the thread pools of numerical
+libraries sized to the jail (OMP_NUM_THREADS and the like)."""
+import json
+import os
+import subprocess
+import textwrap
+
+import pytest
+
+from conftest import PYCELL, run_json, pycell_env
+from test_warm import Mcp
+
+DATA = ("numpy", "pandas", "matplotlib.pyplot")
+PY_VERSION = tuple(int(x) for x in subprocess.run(
+    ["/usr/bin/python3", "-c", "import sys; print(*sys.version_info[:2])"], capture_output=True,
+    text=True).stdout.split())
+
+
+def need_data_stack():
+    r = subprocess.run(["/usr/bin/python3", "-c", "import numpy, pandas, matplotlib"], capture_output=True)
+    if r.returncode != 0:
+        pytest.skip("the data stack is not installed for /usr/bin/python3 (apt-get install python3-pandas "
+                    "python3-matplotlib): " + r.stderr.decode()[-200:])
+
+
+def info(s):
+    return s.call("tools/call", {"name": "sandbox_info", "arguments": {}})["structuredContent"]
+
+
+def stop(s):
+    s.close()
+    return s.proc.stderr.read().decode()
+
+
+def test_preloaded_modules_are_every_runs_and_sessions(policy_file):
+    need_data_stack()
+    pol = policy_file({"python": {"preload": [*DATA, "no_such_module_pycell"]}})
+    s = Mcp(["--policy", pol], pycell_env())
+    try:
+        pre = info(s)["preload"]
+        assert pre == {"loaded": list(DATA), "failed": {
+            "no_such_module_pycell": "ModuleNotFoundError: No module named 'no_such_module_pycell'"}}
+        look = "import sys\n[m for m in %r if m in sys.modules]" % (DATA,)
+        assert s.run(look)["return_value"] == list(DATA)
+        sid = s.call("tools/call", {"name": "session_open", "arguments": {}})["structuredContent"]["session_id"]
+        cell = s.call("tools/call", {"name": "run_python", "arguments": {"code": look, "session_id": sid}})
+        assert cell["structuredContent"]["return_value"] == list(DATA)
+        # the import a run does is a lookup: far below the 0.5 s of a real one
+        r = s.run("import pandas as pd\npd.DataFrame({'k': [1, 1, 2], 'v': [1, 2, 3]}).groupby('k').v.sum().tolist()")
+        assert r["return_value"] == [3, 3]
+        assert r["cpu_ms"] < 200, r["cpu_ms"]
+        # matplotlib's directories are the jail's again (the zygote's own
+        # were private and are gone), and a figure comes back as an image
+        r = s.run("import matplotlib, tempfile\n[matplotlib.get_configdir(), matplotlib.get_cachedir(), "
+                  "tempfile.gettempdir()]")
+        assert r["return_value"] == ["/tmp/matplotlib", "/tmp/matplotlib", "/tmp"]
+        res = s.call("tools/call", {"name": "run_python", "arguments": {
+            "code": "import matplotlib.pyplot as plt\nfig, ax = plt.subplots()\nax.plot([1, 2], [2, 1])\nfig"}})
+        assert [c["type"] for c in res["content"]] == ["text", "image"], res
+    finally:
+        err = stop(s)
+    assert ("python.preload: no_such_module_pycell is left out: ModuleNotFoundError: No module named "
+            "'no_such_module_pycell'") in err
+    assert not [d for d in os.listdir("/tmp") if d.startswith("pycell-zygote-")]
+
+
+NUMPY_DRAWS = textwrap.dedent("""\
+    import numpy as np, tempfile
+    [int(np.random.randint(0, 2**62)), int(np.random.default_rng().integers(0, 2**62)),
+     np.random.get_state()[1][:4].tolist(), next(tempfile._get_candidate_names())]
+    """)
+
+
+def test_nothing_a_preloaded_module_drew_repeats(policy_file):
+    """numpy's global RandomState is drawn at import, in the zygote: every
+    clone reseeds it from the kernel (runtime/pycell/_warm.py's _reseed), as
+    tempfile's names; two warm runs and two sessions never draw the same."""
+    need_data_stack()
+    pol = policy_file({"python": {"preload": ["numpy", "tempfile"]}})
+    s = Mcp(["--policy", pol], pycell_env())
+    try:
+        assert info(s)["preload"]["loaded"] == ["numpy", "tempfile"]
+        a, b = (s.run(NUMPY_DRAWS)["return_value"] for _ in range(2))
+        sids = [s.call("tools/call", {"name": "session_open", "arguments": {}})["structuredContent"]["session_id"]
+                for _ in range(2)]
+        c, d = (s.call("tools/call", {"name": "run_python", "arguments": {"code": NUMPY_DRAWS, "session_id": sid}})
+                ["structuredContent"]["return_value"] for sid in sids)
+        for i, what in enumerate(("numpy.random", "default_rng", "RandomState's key", "tempfile's names")):
+            drawn = [json.dumps(x[i]) for x in (a, b, c, d)]
+            assert len(set(drawn)) == 4, (what, drawn)
+    finally:
+        stop(s)
+
+
+LEAVERS = {
+    "leaves_thread": ("import threading, time\n"
+                      "threading.Thread(target=time.sleep, args=(600,), name='leftover', daemon=True).start()\n",
+                      "left a thread (leftover) behind"),
+    "leaves_file": ("kept = open(__file__)\n", "left open descriptor "),
+    "leaves_child": ("import subprocess\nchild = subprocess.Popen(['sleep', '600'], stdin=subprocess.DEVNULL, "
+                     "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n",
+                     "left a child process (sleep, pid "),
+}
+
+
+@pytest.mark.parametrize("mod", sorted(LEAVERS))
+def test_a_preload_that_leaves_something_behind_is_refused(mod, host_tmp, policy_file, reap_leftovers):
+    """The zygote does not start: the server says which module left what,
+    and runs start cold; never a warm jail cloned beside a thread, a child
+    or a descriptor of the zygote's."""
+    src, said = LEAVERS[mod]
+    # the zygote runs on the host: it finds the module in the user site
+    # that PYTHONUSERBASE names (a jail's python finds nothing there)
+    site = host_tmp / "lib" / ("python%d.%d" % PY_VERSION) / "site-packages"
+    site.mkdir(parents=True)
+    (site / (mod + ".py")).write_text(src)
+    pol = policy_file({"python": {"preload": ["json", mod], "env": {"PYTHONUSERBASE": str(host_tmp)}}})
+    s = Mcp(["--policy", pol], pycell_env())
+    try:
+        assert info(s)["preload"] == {"loaded": [], "failed": {}}
+        assert s.call("tools/call", {"name": "run_python", "arguments": {"code": "6 * 7"}})[
+            "structuredContent"]["return_value"] == 42
+    finally:
+        err = stop(s)
+    line = [ln for ln in err.splitlines() if "warm starts unavailable" in ln]
+    assert len(line) == 1, err
+    assert "python.preload: importing %s %s" % (mod, said) in line[0], line[0]
+    assert "take it out of the list" in line[0]
+    # the child the import started went with the zygote that refused it
+    left = [p for p in os.listdir("/proc") if p.isdigit() and _cmdline(p) == b"sleep\0" b"600\0"]
+    assert left == [], left
+
+
+def _cmdline(pid):
+    try:
+        with open("/proc/%s/cmdline" % pid, "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+
+
+def test_a_module_name_is_checked_when_the_policy_loads(policy_file):
+    for bad in ("a..b", "1abc", "numpy.", "a b", ".os", "os/path"):
+        pol = policy_file({"python": {"preload": ["numpy", bad]}})
+        r = subprocess.run([PYCELL, "run", "--policy", pol, "-c", "1"],
+                           capture_output=True, text=True, env=pycell_env())
+        assert r.returncode == 2, r
+        assert r.stderr == ("pycell run: policy %s: python.preload[1]: expected a module name such as numpy "
+                            "or matplotlib.pyplot, got %s\n" % (pol, json.dumps(bad))), r.stderr
+
+
+THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS",
+               "NUMEXPR_NUM_THREADS", "NUMEXPR_MAX_THREADS")
+SHOW = "import os\nprint(' '.join(os.environ.get(k, '-') for k in %r))" % (THREAD_VARS,)
+
+
+@pytest.mark.parametrize("warm", [False, True])
+def test_thread_pools_are_sized_to_the_jail(warm, policy_file):
+    """The CPU limit rounded up, at most the CPUs there are and half the
+    task limit; a task limit below the host's core count gives one."""
+    cpus = len(os.sched_getaffinity(0))
+    flags = ["--warm"] if warm else []
+    cases = [({"limits": {"cpu": 0.5}}, 1),
+             ({"limits": {"cpu": 64}}, cpus),
+             ({"limits": {"cpu": 0}}, cpus),
+             ({"limits": {"cpu": 64, "pids": max(2, cpus - 1)}}, max(1, max(2, cpus - 1) // 2))]
+    for over, n in cases:
+        r = run_json(SHOW, "--policy", policy_file(over), *flags, env=pycell_env())
+        assert (r["status"], r["stdout"]) == ("ok", " ".join([str(n)] * len(THREAD_VARS)) + "\n"), (over, r)
+    # the policy's own value wins
+    r = run_json(SHOW, "--policy", policy_file({"limits": {"cpu": 1}, "python": {"env": {"OMP_NUM_THREADS": "3"}}}),
+                 *flags, env=pycell_env())
+    assert r["stdout"] == "3 " + " ".join(["1"] * (len(THREAD_VARS) - 1)) + "\n", r
