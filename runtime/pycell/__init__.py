@@ -10,7 +10,7 @@ _TOOL_NAMES = frozenset({
     "call_tool", "list_tools", "get_tool_schema", "search_tools",
     "call_tool_async", "list_tools_async", "get_tool_schema_async", "search_tools_async",
     "call_mcp_tool", "discover_mcp_tools",
-    "ToolError", "ToolDenied", "ToolTimeout", "ToolNotFound", "ToolChannelError",
+    "ToolError", "ToolDenied", "ToolTimeout", "ToolNotFound", "ToolChannelError", "ToolArgumentError",
 })
 
 
@@ -23,6 +23,9 @@ def display(*objs):
 
 
 def __getattr__(name):
+    if name == "tools":   # pycell.tools.search(...), pycell.tools.SERVER
+        import importlib  # not `from . import tools`: that asks this function again
+        return importlib.import_module(__name__ + ".tools")
     if name in _TOOL_NAMES:
         from . import tools
         return getattr(tools, name)
@@ -30,4 +33,4 @@ def __getattr__(name):
 
 
 def __dir__():
-    return sorted(set(globals()) | _TOOL_NAMES)
+    return sorted(set(globals()) | _TOOL_NAMES | {"tools"})

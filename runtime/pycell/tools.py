@@ -11,6 +11,14 @@ client side.  Everything is also importable from ``pycell`` itself::
     pycell.call_tool("memory.create_entities", {"entities": [...]})
     await pycell.call_tool_async("memory.read_graph")
 
+Each upstream server is also a module of functions (code mode,
+pycell/_codemode.py)::
+
+    from pycell.tools import memory
+    help(memory)
+    memory.create_entities(entities=[...])
+    pycell.tools.search("entities")
+
 A call returns the tool's structuredContent when it has one, else its text
 content (parsed as JSON when it is JSON).  A failed call raises ToolError:
 ToolDenied when the policy refused it, ToolTimeout when the server did not
@@ -30,7 +38,8 @@ __all__ = [
     "call_tool", "list_tools", "get_tool_schema", "search_tools",
     "call_tool_async", "list_tools_async", "get_tool_schema_async", "search_tools_async",
     "call_mcp_tool", "discover_mcp_tools",
-    "ToolError", "ToolDenied", "ToolTimeout", "ToolNotFound", "ToolChannelError",
+    "ToolError", "ToolDenied", "ToolTimeout", "ToolNotFound", "ToolChannelError", "ToolArgumentError",
+    "search", "servers",
 ]
 
 TOOL_FD = 3
@@ -67,6 +76,12 @@ class ToolTimeout(ToolError):
 
 class ToolNotFound(ToolError, LookupError):
     """get_tool_schema: no tool of that name is available to this run."""
+
+
+class ToolArgumentError(ToolError, TypeError):
+    """A server module's function was given arguments its tool's input
+    schema refuses (missing, unknown, or of the wrong JSON type): raised
+    before any call."""
 
 
 class ToolChannelError(ToolError):
@@ -399,3 +414,50 @@ async def get_tool_schema_async(name):
 # The names code-executor-MCP users know.
 call_mcp_tool = call_tool
 discover_mcp_tools = list_tools
+
+
+# ------------------------------------------------------------ code mode
+
+def search(query, limit=None):
+    """Tools of every server whose names or description have every word of
+    `query` (case-insensitive), as lines to read, each a function of a
+    server's module: 'memory.create_entities(*, entities: array of object)
+    - Create multiple new entities ...'.  At most `limit` of them."""
+    from . import _codemode
+    try:
+        return _codemode.search(query, limit)
+    except ToolError as e:
+        raise _short(e) from None
+
+
+def servers():
+    """The servers whose tools this run may call, as module names:
+    `from pycell.tools import NAME`."""
+    from . import _codemode
+    try:
+        return _codemode.servers()
+    except ToolError as e:
+        raise _short(e) from None
+
+
+def __getattr__(name):
+    """pycell.tools.SERVER: the module of that server's tools (made on first
+    use from the tools this run may call)."""
+    if name.startswith("__"):
+        raise AttributeError("module 'pycell.tools' has no attribute %r" % (name,))
+    from . import _codemode
+    try:
+        return _codemode.module(name)
+    except ToolError as e:
+        # an attribute lookup fails with AttributeError (hasattr, getattr
+        # with a default), whatever kept the tools from being listed
+        raise AttributeError("pycell.tools.%s: the tools could not be listed: %s" % (name, e)) from None
+
+
+def __dir__():
+    names = set(globals())
+    try:
+        names.update(servers())
+    except ToolError:
+        pass
+    return sorted(names)

@@ -2,6 +2,7 @@
  * text block beside the structured content, tool errors, sandbox_info. */
 #include "config.h"
 
+#include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -177,6 +178,79 @@ json_t *mcp_tool_error(enum proto v, const char *fmt, ...)
 	return mcp_tool_result(v, json_string(buf), NULL, true);
 }
 
+char *mcp_tools_module(const char *server, size_t n)
+{
+	static const char *const keywords[] = {
+		"False", "None", "True", "and", "as", "assert", "async", "await", "break", "class", "continue",
+		"def", "del", "elif", "else", "except", "finally", "for", "from", "global", "if", "import", "in",
+		"is", "lambda", "nonlocal", "not", "or", "pass", "raise", "return", "try", "while", "with", "yield",
+	};
+	bool digit = n == 0 || (server[0] >= '0' && server[0] <= '9');
+	char *m = xmalloc(n + 3), *o = m;
+	if (digit)
+		*o++ = '_';
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)server[i];
+		*o++ = (c < 128 && (isalnum(c) || c == '_')) ? (char)c : '_';
+	}
+	*o = '\0';
+	for (size_t i = 0; i < ARRAY_SIZE(keywords); i++)
+		if (strcmp(m, keywords[i]) == 0) {
+			*o++ = '_';
+			*o = '\0';
+		}
+	return m;
+}
+
+char *mcp_tools_modules_text(const struct policy *p)
+{
+	char *out = NULL;
+	for (size_t i = 0; i < p->n_tools_allow; i++) {
+		const char *pat = p->tools_allow[i];
+		size_t n = strcspn(pat, ".");
+		bool seen = false;
+		for (size_t j = 0; j < i; j++)
+			seen |= strncmp(p->tools_allow[j], pat, n + 1) == 0;
+		if (!seen) {
+			cleanup_free char *m = mcp_tools_module(pat, n);
+			char *more = xasprintf("%s%s%s", out ? out : "", out ? ", " : "", m);
+			free(out);
+			out = more;
+		}
+	}
+	return out;
+}
+
+/* sandbox_info's servers: each with its module and how many of its tools
+ * the code may call, from the tools list (names SERVER.TOOL) */
+static json_t *servers_of(const json_t *tools)
+{
+	json_t *out = json_array(), *t, *row;
+	size_t i, j;
+	json_array_foreach (tools, i, t) {
+		const char *name = json_string_value(json_object_get(t, "name"));
+		size_t n = name ? strcspn(name, ".") : 0;
+		bool found = false;
+		if (!name || !name[n])
+			continue;
+		json_array_foreach (out, j, row) {
+			const char *s = json_string_value(json_object_get(row, "name"));
+			if (strlen(s) == n && strncmp(s, name, n) == 0) {
+				json_object_set_new(row, "tools",
+						    json_integer(json_integer_value(json_object_get(row, "tools")) + 1));
+				found = true;
+				break;
+			}
+		}
+		if (!found) {
+			cleanup_free char *s = strndup(name, n);
+			cleanup_free char *m = mcp_tools_module(name, n);
+			json_array_append_new(out, json_pack("{s:s,s:s,s:i}", "name", s, "module", m, "tools", 1));
+		}
+	}
+	return out;
+}
+
 json_t *mcp_sandbox_info(struct mcp_server *s)
 {
 	const struct policy *p = &s->env->policy;
@@ -205,6 +279,7 @@ json_t *mcp_sandbox_info(struct mcp_server *s)
 	/* a wasm server's runs go bare where the host refuses namespaces */
 	json_object_set_new(info, "layers", result_layers_json(jail_layers(
 		policy_is_wasm(p), policy_is_wasm(p) && jail_namespaces_refused(NULL))));
+	json_object_set_new(info, "servers", servers_of(json_object_get(info, "tools")));
 	json_object_set_new(info, "preload", run_env_preload(s->env));
 	json_object_set_new(info, "packages", s->packages ? json_incref(s->packages) : json_array());
 	if (p->packages.index)

@@ -26,8 +26,14 @@ static bool policy_open_world(const struct policy *p)
 static char *run_python_description(const struct policy *p)
 {
 	char mem[32], out[32], timeout[48] = "no time limit";
-	cleanup_free char *net = NULL;
+	cleanup_free char *net = NULL, *modules = mcp_tools_modules_text(p), *tools = NULL;
 
+	if (modules)
+		tools = xasprintf("\n\nThe code may call the MCP tools this server allows, as Python functions in a "
+				  "module per server (%s): `from pycell.tools import SERVER`, then "
+				  "`SERVER.TOOL(arg=...)`, which returns the tool's result as Python values. "
+				  "help(SERVER) lists its tools and their arguments; pycell.tools.search(\"words\") "
+				  "finds tools by name and description; sandbox_info lists the servers.", modules);
 	jc_format_size(mem, sizeof(mem), p->limits.memory_bytes);
 	jc_format_size(out, sizeof(out), p->limits.output_bytes);
 	if (p->limits.timeout_ms)
@@ -59,9 +65,7 @@ static char *run_python_description(const struct policy *p)
 				    "not work)."
 				  : "Only the Python standard library and packages installed on the server are "
 				    "available; pip install does not work.",
-		p->n_tools_allow ? "\n\nThe code may call the MCP tools this server allows: import pycell; "
-				   "pycell.call_tool(\"server.tool\", {...}). sandbox_info lists them."
-				 : "");
+		tools ? tools : "");
 }
 
 /* packages only where the policy names an index to install from */

@@ -44,6 +44,38 @@ TOOLS = [
     {"name": "Echo", "description": "Same as echo, different case", "inputSchema": {"type": "object"}},
 ]
 
+# FAKE_MCP_CODEMODE=1: tools whose names and schemas exercise code mode
+# (runtime/pycell/_codemode.py): names that are not identifiers, two that
+# map to one, a typed schema with an output schema.  Each answers with
+# the arguments it got.
+CODEMODE_TOOLS = [
+    {"name": "read-graph", "description": "The graph (no arguments)", "inputSchema": {"type": "object"}},
+    {"name": "read_graph", "description": "Another tool whose name maps to read_graph too",
+     "inputSchema": {"type": "object"}},
+    {"name": "class", "description": "A keyword as a name",
+     "inputSchema": {"type": "object", "properties": {"from": {"type": "string", "description": "where"},
+                                                      "to-x": {"type": "integer"}},
+                     "required": ["from"]}},
+    {"name": "2fa", "description": "A leading digit", "inputSchema": {"type": "object"}},
+    {"name": "typed", "title": "Typed", "description": "Every JSON type.\nSecond line.",
+     "inputSchema": {"type": "object", "required": ["name", "tags"], "properties": {
+         "name": {"type": "string", "description": "a name"},
+         "count": {"type": "integer", "default": 3},
+         "ratio": {"type": "number"},
+         "flag": {"type": "boolean"},
+         "tags": {"type": "array", "items": {"type": "string"}},
+         "opts": {"type": "object"},
+         "mode": {"type": "string", "enum": ["fast", "slow"]},
+         "note": {"type": ["string", "null"]}}},
+     "outputSchema": {"type": "object", "properties": {"got": {"type": "object"}}, "required": ["got"]}},
+    {"name": "dup", "description": "Two properties that map to one",
+     "inputSchema": {"type": "object", "properties": {"a-b": {"type": "string"}, "a_b": {"type": "string"}}}},
+    {"name": "open", "description": "Takes any property",
+     "inputSchema": {"type": "object", "properties": {"known": {"type": "string"}}, "additionalProperties": True}},
+]
+if os.environ.get("FAKE_MCP_CODEMODE") == "1":
+    TOOLS = TOOLS + CODEMODE_TOOLS
+
 
 def send(msg):
     sys.stdout.write(json.dumps(msg) + "\n")
@@ -83,6 +115,10 @@ def call(rid, name, args):
         result(rid, {"content": [{"type": "text", "text": "the tool reported a problem"}], "isError": True})
     elif name == "env":
         result(rid, text(json.dumps(dict(os.environ)), {"env": dict(os.environ)}))
+    elif name == "typed":
+        result(rid, text(json.dumps({"got": args}), {"got": args}))
+    elif any(t["name"] == name for t in CODEMODE_TOOLS) and os.environ.get("FAKE_MCP_CODEMODE") == "1":
+        result(rid, text(json.dumps({"tool": name, "got": args})))
     else:
         send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32602, "message": "unknown tool " + name}})
 

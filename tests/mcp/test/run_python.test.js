@@ -291,7 +291,7 @@ describe("tool calls from the jail (upstream servers in the config)", () => {
     const { tools } = await s.client.listTools();
     const rp = tools.find((t) => t.name === "run_python");
     assert.equal(rp.annotations.openWorldHint, true);
-    assert.match(rp.description, /pycell\.call_tool/);
+    assert.match(rp.description, /in a module per server \(fake\): `from pycell\.tools import SERVER`/);
     // the upstream lists its tools a moment after the server starts
     let info;
     for (let i = 0; i < 50; i++) {
@@ -300,11 +300,12 @@ describe("tool calls from the jail (upstream servers in the config)", () => {
       await new Promise((r) => setTimeout(r, 100));
     }
     assert.deepEqual(info.tools.map((t) => t.name), ["fake.echo"]);
+    assert.deepEqual(info.servers, [{ name: "fake", module: "fake", tools: 1 }]);
     const r = await s.client.callTool({ name: "run_python", arguments: {
-      code: "import pycell\npycell.call_tool('fake.echo', {'text': 'hi'})" } });
+      code: "import pycell\nfrom pycell.tools import fake\n[pycell.call_tool('fake.echo', {'text': 'hi'}), fake.echo(text='ho')]" } });
     assert.equal(r.isError, false, text(r));
-    assert.deepEqual(r.structuredContent.return_value, { echo: "hi" });
-    assert.equal(r.structuredContent.tool_calls.count, 1);
+    assert.deepEqual(r.structuredContent.return_value, [{ echo: "hi" }, { echo: "ho" }]);
+    assert.equal(r.structuredContent.tool_calls.count, 2);
   });
 });
 
