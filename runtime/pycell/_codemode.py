@@ -225,8 +225,10 @@ class _Tool:
             if v is None and not required and "null" not in (_types(sch) or []):
                 continue
             if not _json_type_ok(v, sch):
+                enum = isinstance(sch.get("enum"), list)
                 raise ToolArgumentError("%s: argument %r must be %s, not %s" % (
-                    sig, k, _type_text(sch), type(v).__name__), tool=self.full, reason="arguments")
+                    sig, k, _type_text(sch), repr(v)[:80] if enum else type(v).__name__), tool=self.full,
+                    reason="arguments")
             out[key] = v
         missing = [k for k, (key, sch, required) in known.items() if required and key not in out]
         if missing:

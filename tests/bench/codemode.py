@@ -4,10 +4,10 @@ it receives, and a scripted task done both ways.
 
     /usr/bin/python3 tests/bench/codemode.py [--files N] [--out FILE]
 
-Two real MCP servers from npm (tests/tools: server-memory and
-server-filesystem).  Definitions: the tools/list an agent gets from each
-server directly, against the one it gets from `pycell mcp` with both as
-upstreams (run_python and pycell's own tools; the servers' tools stay
+Three real MCP servers from npm (tests/tools: server-memory,
+server-filesystem and server-everything).  Definitions: the tools/list an
+agent gets from each server directly, against the one it gets from
+`pycell mcp` with the three as upstreams (run_python and pycell's own tools; the servers' tools stay
 inside, reached as modules).  The tasks, each as an agent would do it
 with the servers connected directly (one tool call per step, every
 request and result passing through the model) and with pycell (one
@@ -35,6 +35,7 @@ REPO = Path(__file__).resolve().parents[2]
 TOOLS = REPO / "tests" / "tools" / "node_modules" / "@modelcontextprotocol"
 MEMORY_JS = TOOLS / "server-memory" / "dist" / "index.js"
 FS_JS = TOOLS / "server-filesystem" / "dist" / "index.js"
+EVERYTHING_JS = TOOLS / "server-everything" / "dist" / "index.js"
 
 
 class Stdio:
@@ -128,7 +129,7 @@ def main():
     ap.add_argument("--files", type=int, default=20, help="files in the files task (default 20)")
     ap.add_argument("--out", help="write the report here too (markdown)")
     args = ap.parse_args()
-    if not MEMORY_JS.exists() or not FS_JS.exists() or not shutil.which("node"):
+    if not MEMORY_JS.exists() or not FS_JS.exists() or not EVERYTHING_JS.exists() or not shutil.which("node"):
         print("codemode.py: needs node and the npm servers (npm ci --prefix tests/tools)", file=sys.stderr)
         return 2
     tmp = Path(tempfile.mkdtemp(prefix="pycell-bench-codemode-"))
@@ -152,8 +153,10 @@ def run(args, tmp):
     # ---- directly: the servers' own tools/list, and the tasks step by step
     mem = Stdio(["node", str(MEMORY_JS)], dict(env, MEMORY_FILE_PATH=str(tmp / "direct.jsonl")))
     fs = Stdio(["node", str(FS_JS), str(root)])
+    ev = Stdio(["node", str(EVERYTHING_JS)])
     defs_direct = {name: len(json.dumps(s.call("tools/list", {})["tools"])) for name, s in
-                   (("memory", mem), ("filesystem", fs))}
+                   (("memory", mem), ("filesystem", fs), ("everything", ev))}
+    ev.close()
     g = Agent()
     g.tool(mem, "create_entities", {"entities": ppl})
     g.tool(mem, "create_relations", {"relations": rel})
@@ -175,9 +178,10 @@ def run(args, tmp):
     conf = tmp / "pycell.conf"
     conf.write_text(json.dumps({"upstreams": {
         "memory": {"command": ["node", str(MEMORY_JS)], "env": {"MEMORY_FILE_PATH": str(tmp / "pycell.jsonl")}},
-        "filesystem": {"command": ["node", str(FS_JS), str(root)]}}}))
+        "filesystem": {"command": ["node", str(FS_JS), str(root)]},
+        "everything": {"command": ["node", str(EVERYTHING_JS)]}}}))
     pol = tmp / "policy.json"
-    pol.write_text(json.dumps({"extends": "default", "tools": {"allow": ["memory.*", "filesystem.*"],
+    pol.write_text(json.dumps({"extends": "default", "tools": {"allow": ["memory.*", "filesystem.*", "everything.*"],
                                                                "budget": 200}}))
     pc = Stdio([str(REPO / "pycell"), "mcp", "--config", str(conf), "--policy", str(pol)],
                dict(env, PYCELL_DATADIR=str(REPO)))
@@ -191,13 +195,13 @@ def run(args, tmp):
     assert r2["structuredContent"]["return_value"] == expect_files, r2
 
     lines = ["# Code mode: what passes through the model (tests/bench/codemode.py)", "",
-             "`%s`; the servers @modelcontextprotocol/server-memory and server-filesystem from npm "
-             "(tests/tools). Bytes of JSON." % " ".join(sys.argv[1:] or ["-"]), "",
+             "`%s`; the servers @modelcontextprotocol/server-memory, server-filesystem "
+             "and server-everything (tests/tools); the tasks use the first two. Bytes of JSON." % " ".join(sys.argv[1:] or ["-"]), "",
              "| tool definitions an agent receives | bytes |", "|---|---|"]
     for name, n in defs_direct.items():
         lines.append("| %s, connected directly | %d |" % (name, n))
-    lines.append("| both, connected directly | %d |" % sum(defs_direct.values()))
-    lines.append("| pycell with both as upstreams (their tools inside, as modules) | %d |" % defs_pycell)
+    lines.append("| the three, connected directly | %d |" % sum(defs_direct.values()))
+    lines.append("| pycell with the three as upstreams (their tools inside, as modules) | %d |" % defs_pycell)
     lines += ["", "| task | directly: calls | bytes | pycell: calls | bytes | ratio |", "|---|---|---|---|---|---|"]
     for title, d, p in (("graph: %d people, who knows whom, who knows someone at globex" % args.people, g, pg),
                         ("files: the lines of each of %d .txt files" % args.files, f, pf)):

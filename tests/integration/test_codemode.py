@@ -17,7 +17,7 @@ import textwrap
 import pytest
 
 from conftest import pycell_env
-from test_tools import Tools, need_node_servers, out_lines
+from test_tools import TOOLS_DIR, Tools, need_node_servers, out_lines
 from test_warm import Mcp
 
 
@@ -119,7 +119,7 @@ def test_mistakes_are_caught_in_the_jail_before_any_call(tools):
         head + ": argument 'name' must be string, not int",
         head + " missing required argument: name",
         head + " got an unknown argument 'bogus'",
-        head + ": argument 'mode' must be one of 'fast', 'slow', not str",
+        head + ": argument 'mode' must be one of 'fast', 'slow', not 'medium'",
         head + ": argument 'tags' must be array of string, not str",
         head + ": argument 'count' must be integer, not bool",
         head + " takes keyword arguments only (1 positional given)",
@@ -218,6 +218,43 @@ def test_the_memory_server_as_a_module(tools):
         "ada",
         "memory.create_entities(*, entities: array of object) missing required argument: entities",
         "Create multiple new entities in the knowledge graph",
+    ]
+
+
+EVERYTHING_JS = TOOLS_DIR / "node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+
+
+def test_the_everything_server_dashed_names_enums_and_both_kinds_of_result(tools):
+    """@modelcontextprotocol/server-everything: tool names with dashes, an
+    enum argument, a tool with an output schema (a dict back) and one
+    without (its text back); the tools the policy leaves out are not there."""
+    need_node_servers()
+    if not EVERYTHING_JS.exists():
+        pytest.skip("@modelcontextprotocol/server-everything is not installed (npm ci --prefix tests/tools)")
+    res = tools.run("""
+        import pycell
+        from pycell.tools import everything
+        print(sorted(n for n in everything.__all__ if not n.endswith("_async")))
+        print(everything.get_sum(a=2, b=3.5))
+        w = everything.get_structured_content(location="Chicago")
+        print(sorted(w), type(w["temperature"]).__name__ in ("int", "float"))
+        try:
+            everything.get_structured_content(location="Paris")
+        except pycell.ToolArgumentError as e:
+            print(e)
+        print(everything.get_structured_content.__doc__.splitlines()[-2])
+        print(hasattr(everything, "get_env"), hasattr(everything, "trigger_sampling_request"))
+    """, allow=["everything.get-sum", "everything.get-structured-content", "everything.echo"],
+        upstreams={"everything": {"command": ["node", str(EVERYTHING_JS)]}})
+    assert out_lines(res) == [
+        "['echo', 'get_structured_content', 'get_sum']",
+        "The sum of 2 and 3.5 is 5.5.",
+        "['conditions', 'humidity', 'temperature'] True",
+        "everything.get_structured_content(*, location: one of 'New York', 'Chicago', 'Los Angeles'): argument "
+        "'location' must be one of 'New York', 'Chicago', 'Los Angeles', not 'Paris'",
+        "Returns: a dict (the tool's structured result): temperature (number), conditions (string), "
+        "humidity (number)",
+        "False False",
     ]
 
 
