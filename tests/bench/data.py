@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench import (PYTHON, REPO, RUN_ENV, BenchError, McpClient, Reaper,  # noqa: E402
-                   SetupError, percentile)
+                   SetupError, descendants, status_kib)
 
 MIB = 1 << 20
 
@@ -89,42 +89,7 @@ def mem_available():
 
 
 def pss(pid):
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as f:
-            return sum(int(ln.split()[1]) for ln in f if ln.startswith("Pss:")) * 1024
-    except OSError:
-        return 0
-
-
-def children_map():
-    kids = {}
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat") as f:
-                st = f.read()
-        except OSError:
-            continue
-        kids.setdefault(int(st[st.rindex(")") + 2:].split()[1]), []).append(int(d))
-    return kids
-
-
-def tree(pid, kids):
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        out.append(p)
-        todo.extend(kids.get(p, []))
-    return out
-
-
-def comm(pid):
-    try:
-        with open(f"/proc/{pid}/comm") as f:
-            return f.read().strip()
-    except OSError:
-        return ""
+    return (status_kib(pid, "Pss") or 0) * 1024
 
 
 def machine_busy_s():
@@ -245,21 +210,20 @@ class Bench:
             try:
                 time.sleep(1)
                 avail0 = mem_available()
-                before = set(tree(c.proc.pid, children_map()))
+                before = set(descendants(c.proc.pid))
                 sids = []
                 for _ in range(n):
                     _, res = c.request("tools/call", {"name": "session_open", "arguments": {}})
                     sids.append(res["structuredContent"]["session_id"])
                 time.sleep(2)
-                kids = children_map()
-                idle_pids = [p for p in tree(c.proc.pid, kids) if p not in before]
+                idle_pids = [p for p in descendants(c.proc.pid) if p not in before]
                 avail1 = mem_available()
                 idle = {"pss": sum(pss(p) for p in idle_pids) / n, "avail": (avail0 - avail1) / n}
                 for sid in sids[:k]:
                     c.request("tools/call", {"name": "run_python", "arguments": {"code": SMALL_FRAME,
                                                                                  "session_id": sid}})
                 time.sleep(2)
-                after = [p for p in tree(c.proc.pid, children_map()) if p not in before]
+                after = [p for p in descendants(c.proc.pid) if p not in before]
                 # every session's processes now, less the idle ones' share
                 total = sum(pss(p) for p in after)
                 pandas = {"pss": (total - idle["pss"] * (n - k)) / k,
