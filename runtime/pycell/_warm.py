@@ -63,19 +63,32 @@ def _left_behind(fds_before):
     for tid in os.listdir("/proc/self/task"):
         if int(tid) != os.getpid():
             left.append("a thread (%s)" % names.get(int(tid), _read("/proc/self/task/%s/comm" % tid)))
-        for child in _read("/proc/self/task/%s/children" % tid).split():
-            left.append("a child process (%s, pid %s)" % (_read("/proc/%s/comm" % child), child))
-            try:
-                os.kill(int(child), signal.SIGKILL)
-                os.waitpid(int(child), 0)
-            except OSError:
-                pass
+    for child in _children(os.getpid()):
+        left.append("a child process (%s, pid %d)" % (_read("/proc/%d/comm" % child), child))
+        try:
+            os.kill(child, signal.SIGKILL)
+            os.waitpid(child, 0)
+        except OSError:
+            pass
     for fd in sorted(_open_fds() - fds_before, key=int):
         try:
             left.append("open descriptor %s (%s)" % (fd, os.readlink("/proc/self/fd/" + fd)))
         except OSError:
             left.append("open descriptor %s" % fd)
     return left
+
+
+def _children(pid):
+    """The processes whose parent is pid (from /proc/PID/stat: every kernel
+    has it, unlike .../task/TID/children)."""
+    import os
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            st = _read("/proc/%s/stat" % d, "")
+            if st and st[st.rindex(")") + 2:].split()[1] == str(pid):
+                out.append(int(d))
+    return out
 
 
 def _open_fds():
@@ -92,12 +105,12 @@ def _open_fds():
     return fds
 
 
-def _read(path):
+def _read(path, missing="?"):
     try:
         with open(path) as f:
             return f.read().strip()
     except OSError:
-        return "?"
+        return missing
 
 
 def _matplotlib_ready():
