@@ -151,6 +151,8 @@ class _Tool:
         schema = spec.get("inputSchema") if isinstance(spec.get("inputSchema"), dict) else {}
         props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
         req = schema.get("required") if isinstance(schema.get("required"), list) else []
+        # a required name the properties do not describe is still an argument
+        props = dict(props, **{r: {} for r in req if isinstance(r, str) and r not in props})
         self.open = schema.get("additionalProperties") not in (None, False)
         alone, shared = _by_py_name(props)
         self.refused = ["%s (both are %s)" % (" and ".join(repr(n) for n in v), k) for k, v in shared.items()]
@@ -158,7 +160,6 @@ class _Tool:
         for k, key in alone.items():
             self.params.append((k, key, props[key] if isinstance(props[key], dict) else {}, key in req))
         self.params.sort(key=lambda p: not p[3])
-        self.missing_props = [r for r in req if r not in props]
 
     def signature_text(self):
         parts = []
