@@ -747,7 +747,10 @@ def test_policy_environment_is_merged_with_the_base(policy_file):
     assert got == {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/workspace", "TMPDIR": "/tmp",
                    "LANG": "C.UTF-8", "PYTHONPATH": "/run/pycell/lib", "PYTHONDONTWRITEBYTECODE": "1",
                    "MPLBACKEND": "Agg", "MPLCONFIGDIR": "/tmp/matplotlib", "XDG_CACHE_HOME": "/tmp/.cache",
-                   "LOGNAME": "pycell", "USER": "analyst", "PYCELL_EXTRA": "a=b"}
+                   "LOGNAME": "pycell", "USER": "analyst", "PYCELL_EXTRA": "a=b",
+                   # the default policy's one core, in every thread-pool variable
+                   **{k: "1" for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+                                       "BLIS_NUM_THREADS", "NUMEXPR_NUM_THREADS", "NUMEXPR_MAX_THREADS")}}
 
 
 @pytest.mark.parametrize("writable", [False, True])
