@@ -165,16 +165,16 @@ def preload_modules(names):
                 __import__(name)
                 if name.split(".")[0] == "matplotlib":
                     _matplotlib_ready()
+                report["loaded"].append(name)
             except BaseException as e:
                 report["failed"][name] = ("%s: %s" % (type(e).__name__, e))[:300]
-                continue
+            # a failed import may have started something too
             left = _left_behind(fds)
             if left:
                 # refused: the zygote does not start
                 return json.dumps({"refused": "python.preload: importing %s left %s behind (a warm jail "
                                    "is a clone of one thread; take it out of the list)"
                                    % (name, ", ".join(left))})
-            report["loaded"].append(name)
     finally:
         for k, v in saved.items():
             if v is None:

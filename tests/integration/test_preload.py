@@ -101,6 +101,10 @@ LEAVERS = {
                       "threading.Thread(target=time.sleep, args=(600,), name='leftover', daemon=True).start()\n",
                       "left a thread (leftover) behind"),
     "leaves_file": ("kept = open(__file__)\n", "left open descriptor "),
+    # a failed import is checked as well
+    "leaves_thread_and_fails": ("import threading, time\n"
+                                "threading.Thread(target=time.sleep, args=(600,), name='half', daemon=True).start()\n"
+                                "raise ImportError('half done')\n", "left a thread (half) behind"),
     "leaves_child": ("import subprocess\nchild = subprocess.Popen(['sleep', '600'], stdin=subprocess.DEVNULL, "
                      "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n",
                      "left a child process (sleep, pid "),
