@@ -352,7 +352,12 @@ static void check_preload(struct doctor *d, const char *policy, const char *conf
 	cleanup_free char *left = NULL;
 	size_t n_failed;
 
-	if (!policy && conf_load(config, &conf, &err) == 0)
+	if (!policy && conf_load(config, &conf, &err) < 0) {
+		report(d, CHECK_WARN, "preload", "fix the configuration (pycell.conf(5)), or name a policy with "
+		       "--policy", "%s", err.msg);
+		return;
+	}
+	if (!policy)
 		policy = conf.policy;
 	if (run_env_load(&env, policy, &err) < 0) {
 		report(d, CHECK_WARN, "preload", "fix the policy (pycell-policy(5))", "%s", err.msg);

@@ -215,6 +215,11 @@ def test_preload_names_what_a_policy_left_out(policy_file):
     rc, out, err = doctor("--json", "--policy", "default")
     pre = {c["name"]: c for c in json.loads(out)["checks"]}["preload"]
     assert (pre["status"], pre["detail"]) == ("ok", "policy default preloads nothing"), pre
+    rc, out, err = doctor("--json", "--config", "/nonexistent/pycell.conf")
+    pre = {c["name"]: c for c in json.loads(out)["checks"]}["preload"]
+    assert pre == {"name": "preload", "status": "warn",
+                   "detail": "config /nonexistent/pycell.conf: cannot read: No such file or directory",
+                   "fix": "fix the configuration (pycell.conf(5)), or name a policy with --policy"}, pre
     rc, out, err = doctor("--json", "--policy", "no-such-policy")
     pre = {c["name"]: c for c in json.loads(out)["checks"]}["preload"]
     assert (pre["status"], pre["detail"][:31]) == ("warn", 'policy "no-such-policy": not fo'), pre
