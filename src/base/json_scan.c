@@ -123,7 +123,8 @@ static bool digits(struct scanner *sc)
 }
 
 /* A number, and whether jansson can hold it: an integer within 64 bits,
- * or a real that does not overflow a double. */
+ * or a real that does not overflow a double (one that underflows, to 0 or
+ * to a subnormal, it holds). */
 static bool number(struct scanner *sc)
 {
 	size_t start = sc->pos;
@@ -157,14 +158,16 @@ static bool number(struct scanner *sc)
 		errno = 0;
 		d = copy ? strtod(copy, NULL) : HUGE_VAL;
 		free(copy);
-		wide = !real || (errno == ERANGE && d != 0);
+		wide = !real || (errno == ERANGE && (d == HUGE_VAL || d == -HUGE_VAL));
 	} else {
 		memcpy(buf, sc->s + start, sc->pos - start);
 		buf[sc->pos - start] = '\0';
 		errno = 0;
 		if (real) {
 			double d = strtod(buf, NULL);
-			wide = errno == ERANGE && d != 0;
+			/* as jansson judges it: an overflow is too wide; an
+			 * underflow (to 0 or to a subnormal, ERANGE both) is not */
+			wide = errno == ERANGE && (d == HUGE_VAL || d == -HUGE_VAL);
 		} else {
 			(void)strtoll(buf, NULL, 10);
 			wide = errno == ERANGE;

@@ -286,6 +286,16 @@ START_TEST(test_json_scan)
 	t = " [\"\xf0\x9f\x98\x80\", 1.5e-400, {}] ";   /* an underflow is 0, which jansson takes */
 	ck_assert_int_eq(json_scan(t, strlen(t), &sc), 0);
 	ck_assert_uint_eq(sc.n_wide, 0);
+	/* and so is a subnormal (strtod says ERANGE; jansson takes it:
+	 * the fuzzer's find) */
+	t = "[1, 1.5e-3, 2.5e-310, -4.9e-324]";
+	ck_assert_int_eq(json_scan(t, strlen(t), &sc), 0);
+	ck_assert_uint_eq(sc.n_wide, 0);
+	{
+		json_t *j = json_loads(t, 0, NULL);
+		ck_assert_ptr_nonnull(j);
+		json_decref(j);
+	}
 }
 END_TEST
 
