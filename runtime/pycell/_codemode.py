@@ -64,7 +64,12 @@ class _Catalog:
             if dot and tool:
                 by_server.setdefault(server, {})[tool] = t
         self.servers, self.shared = _by_py_name(by_server)
-        self.tools = by_server
+        # per server: {identifier: _Tool} of the tools that map alone, and
+        # {identifier: [names]} of those that share one
+        self.functions = {}
+        for server, specs in by_server.items():
+            alone, shared = _by_py_name(specs)
+            self.functions[server] = ({a: _Tool(server + "." + n, specs[n], a) for a, n in alone.items()}, shared)
         self.modules = {}
 
 
@@ -175,6 +180,11 @@ class _Tool:
             params.append(inspect.Parameter(k, inspect.Parameter.KEYWORD_ONLY, default=default,
                                             annotation=_annotation(sch)))
         return inspect.Signature(params)
+
+    def summary(self):
+        """'name(*, arg: type) - the description's first line'"""
+        first = (str(self.spec.get("description") or "").strip().splitlines() or [""])[0]
+        return "%s - %s" % (self.signature_text(), first[:100])
 
     def doc(self, server_attr):
         lines = [str(self.spec.get("description") or self.spec.get("title") or "").strip()
@@ -291,21 +301,20 @@ def module(attr):
                              % (attr, ", ".join(sorted(cat.servers)) or "none"))
     name = "pycell.tools." + attr
     m = _ServerModule(name)
-    alone, shared = _by_py_name(cat.tools[server])
+    tools, shared = cat.functions[server]
     # an async twin's name that another tool has already is not made
-    taken = set(alone) | set(shared)
+    taken = set(tools) | set(shared)
     public = []
     summary = []
-    for a in sorted(alone):
-        t = _Tool(server + "." + alone[a], cat.tools[server][alone[a]], a)
+    for a in sorted(tools):
+        t = tools[a]
         fn, afn = _make_functions(attr, name, t)
         setattr(m, a, fn)
         public.append(a)
         if a + "_async" not in taken:
             setattr(m, a + "_async", afn)
             public.append(a + "_async")
-        first = (str(t.spec.get("description") or "").strip().splitlines() or [""])[0]
-        summary.append("  %s - %s" % (t.signature_text(), first[:100]))
+        summary.append("  " + t.summary())
     m._server = server
     m._shared = shared
     m.__all__ = public
@@ -331,14 +340,11 @@ def search(query, limit=None):
     cat = catalog()
     found = []
     for attr in sorted(cat.servers):
-        server = cat.servers[attr]
-        alone, _ = _by_py_name(cat.tools[server])
-        for a in sorted(alone):
-            spec = cat.tools[server][alone[a]]
-            text = " ".join([server, alone[a], a, str(spec.get("title") or ""),
-                             str(spec.get("description") or "")]).lower()
+        tools, _ = cat.functions[cat.servers[attr]]
+        for a in sorted(tools):
+            t = tools[a]
+            text = " ".join([t.full, a, str(t.spec.get("title") or ""),
+                             str(t.spec.get("description") or "")]).lower()
             if all(w in text for w in words):
-                t = _Tool(server + "." + alone[a], spec, a)
-                first = (str(spec.get("description") or "").strip().splitlines() or [""])[0]
-                found.append("%s.%s - %s" % (attr, t.signature_text(), first[:100]))
+                found.append("%s.%s" % (attr, t.summary()))
     return found if limit is None else found[:max(int(limit), 0)]

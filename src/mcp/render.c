@@ -178,7 +178,11 @@ json_t *mcp_tool_error(enum proto v, const char *fmt, ...)
 	return mcp_tool_result(v, json_string(buf), NULL, true);
 }
 
-char *mcp_tools_module(const char *server, size_t n)
+/* The module a server's tools are in a jail (pycell.tools.NAME), as
+ * runtime/pycell/_codemode.py's py_name makes it from the first n bytes
+ * of server: "-" (any character not in an identifier) to "_", "_" before
+ * a leading digit, "_" after a keyword. */
+static char *mcp_tools_module(const char *server, size_t n)
 {
 	static const char *const keywords[] = {
 		"False", "None", "True", "and", "as", "assert", "async", "await", "break", "class", "continue",

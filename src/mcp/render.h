@@ -16,11 +16,6 @@ json_t *mcp_tool_error(enum proto v, const char *fmt, ...) __attribute__((format
  * text block, as indented JSON. */
 json_t *mcp_structured_result(enum proto v, json_t *st);
 json_t *mcp_sandbox_info(struct mcp_server *s);
-/* The module a server's tools are in a jail (pycell.tools.NAME), as
- * runtime/pycell/_codemode.py's py_name makes it from the first n bytes
- * of server: "-" (any character not in an identifier) to "_", "_" before
- * a leading digit, "_" after a keyword. */
-char *mcp_tools_module(const char *server, size_t n);
 /* The servers of the policy's tools.allow, as modules, in the order
  * first named: a malloc'd list joined by ", " (NULL: none). */
 char *mcp_tools_modules_text(const struct policy *p);

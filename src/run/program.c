@@ -88,11 +88,8 @@ char **program_argv(const struct policy *p, const struct program *prog)
 unsigned program_threads(const struct policy *p)
 {
 	cpu_set_t set;
-	unsigned n = 1, cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? (unsigned)CPU_COUNT(&set) : 1;
-	if (p->limits.cpu_millis)
-		n = (p->limits.cpu_millis + 999) / 1000;
-	else
-		n = cpus;
+	unsigned cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? (unsigned)CPU_COUNT(&set) : 1;
+	unsigned n = p->limits.cpu_millis ? (p->limits.cpu_millis + 999) / 1000 : cpus;
 	if (n > cpus)
 		n = cpus;
 	if (p->limits.pids && n > p->limits.pids / 2)

@@ -101,7 +101,6 @@ const char *zygote_flag_env(const char *flag);
 /* The zygote's pid, for logs; 0 when sp is not a warm spawner. */
 pid_t zygote_pid(const struct spawner *sp);
 
-
 /* The hidden subcommand the zygote runs as (`pycell __zygote`). */
 int cmd_zygote(int argc, char **argv);
 

@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench import (PYTHON, REPO, RUN_ENV, BenchError, McpClient, Reaper,  # noqa: E402
-                   SetupError, descendants, status_kib)
+                   SetupError, descendants, machine_busy_s, status_kib)
 
 MIB = 1 << 20
 
@@ -90,13 +90,6 @@ def mem_available():
 
 def pss(pid):
     return (status_kib(pid, "Pss") or 0) * 1024
-
-
-def machine_busy_s():
-    with open("/proc/stat") as f:
-        v = [int(x) for x in f.readline().split()[1:]]
-    hz = os.sysconf("SC_CLK_TCK")
-    return (sum(v) - v[3] - v[4]) / hz
 
 
 class Bench:
@@ -254,7 +247,7 @@ def report(args, rows, cpu, dens):
             fmt(p50(r["data"])), p50(r["data"]) / b))
     L.append("")
     L.append("A warm `print('hello')` through `pycell mcp` (%d runs one after another): the machine's "
-             "CPU per run (all processes, /proc/stat) and wall time per run.\n" % args.cpu_runs)
+             "CPU per run (its busy time in /proc/stat, as bench.py counts it: steal left out) and wall time per run.\n" % args.cpu_runs)
     L.append("| policy | CPU per run | wall per run |")
     L.append("|---|---|---|")
     for pol, v in cpu.items():
