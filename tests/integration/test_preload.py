@@ -175,6 +175,15 @@ def test_thread_pools_are_sized_to_the_jail(warm, policy_file):
     for over, n in cases:
         r = run_json(SHOW, "--policy", policy_file(over), *flags, env=pycell_env())
         assert (r["status"], r["stdout"]) == ("ok", " ".join([str(n)] * len(THREAD_VARS)) + "\n"), (over, r)
+    if warm:
+        # a session's interpreter has the same (a clone of the same zygote)
+        s = Mcp(["--policy", policy_file({"limits": {"cpu": 0.5}})], pycell_env())
+        try:
+            sid = s.call("tools/call", {"name": "session_open", "arguments": {}})["structuredContent"]["session_id"]
+            cell = s.call("tools/call", {"name": "run_python", "arguments": {"code": SHOW, "session_id": sid}})
+            assert cell["structuredContent"]["stdout"] == " ".join(["1"] * len(THREAD_VARS)) + "\n", cell
+        finally:
+            s.close()
     # the policy's own value wins
     r = run_json(SHOW, "--policy", policy_file({"limits": {"cpu": 1}, "python": {"env": {"OMP_NUM_THREADS": "3"}}}),
                  *flags, env=pycell_env())
