@@ -126,8 +126,38 @@ def _next_cell():
         if (isinstance(msg, dict) and msg.get("method") == "pycell/cell" and len(fds) == 2
                 and isinstance(msg.get("params"), dict)):
             return msg["params"], fds
+        if (isinstance(msg, dict) and msg.get("method") in ("pycell/snapshot", "pycell/restore")
+                and len(fds) == 1 and isinstance(msg.get("params"), dict)):
+            _state(msg["method"], msg["params"], fds[0])
+            continue
         for fd in fds:
             os.close(fd)
+
+
+def _state(method, params, fd):
+    """Write the session's state to fd (pycell/snapshot), or read it from
+    fd (pycell/restore), and say how it went: pycell/snapshot_end or
+    pycell/restore_end, {ok, ...the report} or {ok: false, error}."""
+    from . import _snapshot
+    namespace = sys.modules["__main__"].__dict__
+    try:
+        if method == "pycell/snapshot":
+            report = _snapshot.dump(namespace, fd, int(params.get("max_bytes") or 0))
+        else:
+            report = _snapshot.load(namespace, fd)
+            # the restored /workspace is where the next cell starts, not
+            # what it wrote
+            _cell._outputs.before = _cell._outputs._walk()
+        report["ok"] = True
+    except KeyboardInterrupt:
+        report = {"ok": False, "error": "interrupted"}
+    except _snapshot.SnapshotError as e:
+        report = {"ok": False, "error": str(e), "damaged": method == "pycell/restore"}
+    except BaseException as e:   # whatever the state's own code raised
+        report = {"ok": False, "error": "%s: %s" % (type(e).__name__, str(e)[:500])}
+    finally:
+        os.close(fd)
+    _send(method + "_end", report)
 
 
 def _use_fds(out, err):

@@ -22,6 +22,7 @@
 #include "mcp/mcp.h"
 #include "mcp/transport_stdio.h"
 #include "run/run.h"
+#include "run/state.h"
 #include "run/zygote.h"
 
 /* What is still queued for stdout when the session ends gets this long
@@ -128,6 +129,8 @@ int cmd_mcp(int argc, char **argv)
 	struct run_env env;
 	struct pc_err err = { 0 };
 	struct mcp_server_config cfg = { 0 };
+	struct state_dir *state = NULL;
+	char scope[RANDOM_ID_SIZE];
 	struct mcp_server *server = NULL;
 	struct bridge *bridge = NULL;
 	struct mcp_stdio m = { 0 };
@@ -167,6 +170,21 @@ int cmd_mcp(int argc, char **argv)
 		o.max_message = conf.max_message;
 	cfg.ready = conf.warm_ready;
 	cfg.page_size = o.page_size;
+	if (conf.state_dir) {
+		/* its paused sessions are this process's: its client is its
+		 * connection, and a later pycell mcp is another client */
+		if (state_dir_open(conf.state_dir, &state, &err) < 0 || random_id(scope, "stdio") < 0) {
+			if (!err.msg[0])
+				pc_fail(&err, EIO, "state_dir", "no random bytes for this server's scope");
+			state_dir_free(state);
+			run_env_free(&env);
+			conf_free(&conf);
+			return cli_input_error("mcp", &err);
+		}
+		cfg.state = state;
+		cfg.state_scope = scope;
+		cfg.state_ephemeral = true;
+	}
 
 	/* Termination signals end the session like EOF does, so runs are
 	 * killed and their cgroups removed rather than left behind. */
@@ -235,6 +253,7 @@ out:
 	front_signals_end(&sigs, l);
 	loop_free(l);
 	run_env_free(&env);
+	state_dir_free(state);
 	conf_free(&conf);
 	return rc;
 }

@@ -28,6 +28,7 @@
 #include "jail/jail.h"
 #include "mcp/mcp.h"
 #include "run/run.h"
+#include "run/state.h"
 #include "run/zygote.h"
 
 static const char serve_usage[] =
@@ -71,7 +72,8 @@ static const char serve_usage[] =
 	"journal under systemd).  A socket passed by systemd (pycell.socket) is served instead\n"
 	"of http.listen.  SIGHUP rereads the configuration, token and policy files (runs in\n"
 	"flight keep their policy; a change that takes a restart is refused).  SIGTERM stops\n"
-	"taking requests (503), lets the runs in flight finish (up to --drain-timeout) and\n"
+	"taking requests (503), lets the runs in flight finish (up to --drain-timeout), pauses\n"
+	"the sessions to the config's state_dir if it has one (resumed after a restart), and\n"
 	"stops; SIGINT or a second SIGTERM kill every run and stop at once (exit status 0).\n"
 	"See pycell(1).\n";
 
@@ -154,6 +156,7 @@ struct serve {
 	struct loop_watch w_retire;
 	int stop_signal;
 	bool done;
+	struct state_dir *state;    /* pycell.conf state_dir; NULL: none */
 };
 
 /* The policy loaded under this name, or NULL. */
@@ -374,6 +377,8 @@ static int fixed_at_start(const struct serve *s, const struct pycell_conf *c, st
 		key = "upstreams";
 	else if (old->host_uid_base != c->host_uid_base)
 		key = "host_uid_base";
+	else if (!str_eq(old->state_dir, c->state_dir))
+		key = "state_dir";
 	else if (!s->tokens_file != !tokens_of(s, c))
 		key = "http.tokens";   /* tokens or none decides who may connect at all */
 	if (!key)
@@ -658,6 +663,16 @@ int cmd_serve(int argc, char **argv)
 	}
 	s.default_policy = default_policy_of(&s, &s.conf);
 	rc = 1;
+	if (s.conf.state_dir) {
+		/* sessions paused here are resumed by any serve of this
+		 * directory: after a restart, or by another replica */
+		if (state_dir_open(s.conf.state_dir, &s.state, &err) < 0) {
+			rc = cli_input_error("serve", &err);
+			goto out;
+		}
+		s.cfg.state = s.state;
+		s.cfg.state_scope = "serve";
+	}
 	names = policy_names(s.default_policy, s.tokens_file ? &s.toks : NULL, &n);
 	envs = envs_load(names, n, s.tokens_file ? &s.toks : NULL, warm_of(&s, &s.conf), &err);
 	if (!envs) {
@@ -781,6 +796,7 @@ out:
 	for (size_t i = 0; i < s.n_ps; i++)
 		mcp_server_free(s.ps[i].srv);
 	bridge_free(bridge);
+	state_dir_free(s.state);
 	if (blocked)
 		front_signals_end(&sigs, s.loop);
 	loop_free(s.loop);

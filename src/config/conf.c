@@ -12,7 +12,7 @@
 
 static const char *const top_keys[] = { "policy", "max_concurrent_runs", "max_message", "audit_log",
 					"upstreams", "host_uid_base", "warm", "http", "network", "packages",
-					NULL };
+					"state_dir", NULL };
 static const char *const packages_keys[] = { "cache", "cache_max", NULL };
 static const char *const network_keys[] = { "pool", "hosts", NULL };
 static const char *const upstream_keys[] = { "command", "env", "timeout", NULL };
@@ -93,6 +93,7 @@ void conf_free(struct pycell_conf *c)
 	jc_strv_free(c->http_allow_hosts, c->n_http_allow_hosts);
 	net_conf_free(&c->net);
 	free(c->packages_cache);
+	free(c->state_dir);
 	memset(c, 0, sizeof(*c));
 }
 
@@ -369,6 +370,13 @@ static int conf_apply(const struct jc *c, const json_t *root, struct pycell_conf
 		return -1;
 	if ((v = json_object_get(root, "network")) && apply_network(c, v, conf) < 0)
 		return -1;
+	if ((v = json_object_get(root, "state_dir"))) {
+		const char *s;
+		if (jc_abs_path(c, "state_dir", v, &s) < 0)
+			return -1;
+		free(conf->state_dir);
+		conf->state_dir = xstrdup(s);
+	}
 	if ((v = json_object_get(root, "packages"))) {
 		const json_t *f;
 		if (jc_object(c, "packages", v, packages_keys) < 0)

@@ -65,6 +65,10 @@ struct pycell_conf {
 	/* "packages": where installed packages are kept (run/packages.h) */
 	char *packages_cache;            /* /var/cache/pycell/packages */
 	uint64_t packages_cache_max;     /* 4G */
+
+	/* where paused sessions are kept (run/state.h); NULL: none, and
+	 * sessions end at their idle timeout */
+	char *state_dir;
 };
 
 void conf_init_default(struct pycell_conf *c);

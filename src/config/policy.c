@@ -74,7 +74,8 @@ void policy_init_default(struct policy *p)
 	p->tools_result_bytes = 1 * MiB;
 	p->backend = xstrdup("native");
 	p->sessions = (struct session_limits){ .max = 8, .max_per_client = 4, .idle_ms = 10 * 60 * 1000,
-					       .lifetime_ms = 60 * 60 * 1000 };
+					       .lifetime_ms = 60 * 60 * 1000, .snapshot_bytes = 1ULL << 30,
+					       .paused_keep_ms = 24 * 3600 * 1000ULL };
 	p->jail_uid = 1000;
 	p->jail_gid = 1000;
 	p->hostname = xstrdup("pycell");

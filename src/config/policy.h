@@ -123,7 +123,9 @@ struct policy {
 		uint32_t max;           /* open at once per server; 0: no sessions */
 		uint32_t max_per_client; /* open at once per client (token or connection) */
 		uint64_t idle_ms;       /* closed after this long without a cell */
-		uint64_t lifetime_ms;   /* closed this long after it was opened */
+		uint64_t lifetime_ms;   /* closed once it lived this long (not counting paused time) */
+		uint64_t snapshot_bytes; /* a snapshot (pause, fork) holds at most this */
+		uint64_t paused_keep_ms; /* a paused session is kept this long (with a state_dir) */
 	} sessions;
 
 	/* identity inside the jail */

@@ -86,7 +86,11 @@ const struct policy_field policy_fields[] = {
 	{ "sessions", "idle_timeout", PF_DURATION, MEMBER(sessions.idle_ms), .min = 1000,
 	  .max = 24 * 3600 * 1000, .doc = "a session without a cell this long is closed" },
 	{ "sessions", "max_lifetime", PF_DURATION, MEMBER(sessions.lifetime_ms), .min = 1000,
-	  .max = 7 * 24 * 3600 * 1000ULL, .doc = "a session is closed this long after it was opened" },
+	  .max = 7 * 24 * 3600 * 1000ULL, .doc = "a session is closed once it has lived this long (paused time not counted)" },
+	{ "sessions", "snapshot_max", PF_SIZE, MEMBER(sessions.snapshot_bytes), .min = 1 * MiB, .max = JC_NO_MAX,
+	  .doc = "the most a session's snapshot may hold (its globals and /workspace), to pause or fork it" },
+	{ "sessions", "paused_keep", PF_DURATION, MEMBER(sessions.paused_keep_ms), .min = 60 * 1000,
+	  .max = 365 * 24 * 3600 * 1000ULL, .doc = "a paused session not resumed this long is removed" },
 	/* the jail maps ids 0..65535; 0 would be root inside */
 	{ "identity", "uid", PF_U32, MEMBER(jail_uid), .min = 1, .max = 65534,
 	  .doc = "user the program runs as inside the jail" },

@@ -22,6 +22,7 @@
 
 struct mcp_server;
 struct mcp_conn;
+struct state_dir;
 
 /* What --help says of the tools, from their table: every tool, then
  * those a policy may turn off and when (lines of at most 88 columns,
@@ -59,6 +60,14 @@ struct mcp_server_config {
 	 * Mcp-Name.
 	 * NULL: no prefix. */
 	const char *replica;
+	/* Where idle sessions pause to (run/state.h; borrowed: it outlives
+	 * the server), and whose paused sessions this server may resume: those
+	 * of state_scope.  state_ephemeral: they are this process's alone,
+	 * removed when the server is freed (a stdio server's, whose client is
+	 * its connection).  state NULL: an idle session ends. */
+	struct state_dir *state;
+	const char *state_scope;
+	bool state_ephemeral;
 };
 
 /* What a server has done, for /metrics.  Durations are of ended runs,

@@ -11,6 +11,7 @@ extern const struct mcp_feature mcp_sessions_feature;
 void mcp_tool_session_open(const struct mcp_req *r, const json_t *args, const json_t *progress_token);
 void mcp_tool_session_close(const struct mcp_req *r, const json_t *args, const json_t *progress_token);
 void mcp_tool_session_list(const struct mcp_req *r, const json_t *args, const json_t *progress_token);
+void mcp_tool_session_fork(const struct mcp_req *r, const json_t *args, const json_t *progress_token);
 /* run_python with a session_id: c takes the session, its host the
  * session's (0), or the client is answered why not (-1; c is not queued). */
 int mcp_tsession_take(struct mcp_call *c, const struct mcp_req *r);

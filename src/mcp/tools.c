@@ -96,9 +96,11 @@ static char *session_open_description(const struct policy *p)
 		"pass its session_id, like the cells of a notebook (globals, imports and the files in "
 		"/workspace persist; each cell has its own output, result and timeout). A cell that runs out "
 		"of time is interrupted (KeyboardInterrupt) and the session keeps its state; one that does "
-		"not stop is killed with its session. A session is closed after %s without a cell, %s after "
-		"it was opened, or by session_close; at most %u are open per client. Only this client can "
-		"use its session_id.", idle, life, p->sessions.max_per_client);
+		"not stop is killed with its session. After %s without a cell a session is paused if the "
+		"server keeps state (its globals and /workspace saved, its memory freed; its next cell "
+		"resumes it, even after the server restarted), else closed; it is closed once it has lived "
+		"%s, or by session_close; at most %u are open per client. Only this client can use its "
+		"session_id.", idle, life, p->sessions.max_per_client);
 }
 
 static bool sessions_on(const struct policy *p)
@@ -124,10 +126,16 @@ const struct mcp_tool_row mcp_tool_rows[] = {
 	  .description = "Close a session: its interpreter, processes and files are gone.",
 	  .destructive = true, .enabled = sessions_on, .off = SESSIONS_OFF, .call = mcp_tool_session_close },
 	{ .name = "session_list", .title = "List Python sessions",
-	  .description = "List this client's open sessions: id, cells run, whether one is running, age, idle "
-			 "time and when it closes.",
+	  .description = "List this client's sessions, open and paused: id, cells run, whether one is running, "
+			 "whether it is paused, age, idle time and when it closes.",
 	  .read_only = true, .idempotent = true, .enabled = sessions_on, .off = SESSIONS_OFF,
 	  .call = mcp_tool_session_list },
+	{ .name = "session_fork", .title = "Fork a Python session",
+	  .description = "Copy a session (open or paused) into a new one with the same globals, imports and "
+			 "/workspace files; both then run on apart. What cannot be copied (sockets, threads, "
+			 "generators, open files, processes) is listed in the answer as not_kept. Returns the new "
+			 "session_id.",
+	  .enabled = sessions_on, .off = SESSIONS_OFF, .call = mcp_tool_session_fork },
 };
 const size_t mcp_n_tool_rows = ARRAY_SIZE(mcp_tool_rows);
 

@@ -1,10 +1,12 @@
 /* pycell: a session: a jail whose python runs cells one at a time
  * (session.h).  The session owns its run, one timer, which times the
- * running cell (its timeout, then the grace after the interrupt), and the
- * read ends of the running cell's two pipes. */
+ * running cell or state transfer (its timeout, then the grace after the
+ * interrupt), the read ends of the running cell's two pipes, and the
+ * supervisor's end of a state transfer's pipe. */
 #include "config.h"
 
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -49,7 +51,22 @@ struct session {
 	uint64_t net0_conn, net0_dns;   /* an egress session's counts when the cell began */
 	int timer_fd;
 	struct loop_watch w_timer;
+
+	/* a state transfer (session_snapshot, session_restore), which runs
+	 * as a cell does (state, timer): our end of its pipe, the caller's
+	 * file, the bytes moved, and what went wrong on our side */
+	enum xfer { XFER_NONE, XFER_SNAPSHOT, XFER_RESTORE } xfer;
+	int xfer_pipe, xfer_file;
+	struct loop_watch w_xfer;
+	uint64_t xfer_bytes, xfer_max, xfer_ms;
+	bool xfer_copy;               /* splice refused these files: read and write */
+	struct pc_err xfer_err;
+	session_state_fn xfer_done;
+	void *xfer_ctx;
 };
+
+static void xfer_finish(struct session *s, json_t *report);
+static void xfer_close(struct session *s);
 
 static void arm(struct session *s, uint64_t ms)
 {
@@ -253,6 +270,11 @@ static void on_tool_message(struct run *r, json_t *msg, void *ctx)
 		cell_finish(s, params);
 		return;
 	}
+	if (note && method && s->xfer &&
+	    strcmp(method, s->xfer == XFER_SNAPSHOT ? "pycell/snapshot_end" : "pycell/restore_end") == 0) {
+		xfer_finish(s, json_object_get(msg, "params"));
+		return;
+	}
 	if (s->tool_message)
 		s->tool_message(r, msg, s->tool_ctx);
 	else
@@ -284,7 +306,9 @@ static void on_done(struct run *r, void *ctx)
 		s->ready_fn(s, &err, s->ctx);
 		return;
 	}
-	if (s->state != CELL_NONE)
+	if (s->xfer)
+		xfer_finish(s, NULL);
+	else if (s->state != CELL_NONE)
 		cell_finish(s, NULL);
 	s->gone_fn(s, s->ctx);
 }
@@ -299,14 +323,15 @@ static void on_timer(struct loop_watch *w, uint32_t events, void *data)
 		 * cell lets it */
 		s->timed_out = !s->cancelled;
 		s->state = CELL_INTERRUPTED;
-		log_debug("session: cell %s: interrupting it", s->cancelled ? "cancelled" : "timed out");
+		log_debug("session: %s %s: interrupting it", s->xfer ? "state transfer" : "cell",
+			  s->cancelled ? "cancelled" : "timed out");
 		if (run_signal(s->run, SIGINT) == 0) {
 			arm(s, SESSION_GRACE_MS);
 			return;
 		}
 	}
 	if (s->state == CELL_INTERRUPTED) {
-		log_debug("session: the cell ignored its interrupt: killing the session");
+		log_debug("session: the %s ignored its interrupt: killing the session", s->xfer ? "state transfer" : "cell");
 		run_cancel(s->run);
 	}
 	(void)w;
@@ -324,6 +349,7 @@ struct session *session_open(struct loop *l, const struct run_request *q, struct
 	buffers_init(s, 0);
 	for (int i = 0; i < 2; i++)
 		s->pipes[i] = (struct cell_pipe){ s, i ? RUN_STDERR : RUN_STDOUT, -1, { 0 } };
+	s->xfer_pipe = -1;
 	s->ready_fn = ready;
 	s->gone_fn = gone;
 	s->ctx = ctx;
@@ -440,6 +466,209 @@ int session_run_cell(struct session *s, const struct session_cell *cell, struct 
 	return 0;
 }
 
+/* ------------------------------------------------------------ state transfers */
+
+static void xfer_close(struct session *s)
+{
+	if (s->xfer_pipe < 0)
+		return;
+	loop_del(s->loop, &s->w_xfer);
+	close(s->xfer_pipe);
+	s->xfer_pipe = -1;
+}
+
+/* Move what can be moved now between the pipe and the file, at the
+ * file's offset s->xfer_bytes: splice, or read and write where the file
+ * refuses it.  >0 bytes moved; 0 the end of what is read; -1 errno
+ * (EAGAIN: the pipe is empty, or full). */
+static ssize_t xfer_move(struct session *s)
+{
+	char buf[65536];
+	loff_t off = (loff_t)s->xfer_bytes;
+	bool in = s->xfer == XFER_SNAPSHOT;   /* from the pipe into the file */
+	ssize_t n;
+	if (!s->xfer_copy) {
+		n = in ? splice(s->xfer_pipe, NULL, s->xfer_file, &off, 1 << 20, SPLICE_F_NONBLOCK | SPLICE_F_MOVE)
+		       : splice(s->xfer_file, &off, s->xfer_pipe, NULL, 1 << 20, SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
+		if (n >= 0 || errno != EINVAL)
+			return n;
+		s->xfer_copy = true;
+	}
+	if (!in) {
+		/* what the pipe does not take now is read again next time */
+		n = pread(s->xfer_file, buf, sizeof(buf), off);
+		return n > 0 ? write(s->xfer_pipe, buf, (size_t)n) : n;
+	}
+	n = read(s->xfer_pipe, buf, sizeof(buf));
+	for (ssize_t done = 0, w; n > 0 && done < n; done += w)
+		if ((w = pwrite(s->xfer_file, buf + done, (size_t)(n - done), off + done)) < 0)
+			return -1;
+	return n;
+}
+
+/* A snapshot: what the pipe holds now goes to the file, to the cap. */
+static void xfer_drain(struct session *s)
+{
+	while (s->xfer_pipe >= 0) {
+		ssize_t n = xfer_move(s);
+		if (n > 0) {
+			s->xfer_bytes += (uint64_t)n;
+			if (s->xfer_max && s->xfer_bytes > s->xfer_max) {
+				pc_fail(&s->xfer_err, EFBIG, "snapshot", "the session's state is more than the %llu "
+					"bytes a snapshot may hold (the policy's sessions.snapshot_max)",
+					(unsigned long long)s->xfer_max);
+				xfer_close(s);
+			}
+			continue;
+		}
+		if (n == 0) {
+			xfer_close(s);   /* python closed its end */
+			return;
+		}
+		if (errno == EAGAIN)
+			return;
+		if (errno == EINTR)
+			continue;
+		pc_syserr(&s->xfer_err, "snapshot", "writing the session's state");
+		xfer_close(s);
+	}
+}
+
+/* A restore: the file goes into the pipe as python reads it; at the
+ * file's end the pipe closes, which python reads as the state's end. */
+static void xfer_feed(struct session *s)
+{
+	while (s->xfer_pipe >= 0) {
+		ssize_t n = xfer_move(s);
+		if (n > 0) {
+			s->xfer_bytes += (uint64_t)n;
+			continue;
+		}
+		if (n == 0) {
+			xfer_close(s);
+			return;
+		}
+		if (errno == EAGAIN)
+			return;
+		if (errno == EINTR)
+			continue;
+		if (errno != EPIPE)   /* EPIPE: python stopped reading; its end says why */
+			pc_syserr(&s->xfer_err, "restore", "reading the snapshot");
+		xfer_close(s);
+	}
+}
+
+static void on_xfer(struct loop_watch *w, uint32_t events, void *data)
+{
+	struct session *s = data;
+	if (s->xfer == XFER_SNAPSHOT)
+		xfer_drain(s);
+	else
+		xfer_feed(s);
+	(void)w;
+	(void)events;
+}
+
+/* The transfer ended: python said how (report), or the jail ended under
+ * it (NULL). */
+static void xfer_finish(struct session *s, json_t *report)
+{
+	enum xfer kind = s->xfer;
+	const char *step = kind == XFER_SNAPSHOT ? "snapshot" : "restore";
+	struct pc_err err = s->xfer_err;
+	json_t *ok = json_object_get(report, "ok"), *said = json_object_get(report, "bytes");
+	session_state_fn done = s->xfer_done;
+
+	if (kind == XFER_SNAPSHOT)
+		xfer_drain(s);   /* python closed its end before it said so: the last of it */
+	if (s->xfer_err.msg[0])
+		err = s->xfer_err;
+	xfer_close(s);
+	s->xfer = XFER_NONE;
+	s->state = CELL_NONE;
+	arm(s, 0);
+	if (err.msg[0]) {
+		/* ours first: the cap, the disk */
+	} else if (s->timed_out) {
+		pc_fail(&err, ETIMEDOUT, step, "the session's python took longer than %llu ms",
+			(unsigned long long)s->xfer_ms);
+	} else if (!report) {
+		pc_fail(&err, ECHILD, step, "the session's interpreter ended during it");
+	} else if (!json_is_true(ok)) {
+		const char *why = json_string_value(json_object_get(report, "error"));
+		pc_fail(&err, EIO, step, "%.*s", utf8_prefix(why ? why : "it failed", 400), why ? why : "it failed");
+	} else if (kind == XFER_SNAPSHOT &&
+		   (!json_is_integer(said) || (uint64_t)json_integer_value(said) != s->xfer_bytes)) {
+		pc_fail(&err, EIO, step, "the session's python said it wrote %lld bytes, and %llu came",
+			(long long)json_integer_value(said), (unsigned long long)s->xfer_bytes);
+	}
+	s->cancelled = s->timed_out = false;
+	s->xfer_done = NULL;
+	done(s, err.msg[0] ? &err : NULL, report, s->xfer_ctx);
+}
+
+static int xfer_start(struct session *s, enum xfer kind, int fd, uint64_t max_bytes, uint64_t ms,
+		      session_state_fn done, void *ctx, struct pc_err *err)
+{
+	const char *step = kind == XFER_SNAPSHOT ? "snapshot" : "restore";
+	int p[2], ours, theirs, rc;
+	json_t *msg;
+
+	if (s->ended || !s->ready)
+		return pc_fail(err, ESRCH, step, "the session has ended");
+	if (s->state != CELL_NONE)
+		return pc_fail(err, EBUSY, step, "the session is running a cell");
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return pc_syserr(err, step, "pipe2");
+	(void)fcntl(p[0], F_SETPIPE_SZ, 1 << 20);   /* fewer wake-ups; the default 64 KiB works too */
+	ours = kind == XFER_SNAPSHOT ? p[0] : p[1];
+	theirs = kind == XFER_SNAPSHOT ? p[1] : p[0];
+	if (set_nonblock(ours, true) < 0 ||
+	    loop_add(s->loop, &s->w_xfer, ours, kind == XFER_SNAPSHOT ? EPOLLIN : EPOLLOUT, on_xfer, s) < 0) {
+		pc_syserr(err, step, "the state's pipe");
+		close(p[0]);
+		close(p[1]);
+		return -1;
+	}
+	msg = json_pack("{s:s,s:s,s:{s:I}}", "jsonrpc", "2.0", "method",
+			kind == XFER_SNAPSHOT ? "pycell/snapshot" : "pycell/restore", "params", "max_bytes",
+			(json_int_t)(max_bytes > (uint64_t)INT64_MAX ? 0 : max_bytes));
+	rc = msg ? run_tool_send_fds(s->run, msg, &theirs, 1) : -1;
+	json_decref(msg);
+	close(theirs);
+	s->xfer_pipe = ours;
+	if (rc < 0) {
+		xfer_close(s);
+		return pc_syserr(err, step, "sending it to the session");
+	}
+	s->xfer = kind;
+	s->xfer_file = fd;
+	s->xfer_bytes = 0;
+	s->xfer_max = max_bytes;
+	s->xfer_ms = ms;
+	s->xfer_copy = false;
+	memset(&s->xfer_err, 0, sizeof(s->xfer_err));
+	s->xfer_done = done;
+	s->xfer_ctx = ctx;
+	s->state = CELL_RUNNING;
+	s->cancelled = s->timed_out = false;
+	s->t0 = now_ms();
+	if (ms)
+		arm(s, ms);
+	return 0;
+}
+
+int session_snapshot(struct session *s, int fd, uint64_t max_bytes, uint64_t ms, session_state_fn done, void *ctx,
+		     struct pc_err *err)
+{
+	return xfer_start(s, XFER_SNAPSHOT, fd, max_bytes, ms, done, ctx, err);
+}
+
+int session_restore(struct session *s, int fd, uint64_t ms, session_state_fn done, void *ctx, struct pc_err *err)
+{
+	return xfer_start(s, XFER_RESTORE, fd, 0, ms, done, ctx, err);
+}
+
 bool session_busy(const struct session *s) { return s->state != CELL_NONE; }
 bool session_ended(const struct session *s) { return s->ended; }
 struct run *session_run(struct session *s) { return s->run; }
@@ -469,6 +698,7 @@ void session_free(struct session *s)
 	}
 	pipe_close(s, &s->pipes[0]);
 	pipe_close(s, &s->pipes[1]);
+	xfer_close(s);
 	run_free(s->run);
 	outbuf_free(&s->out);
 	outbuf_free(&s->err);

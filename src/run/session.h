@@ -60,6 +60,22 @@ struct session *session_open(struct loop *l, const struct run_request *req, stru
 bool session_take_whole_output(struct session *s, struct output_buf *out, struct output_buf *err);
 /* Run one cell; -1 (err) when the session is not ready, busy or gone. */
 int session_run_cell(struct session *s, const struct session_cell *cell, struct pc_err *err);
+/* A session's state (its globals and /workspace) as bytes its python
+ * makes or reads (runtime/pycell/_snapshot.py) while no cell runs, carried
+ * through a pipe between the jail and a file of the caller's.  done is
+ * called once, from the loop: err NULL and the runtime's report (borrowed:
+ * {names, not_kept, bytes}), or err (why; the report when python sent
+ * one).  A transfer that takes longer than ms is interrupted, and the
+ * session killed SESSION_GRACE_MS later if python does not stop. */
+typedef void (*session_state_fn)(struct session *s, const struct pc_err *err, const json_t *report, void *ctx);
+/* Write the state to fd (a file, from its start), at most max_bytes;
+ * -1 (err) when the session is not ready, busy or gone. */
+int session_snapshot(struct session *s, int fd, uint64_t max_bytes, uint64_t ms, session_state_fn done, void *ctx,
+		     struct pc_err *err);
+/* Read the state in file fd (from its start to its end) into the
+ * session's python, which takes it as its own. */
+int session_restore(struct session *s, int fd, uint64_t ms, session_state_fn done, void *ctx, struct pc_err *err);
+/* A cell or a state transfer is running. */
 bool session_busy(const struct session *s);
 /* The jail is gone, or going: no more cells. */
 bool session_ended(const struct session *s);

@@ -14,7 +14,7 @@ build=${PYCELL_BUILDDIR:-$src}
 out="$build/tests/fuzz/build"
 seconds=${1:-60}
 [ $# -gt 0 ] && shift
-targets=${*:-"tool mcp jsonrpc json_scan upstream policy conf http dns"}
+targets=${*:-"tool mcp jsonrpc json_scan upstream policy conf http dns state"}
 cc=${FUZZ_CC:-clang-14}
 export PYCELL_DATADIR="${PYCELL_DATADIR:-$src}"
 

@@ -31,7 +31,7 @@ static const struct { const char *json; const char *msg; } bad[] = {
 	/* unknown keys */
 	{ "{'max_message': '1K'}", "config c.conf: max_message: expected a size from 4K to 1G, got \"1K\"" },
 	{ "{'max_message': 'big'}", "config c.conf: max_message: expected a size such as 512M, got \"big\"" },
-	{ "{'polciy': 'strict'}", "config c.conf: polciy: unknown key (expected one of policy, max_concurrent_runs, max_message, audit_log, upstreams, host_uid_base, warm, http, network, packages)" },
+	{ "{'polciy': 'strict'}", "config c.conf: polciy: unknown key (expected one of policy, max_concurrent_runs, max_message, audit_log, upstreams, host_uid_base, warm, http, network, packages, state_dir)" },
 	{ "{'upstreams': {'memory': {'command': ['x'], 'args': []}}}", "config c.conf: upstreams.memory.args: unknown key (expected one of command, env, timeout)" },
 	{ "{'warm': {'size': 2}}", "config c.conf: warm.size: unknown key (expected one of enabled, ready)" },
 	{ "{'warm': {'pool_size': 2}}", "config c.conf: warm.pool_size: unknown key (expected one of enabled, ready)" },

@@ -87,6 +87,7 @@ int main(void)
 	srunner_add_suite(sr, bridge_suite());
 	srunner_add_suite(sr, mcp_suite());
 	srunner_add_suite(sr, warm_suite());
+	srunner_add_suite(sr, state_suite());
 	srunner_run_all(sr, CK_ENV);
 	failed = unit_report("unit", sr);
 	srunner_free(sr);

@@ -17,6 +17,7 @@ Suite *seccomp_cache_suite(void); /* test_seccomp_cache.c: the compiled-program 
 Suite *mcp_suite(void);      /* test_mcp.c: tool definitions and schemas */
 Suite *bridge_suite(void);   /* test_bridge.c: tool allowlist, SHA-256 */
 Suite *warm_suite(void);     /* test_warm.c: the warm request carries every member of jail_spec */
+Suite *state_suite(void);    /* test_state.c: the state directory of paused sessions */
 
 /* The source tree ($PYCELL_SRCDIR, set by `make check`; else "."), for
  * tests that read shipped files such as policy/default.json. */
