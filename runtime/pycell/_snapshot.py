@@ -11,7 +11,9 @@ The stream:
     MAGIC
     u64 length, then the pickle of {name: value} (dill, protocol 5)
     u32 count, then each out-of-band buffer as u64 length and its bytes
-    /workspace as a tar, in frames of u32 length and bytes; a 0 ends it
+    /workspace entry by entry (u8 kind, u16 path length, u32 mode, i64
+      mtime, the path; a file's u64 size and bytes, a link's target); a
+      0 byte ends it
     u32 CRC-32 of every byte before it
 
 Large arrays (numpy's, pandas' blocks) travel as out-of-band buffers,
@@ -113,17 +115,65 @@ def _by_value(obj):
     return getattr(obj, "__module__", None) == "__main__" or "<" in qualname
 
 
-def _pickle(values, buffers):
+def _function(code, name, qualname, defaults, kwdefaults, closure, attrs):
+    """A function a cell defined, made again in this interpreter's
+    __main__ (its globals) from its marshalled code."""
+    import marshal
+    import types
+    import __main__
+    cells = tuple(types.CellType(v) for v in closure) if closure is not None else None
+    f = types.FunctionType(marshal.loads(code), __main__.__dict__, name, defaults, cells)
+    f.__qualname__ = qualname
+    f.__kwdefaults__ = kwdefaults
+    if attrs:
+        for k, v in attrs.items():
+            setattr(f, k, v)
+    return f
+
+
+def _class(name, qualname, bases, namespace):
+    """A plain class a cell defined, made again (its methods by _function)."""
+    cls = type(name, bases, dict(namespace))
+    cls.__qualname__ = qualname
+    return cls
+
+
+def _reduce_by_value(obj):
+    """What rebuilds a cell's function or plain class without dill (whose
+    import alone costs some 80 ms): its marshalled code, or its namespace.
+    Raises for what this does not cover (a class with another metaclass,
+    slots or descriptors pickle cannot take; dill takes those)."""
+    import marshal
+    import types
+    if isinstance(obj, types.FunctionType):
+        closure = tuple(c.cell_contents for c in obj.__closure__) if obj.__closure__ else None
+        attrs = {"__doc__": obj.__doc__, "__module__": obj.__module__}
+        if obj.__annotations__:
+            attrs["__annotations__"] = obj.__annotations__
+        if obj.__dict__:
+            attrs.update(obj.__dict__)
+        return _function, (marshal.dumps(obj.__code__), obj.__name__, obj.__qualname__, obj.__defaults__,
+                           obj.__kwdefaults__, closure, attrs)
+    if type(obj) is type and "__slots__" not in obj.__dict__:
+        namespace = {k: v for k, v in obj.__dict__.items() if k not in ("__dict__", "__weakref__")}
+        return _class, (obj.__name__, obj.__qualname__, obj.__bases__, namespace)
+    raise TypeError("not a plain function or class")
+
+
+def _pickle(values, buffers, use_dill=False):
     """values pickled by the C pickler, protocol 5, with large buffers out
-    of band; only functions and classes a cell defined go through dill."""
+    of band; functions and classes a cell defined by value, and what that
+    does not cover (use_dill) through dill."""
     import io
     import pickle
 
     class Pickler(pickle.Pickler):
         def reducer_override(self, obj):
             if _by_value(obj):
-                import dill
-                return dill.loads, (dill.dumps(obj, protocol=5),)
+                if use_dill:
+                    import dill
+                    return dill.loads, (dill.dumps(obj, protocol=5),)
+                return _reduce_by_value(obj)
             return NotImplemented
 
     out = io.BytesIO()
@@ -158,7 +208,8 @@ def _prepare(namespace):
         buffers = []
         data = _pickle({"values": values, "dill": by_dill, "modules": modules}, buffers)
     except Exception:
-        # one of them cannot be pickled so: find which
+        # one of them cannot be pickled so: find which, and try those
+        # with dill's help (the functions and classes in them too)
         for name in list(values):
             try:
                 _pickle({name: values[name]}, [])
@@ -175,24 +226,91 @@ def _prepare(namespace):
     return data, buffers, sorted(list(values) + list(by_dill) + list(modules)), not_kept
 
 
-def _workspace_tar(w):
-    """/workspace as a tar in frames (w: a _Writer)."""
-    import tarfile
+_DIR, _FILE, _LINK = 1, 2, 3
+_ENTRY = struct.Struct("<BHIq")   # kind, the path's length, mode, mtime in ns
+_U16 = struct.Struct("<H")
 
-    class Framed:
-        def write(self, data):
-            data = memoryview(data).cast("B")
-            for i in range(0, len(data), _FRAME):
-                part = data[i:i + _FRAME]
-                w.write(_U32.pack(len(part)))
-                w.write(part)
-            return len(data)
+
+def _workspace_dump(w):
+    """/workspace, entry by entry: directories, regular files (their bytes
+    as they are when read) and symbolic links; a 0 ends it."""
+    def walk(rel):
+        try:
+            entries = sorted(os.scandir(os.path.join(WORKSPACE, rel)), key=lambda e: e.name)
+        except OSError:
+            return
+        for e in entries:
+            path = os.path.join(rel, e.name) if rel else e.name
+            raw = path.encode("utf-8", "surrogateescape")
+            try:
+                st = e.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            mode = st.st_mode & 0o7777
+            if e.is_symlink():
+                target = os.readlink(e.path).encode("utf-8", "surrogateescape")
+                w.write(_ENTRY.pack(_LINK, len(raw), mode, st.st_mtime_ns) + raw + _U16.pack(len(target)) + target)
+            elif e.is_dir(follow_symlinks=False):
+                w.write(_ENTRY.pack(_DIR, len(raw), mode, st.st_mtime_ns) + raw)
+                walk(path)
+            elif e.is_file(follow_symlinks=False):
+                try:
+                    fd = os.open(e.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+                except OSError:
+                    continue
+                try:
+                    size = os.fstat(fd).st_size
+                    w.write(_ENTRY.pack(_FILE, len(raw), mode, st.st_mtime_ns) + raw + _U64.pack(size))
+                    left = size
+                    while left:
+                        chunk = os.read(fd, min(left, _FRAME)) or bytes(min(left, _FRAME))   # cut short meanwhile
+                        w.write(chunk)
+                        left -= len(chunk)
+                finally:
+                    os.close(fd)
 
     if os.path.isdir(WORKSPACE):
-        with tarfile.open(fileobj=Framed(), mode="w|", format=tarfile.PAX_FORMAT) as tar:
-            for entry in sorted(os.listdir(WORKSPACE)):
-                tar.add(os.path.join(WORKSPACE, entry), arcname=entry)
-    w.write(_U32.pack(0))
+        walk("")
+    w.write(b"\0")
+
+
+def _workspace_load(r):
+    """Make /workspace's entries again (in a fresh jail: it is empty)."""
+    dirs = []
+    while True:
+        kind = r.read(1)[0]
+        if kind == 0:
+            break
+        _, length, mode, mtime = _ENTRY.unpack(bytes([kind]) + r.read(_ENTRY.size - 1))
+        path = r.read(length).decode("utf-8", "surrogateescape")
+        parts = path.split("/")
+        if kind not in (_DIR, _FILE, _LINK) or not path or path.startswith("/") or "" in parts \
+                or ".." in parts or "." in parts:
+            raise SnapshotError("the snapshot is damaged: a workspace entry %r" % path[:100])
+        full = os.path.join(WORKSPACE, path)
+        if kind == _DIR:
+            os.makedirs(full, exist_ok=True)
+            dirs.append((full, mode, mtime))
+        elif kind == _LINK:
+            target = r.read(_U16.unpack(r.read(2))[0]).decode("utf-8", "surrogateescape")
+            os.symlink(target, full)
+        else:
+            left = _U64.unpack(r.read(8))[0]
+            fd = os.open(full, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            try:
+                buf = bytearray(min(left, _FRAME))
+                while left:
+                    view = memoryview(buf)[:min(left, _FRAME)]
+                    r.read_into(view)
+                    os.write(fd, view)
+                    left -= len(view)
+                os.fchmod(fd, mode)
+            finally:
+                os.close(fd)
+            os.utime(full, ns=(mtime, mtime), follow_symlinks=False)
+    for full, mode, mtime in reversed(dirs):
+        os.chmod(full, mode)
+        os.utime(full, ns=(mtime, mtime))
 
 
 def dump(namespace, fd, cap):
@@ -207,21 +325,9 @@ def dump(namespace, fd, cap):
         raw = b.raw()
         w.write(_U64.pack(raw.nbytes))
         w.write(raw)
-    _workspace_tar(w)
+    _workspace_dump(w)
     w.write(_U32.pack(w.crc))
     return {"names": names, "not_kept": not_kept, "bytes": w.n}
-
-
-def _read_workspace(r):
-    """The framed tar, whole (it is checked before it is unpacked)."""
-    parts = []
-    while True:
-        n = _U32.unpack(r.read(4))[0]
-        if n == 0:
-            return b"".join(parts)
-        if n > _FRAME:
-            raise SnapshotError("the snapshot is damaged: a workspace frame of %d bytes" % n)
-        parts.append(r.read(n))
 
 
 def load(namespace, fd):
@@ -237,7 +343,9 @@ def load(namespace, fd):
     buffers = []
     for _ in range(count):
         buffers.append(r.read_into(bytearray(_U64.unpack(r.read(8))[0])))
-    tar = _read_workspace(r)
+    # the files are written as they come (a restore that fails ends its
+    # jail, and them with it); the globals only once the CRC is right
+    _workspace_load(r)
     crc = r.crc
     if _U32.unpack(r.read(4))[0] != crc:
         raise SnapshotError("the snapshot is damaged: its checksum does not match")
@@ -258,13 +366,5 @@ def load(namespace, fd):
             values[name] = importlib.import_module(module)
         except Exception as e:
             not_kept.append({"name": name, "why": "module %s: %s" % (module, _why(e))})
-    if tar:
-        import io
-        import tarfile
-        with tarfile.open(fileobj=io.BytesIO(tar), mode="r:") as t:
-            if hasattr(tarfile, "data_filter"):
-                t.extractall(WORKSPACE, filter="data")
-            else:
-                t.extractall(WORKSPACE)
     namespace.update(values)
     return {"names": sorted(values), "not_kept": not_kept, "bytes": r.n + 4}

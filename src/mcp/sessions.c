@@ -84,6 +84,7 @@ struct tool_session {
 	bool resumed;                 /* its next cell's result says it was paused and resumed */
 	uint64_t paused_ms;           /* how long it was paused (resumed) */
 	uint64_t xfer_bytes;          /* its snapshot's size */
+	uint64_t t_xfer;              /* when its pause began */
 	uint64_t resumed_cell;        /* the cell it was resumed for (its result says so) */
 	const char *close_why;        /* to be closed, from the loop (settle), for this reason */
 };
@@ -350,8 +351,9 @@ static void on_paused(struct session *live, const struct pc_err *err, const json
 		rec.cells = p->cells;
 		rec.not_kept = not_kept_of(report);
 		if (state_commit(s->cfg.state, &rec, fd, &e) == 0) {
-			log_info("mcp: session %s paused after %u cells: %llu bytes kept in %s", p->id, p->cells,
-				 (unsigned long long)rec.bytes, state_dir_path(s->cfg.state));
+			log_info("mcp: session %s paused in %llu ms after %u cells: %llu bytes kept in %s", p->id,
+				 (unsigned long long)(now_ms() - p->t_xfer), p->cells, (unsigned long long)rec.bytes,
+				 state_dir_path(s->cfg.state));
 			json_decref(rec.not_kept);
 			p->close_why = "paused";
 			mcp_kick(s);
@@ -390,6 +392,7 @@ static void pause_start(struct tool_session *p)
 	}
 	p->state_fd = fd;
 	p->xfer = TS_PAUSE;
+	p->t_xfer = now_ms();
 }
 
 /* A paused session of principal's, back on the list from its record:
@@ -499,8 +502,7 @@ static void restore_failed(struct tool_session *p, const struct pc_err *err)
 			end_unrun(p->call, &e);
 		p->close_why = p->damaged ? "its snapshot is damaged" : "it could not be resumed";
 	} else {
-		pc_err_wrap(&e, "the fork of session %s could not be made", p->forked_from);
-		p->open_err = e;
+		p->open_err = e;   /* answer_open says it could not be forked */
 		p->close_why = "its fork failed";
 	}
 	p->paused = false;   /* a resume's record is given back (or gone): closing it leaves it there */

@@ -3,7 +3,14 @@
  * extension, still running after TASK_AFTER_MS, is answered with a task
  * handle; the run goes on, owned by the server, and its result is kept
  * for tasks/get until the task's TTL ends.  tasks/cancel kills the jail.
- * A task belongs to the client (token) that made it. */
+ * A task belongs to the client (token) that made it.
+ *
+ * With a state directory (run/state.h), each task is also a record there,
+ * written (and synced) before its handle is answered and again when its
+ * status changes, with its result: a tasks/get that finds no task in
+ * memory looks there, so that after a restart a task that ended is still
+ * answered, and one whose run the restart lost says so (failed), instead
+ * of "no such task". */
 #include "config.h"
 
 #include <stdio.h>
@@ -19,6 +26,7 @@
 #include "base/log.h"
 #include "mcp/render.h"
 #include "mcp/tasks.h"
+#include "run/state.h"
 
 #define TASK_AFTER_MS 1000            /* a call still running this long becomes a task */
 #define TASK_TTL_MS 3600000           /* a task is kept this long after it was made */
@@ -26,6 +34,7 @@
 #define TASKS_MAX 256                 /* tasks kept per server */
 #define TASKS_MAX_BYTES (64u << 20)   /* their results, in JSON bytes */
 #define MCP_MISSING_CAPABILITY -32021
+#define TASK_RECORD_MAX (TASKS_MAX_BYTES + (64u << 10))   /* a record read back, its result included */
 
 enum task_status { TASK_WORKING, TASK_COMPLETED, TASK_FAILED, TASK_CANCELLED };
 
@@ -70,9 +79,89 @@ static json_t *iso8601(uint64_t ms)
 	return json_sprintf("%s.%03uZ", buf, (unsigned)(ms % 1000));
 }
 
-static void task_unlink_free(struct mcp_server *s, struct mcp_task *t)
+/* ------------------------------------------------------------ records in the state directory */
+
+/* Keep t's record (a no-op without a state directory). */
+static void task_save(struct mcp_server *s, const struct mcp_task *t)
+{
+	struct pc_err err = { 0 };
+	json_t *o;
+	char *text;
+	if (!s->cfg.state)
+		return;
+	o = json_pack("{s:i,s:s,s:s,s:s?,s:s,s:s?,s:I,s:I,s:O?}", "version", 1, "id", t->id, "scope",
+		      s->cfg.state_scope, "owner", t->owner, "status", status_names[t->status], "message", t->message,
+		      "created", (json_int_t)t->created, "updated", (json_int_t)t->updated, "result", t->result);
+	text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	json_decref(o);
+	if (!text || state_doc_put(s->cfg.state, "tasks", t->id, text, &err) < 0)
+		log_warn("mcp: task %s: its record could not be kept (it will not outlive this process): %s", t->id,
+			 text ? err.msg : "out of memory");
+	free(text);
+}
+
+/* A task of principal's from its record: a new task (on no list), or
+ * NULL when there is none such (or it is another's, or damaged: logged). */
+static struct mcp_task *task_load(struct mcp_server *s, const char *id, const char *principal)
+{
+	struct pc_err err = { 0 };
+	cleanup_free char *text = NULL;
+	json_t *o, *result, *jowner = NULL, *jmessage = NULL;
+	json_error_t je;
+	const char *rid, *status, *scope, *owner, *message;
+	json_int_t version = 0, created = 0, updated = 0;
+	struct mcp_task *t = NULL;
+	size_t k;
+
+	if (!s->cfg.state || state_doc_get(s->cfg.state, "tasks", id, TASK_RECORD_MAX, &text, &err) < 0) {
+		if (s->cfg.state && errno != ENOENT)
+			log_warn("mcp: task %s: %s", id, err.msg);
+		return NULL;
+	}
+	o = json_loads(text, JSON_REJECT_DUPLICATES, &je);
+	rid = status = scope = owner = message = NULL;
+	result = NULL;
+	if (!o || json_unpack_ex(o, &je, JSON_STRICT, "{s:I,s:s,s:s,s?o,s:s,s?o,s:I,s:I,s?o}", "version", &version,
+				 "id", &rid, "scope", &scope, "owner", &jowner, "status", &status, "message",
+				 &jmessage, "created", &created, "updated", &updated, "result", &result) < 0 ||
+	    version != 1 || created < 0 || updated < 0 || strcmp(rid, id) != 0 ||
+	    !(json_is_null(jowner) || json_is_string(jowner)) || !(json_is_null(jmessage) || json_is_string(jmessage))) {
+		log_warn("mcp: task %s: its record in the state directory is damaged (%s): removed", id,
+			 o ? je.text : "not JSON");
+		state_doc_drop(s->cfg.state, "tasks", id);
+		json_decref(o);
+		return NULL;
+	}
+	if (json_is_null(result))
+		result = NULL;
+	owner = json_string_value(jowner);
+	message = json_string_value(jmessage);
+	for (k = 0; k < ARRAY_SIZE(status_names) && strcmp(status_names[k], status) != 0; k++)
+		;
+	if (k < ARRAY_SIZE(status_names) && str_eq(scope, s->cfg.state_scope) && str_eq(owner, principal) &&
+	    (!result || json_is_object(result))) {
+		t = xcalloc(1, sizeof(*t));
+		snprintf(t->id, sizeof(t->id), "%s", id);
+		t->owner = owner ? xstrdup(owner) : NULL;
+		t->status = (enum task_status)k;
+		t->message = message ? xstrdup(message) : NULL;
+		t->created = (uint64_t)created;
+		t->updated = (uint64_t)updated;
+		uint64_t age = wall_ms() > t->created ? wall_ms() - t->created : 0;
+		t->t_created = now_ms() > age ? now_ms() - age : 0;
+		t->result = result ? json_incref(result) : NULL;
+	}
+	json_decref(o);
+	return t;
+}
+
+/* t leaves the list; drop: its record too (it expired or was evicted;
+ * at the server's end a record stays, for a server that comes after). */
+static void task_unlink_free(struct mcp_server *s, struct mcp_task *t, bool drop)
 {
 	struct mcp_task **pp;
+	if (drop && s->cfg.state)
+		state_doc_drop(s->cfg.state, "tasks", t->id);
 	for (pp = &s->tasks->list; *pp && *pp != t; pp = &(*pp)->next)
 		;
 	if (*pp)
@@ -97,7 +186,7 @@ static void evict(struct mcp_server *s, size_t room_bytes)
 	for (struct mcp_task *t = s->tasks->list, *next; t; t = next) {
 		next = t->next;
 		if (t->status != TASK_WORKING && now - t->t_created >= TASK_TTL_MS)
-			task_unlink_free(s, t);
+			task_unlink_free(s, t, true);
 	}
 	while (s->tasks->n >= TASKS_MAX || s->tasks->bytes + room_bytes > TASKS_MAX_BYTES) {
 		struct mcp_task *oldest = NULL;
@@ -107,16 +196,17 @@ static void evict(struct mcp_server *s, size_t room_bytes)
 				oldest = t;
 		if (!oldest)
 			return;
-		task_unlink_free(s, oldest);
+		task_unlink_free(s, oldest, true);
 	}
 }
 
-static void touch(struct mcp_task *t, enum task_status st, const char *message)
+static void touch(struct mcp_server *s, struct mcp_task *t, enum task_status st, const char *message)
 {
 	t->status = st;
 	free(t->message);
 	t->message = message ? xstrdup(message) : NULL;
 	t->updated = wall_ms();
+	task_save(s, t);
 }
 
 /* The task as tasks/get shows it (DetailedTask). */
@@ -165,6 +255,7 @@ static bool make_task(struct mcp_call *c)
 	s->tasks->n++;
 	c->task = t;
 	c->sink = &task_sink;
+	task_save(s, t);   /* before its handle is answered */
 	log_debug("mcp: run %llu became task %s", c->seq, t->id);
 	handle = task_json(t);
 	json_object_set_new(handle, "resultType", json_string("task"));
@@ -237,13 +328,13 @@ static void task_finish(struct mcp_call *c, json_t *result, const char *summary)
 	t->result = result;
 	t->bytes = bytes;
 	s->tasks->bytes += bytes;
-	touch(t, TASK_COMPLETED, summary);
+	touch(s, t, TASK_COMPLETED, summary);
 }
 
 static void task_started(struct mcp_call *c)
 {
 	if (c->task->status == TASK_WORKING)
-		touch(c->task, TASK_WORKING, "running");
+		touch(c->srv, c->task, TASK_WORKING, "running");
 }
 
 static void task_lost(struct mcp_call *c)
@@ -252,7 +343,7 @@ static void task_lost(struct mcp_call *c)
 	c->sink = NULL;
 	t->call = NULL;
 	if (t->status == TASK_WORKING)
-		touch(t, TASK_FAILED, "the run ended without a result (the server is stopping)");
+		touch(c->srv, t, TASK_FAILED, "the run ended without a result (the server is stopping)");
 }
 
 static const char *task_owner(const struct mcp_call *c)
@@ -271,6 +362,7 @@ static struct mcp_task *find_task(const struct mcp_req *r, json_t *params)
 {
 	struct mcp_server *s = r->conn->srv;
 	json_t *id = json_object_get(params, "taskId");
+	struct mcp_task *t;
 
 	if (!r->tasks_ok) {
 		mcp_fail(r, MCP_MISSING_CAPABILITY, "Missing required client capability: declare the extension "
@@ -284,9 +376,25 @@ static struct mcp_task *find_task(const struct mcp_req *r, json_t *params)
 		return NULL;
 	}
 	evict(s, 0);
-	for (struct mcp_task *t = s->tasks->list; t; t = t->next)
+	for (t = s->tasks->list; t; t = t->next)
 		if (json_str_eq(id, t->id) && str_eq(t->owner, r->conn->principal))
 			return t;
+	if ((t = task_load(s, json_string_value(id), r->conn->principal))) {
+		/* made by a server before this one (a restart), or another
+		 * replica of the state directory */
+		char *text = t->result ? json_out(t->result, NULL, &t->bytes) : NULL;
+		free(text);
+		evict(s, t->bytes);
+		t->next = s->tasks->list;
+		s->tasks->list = t;
+		s->tasks->n++;
+		s->tasks->bytes += t->bytes;
+		if (t->status == TASK_WORKING)
+			touch(s, t, TASK_FAILED, "the server stopped while the task ran: its run was lost");
+		if (now_ms() - t->t_created < TASK_TTL_MS)
+			return t;
+		task_unlink_free(s, t, true);   /* expired */
+	}
 	mcp_fail(r, JSONRPC_INVALID_PARAMS, "Invalid params: no such task (its results are kept for an "
 		 "hour; a task is only its own client's)", json_pack("{s:O}", "taskId", id));
 	return NULL;
@@ -314,7 +422,7 @@ void mcp_tasks_cancel(const struct mcp_req *r, const char *method, json_t *param
 	if (!t)
 		return;
 	if (t->status == TASK_WORKING) {
-		touch(t, TASK_CANCELLED, "cancelled by the client");
+		touch(r->conn->srv, t, TASK_CANCELLED, "cancelled by the client");
 		log_debug("mcp: task %s cancelled by the client", t->id);
 		if (t->call)
 			mcp_call_cancel(t->call);   /* a running one's on_done follows; the task stays cancelled */
@@ -331,6 +439,8 @@ static int tasks_init(struct mcp_server *s, struct pc_err *err)
 	s->tasks->fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 	if (s->tasks->fd < 0 || loop_add(s->loop, &s->tasks->w, s->tasks->fd, EPOLLIN, on_timer, s) < 0)
 		return pc_syserr(err, "mcp", "timerfd");
+	if (s->cfg.state)
+		state_doc_sweep(s->cfg.state, "tasks", TASK_TTL_MS);   /* kept an hour from their last change */
 	return 0;
 }
 
@@ -339,7 +449,7 @@ static void tasks_free(struct mcp_server *s)
 	if (!s->tasks)
 		return;
 	while (s->tasks->list)
-		task_unlink_free(s, s->tasks->list);
+		task_unlink_free(s, s->tasks->list, s->cfg.state_ephemeral);
 	if (s->tasks->fd >= 0) {
 		loop_del(s->loop, &s->tasks->w);
 		close(s->tasks->fd);

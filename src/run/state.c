@@ -14,10 +14,18 @@
 #include "base/log.h"
 #include "run/state.h"
 
+/* the kinds of documents (state_doc_*), each a subdirectory */
+static const char *const doc_kinds[] = { "tasks" };
+#define N_KINDS (sizeof(doc_kinds) / sizeof(doc_kinds[0]))
+
 struct state_dir {
 	char *path;
 	int fd;                      /* STATE_DIR/sessions */
+	int kind_fd[N_KINDS];        /* STATE_DIR/tasks */
 };
+
+/* STATE_DIR/sub, made 0700 when missing, opened and checked. */
+static int open_sub(int top, const char *path, const char *sub, struct pc_err *err);
 
 uint64_t state_wall_ms(void)
 {
@@ -62,7 +70,6 @@ int state_dir_open(const char *path, struct state_dir **out, struct pc_err *err)
 {
 	struct state_dir *d;
 	int top, sub;
-	cleanup_free char *subpath = xasprintf("%s/sessions", path);
 
 	if (path[0] != '/')
 		return pc_fail(err, EINVAL, "state_dir", "%s: the state directory must be an absolute path", path);
@@ -72,30 +79,49 @@ int state_dir_open(const char *path, struct state_dir **out, struct pc_err *err)
 	if (top < 0)
 		return pc_syserr(err, "state_dir", "%s%s", path,
 				 errno == ELOOP || errno == ENOTDIR ? " (a symbolic link, or not a directory)" : "");
-	if (check_dir(top, path, err) < 0 ||
-	    (mkdirat(top, "sessions", 0700) < 0 && errno != EEXIST && pc_syserr(err, "state_dir", "mkdir %s", subpath))) {
+	if (check_dir(top, path, err) < 0 || (sub = open_sub(top, path, "sessions", err)) < 0) {
 		close(top);
-		return -1;
-	}
-	sub = openat(top, "sessions", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	close(top);
-	if (sub < 0)
-		return pc_syserr(err, "state_dir", "%s", subpath);
-	if (check_dir(sub, subpath, err) < 0) {
-		close(sub);
 		return -1;
 	}
 	d = xcalloc(1, sizeof(*d));
 	d->path = xstrdup(path);
 	d->fd = sub;
+	for (size_t i = 0; i < N_KINDS; i++)
+		d->kind_fd[i] = -1;
+	for (size_t i = 0; i < N_KINDS; i++)
+		if ((d->kind_fd[i] = open_sub(top, path, doc_kinds[i], err)) < 0) {
+			close(top);
+			state_dir_free(d);
+			return -1;
+		}
+	close(top);
 	*out = d;
 	return 0;
+}
+
+static int open_sub(int top, const char *path, const char *sub, struct pc_err *err)
+{
+	cleanup_free char *subpath = xasprintf("%s/%s", path, sub);
+	int fd;
+	if (mkdirat(top, sub, 0700) < 0 && errno != EEXIST)
+		return pc_syserr(err, "state_dir", "mkdir %s", subpath);
+	fd = openat(top, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return pc_syserr(err, "state_dir", "%s", subpath);
+	if (check_dir(fd, subpath, err) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
 }
 
 void state_dir_free(struct state_dir *d)
 {
 	if (!d)
 		return;
+	for (size_t i = 0; i < N_KINDS; i++)
+		if (d->kind_fd[i] >= 0)
+			close(d->kind_fd[i]);
 	close(d->fd);
 	free(d->path);
 	free(d);
@@ -387,6 +413,107 @@ unsigned state_sweep(struct state_dir *d, uint64_t keep_ms, const char *scope)
 	struct sweep_ctx w = { keep_ms, state_wall_ms(), scope, 0 };
 	each_record(d, sweep_one, &w);
 	return w.n;
+}
+
+/* ------------------------------------------------------------ other documents */
+
+static int kind_fd(const struct state_dir *d, const char *kind)
+{
+	for (size_t i = 0; i < N_KINDS; i++)
+		if (strcmp(doc_kinds[i], kind) == 0)
+			return d->kind_fd[i];
+	return -1;
+}
+
+int state_doc_put(struct state_dir *d, const char *kind, const char *id, const char *text, struct pc_err *err)
+{
+	char name[NAME_SIZE], tmp[NAME_SIZE + 8];
+	int dir = kind_fd(d, kind), fd;
+	if (dir < 0 || !state_id_ok(id))
+		return pc_fail(err, EINVAL, "state_dir", "no place for %s %s", kind, id);
+	name_of(name, sizeof(name), id, "json");
+	snprintf(tmp, sizeof(tmp), "%s.tmp", name);
+	fd = openat(dir, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return pc_syserr(err, "state_dir", "creating %s/%s/%s", d->path, kind, tmp);
+	if (write_all(fd, text, strlen(text)) < 0 || fsync(fd) < 0) {
+		pc_syserr(err, "state_dir", "writing %s/%s/%s", d->path, kind, tmp);
+		close(fd);
+		unlinkat(dir, tmp, 0);
+		return -1;
+	}
+	close(fd);
+	if (renameat(dir, tmp, dir, name) < 0) {
+		pc_syserr(err, "state_dir", "renaming %s/%s/%s", d->path, kind, tmp);
+		unlinkat(dir, tmp, 0);
+		return -1;
+	}
+	return 0;
+}
+
+int state_doc_get(struct state_dir *d, const char *kind, const char *id, size_t max, char **text,
+		  struct pc_err *err)
+{
+	char name[NAME_SIZE];
+	int dir = kind_fd(d, kind), fd, e;
+	size_t len;
+	if (dir < 0 || !state_id_ok(id)) {
+		errno = ENOENT;
+		return pc_fail(err, ENOENT, "state_dir", "no such %s", kind);
+	}
+	name_of(name, sizeof(name), id, "json");
+	fd = openat(dir, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		e = errno;
+		pc_syserr(err, "state_dir", "%s/%s/%s", d->path, kind, name);
+		errno = e;
+		return -1;
+	}
+	if (read_fd_all(fd, max, text, &len) < 0) {
+		e = errno;
+		pc_syserr(err, "state_dir", "%s/%s/%s", d->path, kind, name);
+		close(fd);
+		errno = e == ENOENT ? EIO : e;
+		return -1;
+	}
+	close(fd);
+	return 0;
+}
+
+void state_doc_drop(struct state_dir *d, const char *kind, const char *id)
+{
+	char name[NAME_SIZE];
+	int dir = kind_fd(d, kind);
+	if (dir < 0 || !state_id_ok(id))
+		return;
+	name_of(name, sizeof(name), id, "json");
+	(void)unlinkat(dir, name, 0);
+}
+
+unsigned state_doc_sweep(struct state_dir *d, const char *kind, uint64_t max_age_ms)
+{
+	int dir = kind_fd(d, kind), fd = dir >= 0 ? dup(dir) : -1;
+	DIR *dp = fd >= 0 ? fdopendir(fd) : NULL;
+	uint64_t now = state_wall_ms();
+	struct dirent *e;
+	unsigned n = 0;
+	if (!dp) {
+		if (fd >= 0)
+			close(fd);
+		return 0;
+	}
+	rewinddir(dp);
+	while ((e = readdir(dp))) {
+		struct stat st;
+		uint64_t mtime;
+		if (e->d_name[0] == '.' || fstatat(dir, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
+			continue;
+		mtime = (uint64_t)st.st_mtim.tv_sec * 1000 + (uint64_t)st.st_mtim.tv_nsec / 1000000;
+		if (now > mtime && now - mtime > max_age_ms && unlinkat(dir, e->d_name, 0) == 0)
+			n++;
+	}
+	closedir(dp);
+	return n;
 }
 
 /* ------------------------------------------------------------ records */

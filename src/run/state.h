@@ -1,5 +1,5 @@
 /* pycell: the state directory (pycell.conf "state_dir"), where paused
- * sessions are kept.  Each is two files in STATE_DIR/sessions: ID.snap,
+ * sessions (and the records of tasks) are kept.  Each is two files in STATE_DIR/sessions: ID.snap,
  * the bytes the session's python wrote (runtime/pycell/_snapshot.py; the
  * supervisor never reads what is in them), and ID.json, its record: whose
  * it is, what made it, how big its snapshot is.  Both are written to a
@@ -78,6 +78,18 @@ size_t state_list(struct state_dir *d, const char *scope, const char *owner, boo
  * of scope (NULL: none), and what an interrupted write left; how many
  * sessions went. */
 unsigned state_sweep(struct state_dir *d, uint64_t keep_ms, const char *scope);
+
+/* Other state kept here: small JSON documents, each written whole and
+ * synced as STATE_DIR/KIND/ID.json (KIND "tasks": mcp/tasks.c), read
+ * back as untrusted text.  put: -1 (err) when it could not be kept. */
+int state_doc_put(struct state_dir *d, const char *kind, const char *id, const char *text, struct pc_err *err);
+/* 0 and the text (the caller frees it); -1 with errno ENOENT (none) or
+ * another (err says why). */
+int state_doc_get(struct state_dir *d, const char *kind, const char *id, size_t max, char **text,
+		  struct pc_err *err);
+void state_doc_drop(struct state_dir *d, const char *kind, const char *id);
+/* Remove the documents of kind not written for max_age_ms; how many. */
+unsigned state_doc_sweep(struct state_dir *d, const char *kind, uint64_t max_age_ms);
 
 /* A record from its JSON text (what is on disk is checked as input). */
 int state_record_parse(const char *text, size_t len, struct state_record *r, struct pc_err *err);

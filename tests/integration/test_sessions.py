@@ -79,7 +79,8 @@ def test_the_session_tools_are_listed_with_their_schemas(client):
     assert tools["session_close"]["annotations"]["destructiveHint"] is True
     props = tools["run_python"]["inputSchema"]["properties"]
     assert props["session_id"]["type"] == "string" and props["files"]["type"] == "array"
-    assert "10m without a cell, 1h after it was opened" in tools["session_open"]["description"]
+    assert "After 10m without a cell a session is paused if the server keeps state" in tools["session_open"]["description"]
+    assert "it is closed once it has lived 1h" in tools["session_open"]["description"]
 
 
 def test_a_policy_without_sessions_lists_no_session_tool_and_refuses_one(policy_file):
