@@ -24,6 +24,7 @@
 #include "jail/jail.h"
 #include "run/egress.h"
 #include "run/run.h"
+#include "run/state.h"
 
 enum check_status { CHECK_OK = 0, CHECK_WARN, CHECK_FAIL };
 
@@ -394,6 +395,54 @@ static void check_preload(struct doctor *d, const char *policy, const char *conf
 	conf_free(&conf);
 }
 
+/* The configuration's state_dir: usable (whose, what it holds), and dill
+ * for what plain pickle cannot keep. */
+static void check_state(struct doctor *d, const char *config)
+{
+	struct pycell_conf conf = { 0 };
+	struct state_dir *sd = NULL;
+	struct state_record *recs = NULL;
+	struct pc_err err = { 0 };
+	size_t n;
+	int dill, rc;
+
+	if (conf_load(config, &conf, &err) < 0) {
+		report(d, CHECK_WARN, "state", "fix the configuration (pycell.conf(5))", "%s", err.msg);
+		return;
+	}
+	if (!conf.state_dir) {
+		report(d, CHECK_OK, "state", NULL, "no state_dir: idle sessions are closed, not paused, and tasks "
+		       "do not outlive the server");
+		conf_free(&conf);
+		return;
+	}
+	/* as the server would find it, making nothing (the server does) */
+	rc = state_dir_check(conf.state_dir, &err);
+	if (rc < 0) {
+		report(d, CHECK_WARN, "state", "make it the server's user's, mode 0700, and run doctor as that user "
+		       "(or fix state_dir in pycell.conf(5))",
+		       "%s: a server of this user with this configuration does not start", err.msg);
+		conf_free(&conf);
+		return;
+	}
+	n = 0;
+	if (rc == 0 && state_dir_open(conf.state_dir, &sd, &err) == 0)
+		n = state_list(sd, NULL, NULL, true, &recs);
+	for (size_t i = 0; i < n; i++)
+		state_record_free(&recs[i]);
+	free(recs);
+	dill = system(DEFAULT_PYTHON " -c 'import dill' >/dev/null 2>&1");
+	if (dill != 0)
+		report(d, CHECK_WARN, "state", "apt-get install python3-dill",
+		       "%s: usable; without dill for " DEFAULT_PYTHON ", a paused session keeps no function or class "
+		       "that plain pickle cannot take (it names them)", conf.state_dir);
+	else
+		report(d, CHECK_OK, "state", NULL, "%s: idle sessions pause there (%zu paused now%s)", conf.state_dir,
+		       n, rc == 1 ? "; the server makes it" : "");
+	state_dir_free(sd);
+	conf_free(&conf);
+}
+
 static void print_text(const struct doctor *d)
 {
 	size_t i;
@@ -413,12 +462,14 @@ static void print_text(const struct doctor *d)
 static const char doctor_usage[] =
 	"Usage: pycell doctor [--json] [--policy FILE|NAME] [--config FILE]\n"
 	"Check what this host offers the jail (user namespaces, AppArmor, cgroups v2/v1, seccomp,\n"
-	"BPF device filter, egress, the wasm backend) and what a policy preloads, and print the exact\n"
-	"fix for what is missing.  Exit status 0 when runs can be jailed, 1 when they cannot.\n"
+	"BPF device filter, egress, the wasm backend), what a policy preloads and the state directory\n"
+	"of paused sessions, and print the exact fix for what is missing.  Exit status 0 when runs\n"
+	"can be jailed, 1 when they cannot.\n"
 	"\n"
 	"  --json              print one JSON object instead of text\n"
 	"  --policy FILE|NAME  the policy whose python.preload to check (default: the configuration's)\n"
-	"  --config FILE       the configuration (default " CONF_DEFAULT_PATH ")\n"
+	"  --config FILE       the configuration, its default policy and state_dir (default\n"
+	"                      " CONF_DEFAULT_PATH ")\n"
 	"  -h, --help          show this help\n";
 
 struct doctor_opts {
@@ -464,6 +515,7 @@ int cmd_doctor(int argc, char **argv)
 	check_python(&d);
 	check_wasm(&d);
 	check_preload(&d, o.policy, o.config);
+	check_state(&d, o.config);
 
 	if (o.json) {
 		json_t *lim = json_object(), *dirs = json_object();

@@ -997,9 +997,27 @@ void mcp_tool_session_close(const struct mcp_req *r, const json_t *args, const j
 	}
 	p = find(s, id, r->conn->principal);
 	if (!p) {
-		TOOL_ERROR(r, "session_close: %s", not_found);
+		/* a paused one: its snapshot goes */
+		struct state_record rec;
+		struct pc_err err = { 0 };
+		int found = find_paused(s, json_string_value(id), r->conn->principal, &rec, &err);
+		if (found == -2) {
+			TOOL_ERROR(r, "session_close: the session's record is damaged, and was removed: %s", err.msg);
+			return;
+		}
+		if (found < 0) {
+			TOOL_ERROR(r, "session_close: %s", not_found);
+			return;
+		}
+		state_remove(s->cfg.state, rec.id);
+		log_debug("mcp: paused session %s closed: session_close", rec.id);
+		mcp_answer(r, mcp_structured_result(r->v, json_pack("{s:s,s:i}", "session_id", rec.id, "cells",
+								    (int)rec.cells)));
+		state_record_free(&rec);
 		return;
 	}
+	if (p->paused && s->cfg.state)
+		state_remove(s->cfg.state, p->id);   /* on its way back, or waiting to be: it stays closed */
 	tool_session_close(p, "session_close");
 	mcp_answer(r, mcp_structured_result(r->v, json_pack("{s:s,s:i}", "session_id", p->id, "cells",
 							    (int)p->cells)));

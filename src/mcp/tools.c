@@ -123,7 +123,7 @@ const struct mcp_tool_row mcp_tool_rows[] = {
 	  .describe = session_open_description, .shape = drop_packages_without_index,
 	  .enabled = sessions_on, .off = SESSIONS_OFF, .call = mcp_tool_session_open },
 	{ .name = "session_close", .title = "Close a Python session",
-	  .description = "Close a session: its interpreter, processes and files are gone.",
+	  .description = "Close a session, open or paused: its interpreter, processes and files are gone.",
 	  .destructive = true, .enabled = sessions_on, .off = SESSIONS_OFF, .call = mcp_tool_session_close },
 	{ .name = "session_list", .title = "List Python sessions",
 	  .description = "List this client's sessions, open and paused: id, cells run, whether one is running, "

@@ -115,6 +115,36 @@ static int open_sub(int top, const char *path, const char *sub, struct pc_err *e
 	return fd;
 }
 
+int state_dir_check(const char *path, struct pc_err *err)
+{
+	static const char *const subs[] = { "sessions", "tasks" };
+	int top, rc = 0;
+	if (path[0] != '/')
+		return pc_fail(err, EINVAL, "state_dir", "%s: the state directory must be an absolute path", path);
+	top = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (top < 0 && errno == ENOENT)
+		return 1;
+	if (top < 0)
+		return pc_syserr(err, "state_dir", "%s%s", path,
+				 errno == ELOOP || errno == ENOTDIR ? " (a symbolic link, or not a directory)" : "");
+	if (check_dir(top, path, err) < 0)
+		rc = -1;
+	for (size_t i = 0; rc == 0 && i < sizeof(subs) / sizeof(subs[0]); i++) {
+		cleanup_free char *subpath = xasprintf("%s/%s", path, subs[i]);
+		int fd = openat(top, subs[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0 && errno == ENOENT)
+			continue;
+		if (fd < 0)
+			rc = pc_syserr(err, "state_dir", "%s", subpath);
+		else if (check_dir(fd, subpath, err) < 0)
+			rc = -1;
+		if (fd >= 0)
+			close(fd);
+	}
+	close(top);
+	return rc;
+}
+
 void state_dir_free(struct state_dir *d)
 {
 	if (!d)
@@ -360,7 +390,7 @@ static void list_one(struct state_dir *d, const char *id, void *ctx)
 			log_warn("state: %s", err.msg);
 		return;
 	}
-	if (!str_eq(r.scope, l->scope) || (!l->any_owner && !str_eq(r.owner, l->owner))) {
+	if ((l->scope && !str_eq(r.scope, l->scope)) || (!l->any_owner && !str_eq(r.owner, l->owner))) {
 		state_record_free(&r);
 		return;
 	}

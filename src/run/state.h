@@ -42,6 +42,9 @@ struct state_record {
 
 /* Open path (made, 0700, when missing), or say why it cannot be used. */
 int state_dir_open(const char *path, struct state_dir **out, struct pc_err *err);
+/* What state_dir_open would say of path, making nothing: 0 usable, 1
+ * not there yet (a server makes it), -1 (err) refused. */
+int state_dir_check(const char *path, struct pc_err *err);
 void state_dir_free(struct state_dir *d);
 const char *state_dir_path(const struct state_dir *d);
 /* An id that can name files here: [0-9A-Za-z._-], not beginning with
@@ -70,7 +73,7 @@ int state_snap_open(struct state_dir *d, const struct state_record *r, struct pc
 /* Remove id's record, claim and snapshot. */
 void state_remove(struct state_dir *d, const char *id);
 
-/* Every record of scope (and owner, when any_owner is false), read; the
+/* Every record of scope (NULL: any) and owner (unless any_owner), read; the
  * caller frees them (state_record_free, then free). */
 size_t state_list(struct state_dir *d, const char *scope, const char *owner, bool any_owner,
 		  struct state_record **out);

@@ -15,7 +15,7 @@ import pytest
 from conftest import HOST_IS_ROOT, PYCELL, pycell_env, run_json
 
 CHECKS = ["user namespaces", "apparmor userns", "max user namespaces", "seccomp", "cgroup v2",
-          "cgroup v1", "limits", "device filter", "egress", "python", "wasm", "preload"]
+          "cgroup v1", "limits", "device filter", "egress", "python", "wasm", "preload", "state"]
 
 
 def doctor(*args, prefix=(), timeout=60):
@@ -229,3 +229,41 @@ def test_preload_names_what_a_policy_left_out(policy_file):
     rc, out, err = doctor("--json", "--policy", "data")
     pre = {c["name"]: c for c in json.loads(out)["checks"]}["preload"]
     assert (pre["status"], pre["detail"]) == ("ok", "policy data: all 3 modules imported by its zygote"), pre
+
+
+def test_the_state_dir_as_the_server_would_find_it(tmp_path):
+    """pycell.conf's state_dir: none, one not made yet (doctor makes
+    nothing), one in use, and one others could write (a warning with the
+    fix, as the server would refuse it)."""
+    conf = tmp_path / "pycell.conf"
+
+    def state(text):
+        conf.write_text(text)
+        rc, out, err = doctor("--json", "--config", str(conf))
+        return {c["name"]: c for c in json.loads(out)["checks"]}["state"]
+    assert state("{}") == {"name": "state", "status": "ok", "fix": None, "detail": "no state_dir: idle sessions "
+                           "are closed, not paused, and tasks do not outlive the server"}
+    d = tmp_path / "state"
+    dill = subprocess.run(["/usr/bin/python3", "-c", "import dill"], capture_output=True).returncode == 0
+    got = state(json.dumps({"state_dir": str(d)}))
+    assert not d.exists()
+    if dill:
+        assert got == {"name": "state", "status": "ok", "fix": None, "detail": f"{d}: idle sessions pause there "
+                       "(0 paused now; the server makes it)"}, got
+    else:
+        assert (got["status"], got["fix"]) == ("warn", "apt-get install python3-dill"), got
+    (d / "sessions").mkdir(parents=True, mode=0o700)
+    d.chmod(0o700)
+    (d / "sessions" / "x.json").write_text(json.dumps({
+        "version": 1, "id": "x", "scope": "serve", "owner": None, "policy": None, "opened_at": 0, "paused_at": 0,
+        "idle_ms": 1000, "lived_ms": 0, "bytes": 0, "cells": 0, "not_kept": []}))
+    if dill:
+        assert state(json.dumps({"state_dir": str(d)}))["detail"] == f"{d}: idle sessions pause there (1 paused now)"
+    d.chmod(0o775)
+    got = state(json.dumps({"state_dir": str(d)}))
+    assert got == {"name": "state", "status": "warn",
+                   "detail": f"{d} is writable by its group or by others (mode 0775): another user could plant "
+                             "or remove sessions there; chmod 0700 it: a server of this user with this "
+                             "configuration does not start",
+                   "fix": "make it the server's user's, mode 0700, and run doctor as that user (or fix state_dir "
+                          "in pycell.conf(5))"}, got

@@ -153,6 +153,11 @@ def test_a_fork_diverges_and_leaves_the_original_as_it_was(state):
         assert fork2["forked_from"] == sid and fork2["not_kept"] == [{"name": "conn", "why": "socket (socket)"}]
         assert c.cell(fork2["session_id"], "x")["return_value"] == [1]
         assert f"{sid}.snap" in files(d)
+        # session_close of a paused session removes its snapshot
+        assert c.ok("session_close", {"session_id": sid}) == {"session_id": sid, "cells": 2}
+        assert f"{sid}.snap" not in files(d)
+        assert c.call("run_python", {"session_id": sid, "code": "x"})["content"][0]["text"] == \
+            f"run_python: {NOT_FOUND}"
         # not another's, not a guess
         assert c.error_text("session_fork", {"session_id": "0" * 32}) == f"session_fork: {NOT_FOUND}"
         assert c.error_text("session_fork", {}) == ('Invalid arguments for session_fork: "session_id", the '
@@ -201,7 +206,10 @@ def test_serve_keeps_a_session_across_a_restart_for_its_token_only(serve, state,
 
     second = tmp_path / "second"
     second.mkdir()
-    s = serve("--listen", "127.0.0.1:0", *args, tokens=tokens, tmp_path=second)
+    # started again under another policy: the resumed session runs under it
+    after = second / "after.json"
+    after.write_text(json.dumps({"extends": args[3], "identity": {"hostname": "after-restart"}}))
+    s = serve("--listen", "127.0.0.1:0", *args[:3], str(after), tokens=tokens, tmp_path=second)
     # another token: not found, not listed, not forked; and it is left as it was
     for name, a in (("run_python", {"session_id": sid, "code": "x"}), ("session_fork", {"session_id": sid}),
                     ("session_close", {"session_id": sid})):
@@ -214,6 +222,8 @@ def test_serve_keeps_a_session_across_a_restart_for_its_token_only(serve, state,
     # its owner resumes it, and a fork of it goes its own way
     st = call(s, "run_python", {"session_id": sid, "code": CHECK}, A)["structuredContent"]
     assert st["return_value"] == EXPECT and st["session"]["resumed"] is True
+    assert call(s, "run_python", {"session_id": sid, "code": "socket.gethostname()"}, A)["structuredContent"][
+        "return_value"] == "after-restart"
     fid = call(s, "session_fork", {"session_id": sid}, A)["structuredContent"]["session_id"]
     assert call(s, "run_python", {"session_id": fid, "code": "x = 0\nf(1)"}, A)["structuredContent"][
         "return_value"] == 1

@@ -38,7 +38,7 @@ cat >"$u/pycell.service.d/check-vm.conf" <<EOF2
 [Service]
 Environment=PYCELL_DATADIR=$TREE
 ExecStart=
-ExecStart=$BUILD/pycell serve --tokens /run/pycell-test/tokens.json -v
+ExecStart=$BUILD/pycell serve --config /run/pycell-test/pycell.conf --tokens /run/pycell-test/tokens.json -v
 PrivateTmp=$private_tmp
 EOF2
 cat >"$u/pycell-vm-test.service" <<EOF2

@@ -3,7 +3,8 @@
 # systemd (pid 1) with cgroup v2.  The shipped units (contrib/systemd/):
 # socket activation, a call over HTTP, a memory bomb ends as memory_limit
 # through the delegated subtree, `systemctl reload` keeps a running call
-# and applies a new token, `systemctl stop` leaves no run and no cgroup.
+# and applies a new token, `systemctl restart` keeps a session (paused to
+# the StateDirectory), `systemctl stop` leaves no run and no cgroup.
 # Writes "PYCELL-VM-SUMMARY systemd: M failed, N passed" and
 # "PYCELL-VM-EXIT <status>".
 TREE=$1
@@ -38,6 +39,19 @@ call() {
 		-H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \
 		-H 'MCP-Protocol-Version: 2026-07-28' -H 'Mcp-Method: tools/call' -H 'Mcp-Name: run_python' -d "$body"
 }
+# tool TOKEN NAME ARGS OUT: POST a 2026-07-28 tools/call of tool NAME with
+# ARGS (JSON), a session_id in it mirrored in Mcp-Param-Session; OUT gets
+# the body, and the HTTP status is printed
+tool() {
+	body=$(python3 -c 'import json, sys; print(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+"params": {"name": sys.argv[1], "arguments": json.loads(sys.argv[2]), "_meta": {
+"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}}))' "$2" "$3")
+	sid=$(python3 -c 'import json, sys; print(json.loads(sys.argv[1]).get("session_id", ""))' "$3")
+	curl -s -m 300 -o "$4" -w '%{http_code}' -X POST http://127.0.0.1:8080/mcp -H "Authorization: Bearer t$1" \
+		-H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \
+		-H 'MCP-Protocol-Version: 2026-07-28' -H 'Mcp-Method: tools/call' -H "Mcp-Name: $2" \
+		${sid:+-H "Mcp-Param-Session: $sid"} -d "$body"
+}
 # field FILE EXPR: a Python expression of sc (structuredContent)
 field() {
 	python3 -c 'import json, sys; sc = json.load(open(sys.argv[1]))["result"]["structuredContent"]; print(eval(sys.argv[2]))' \
@@ -47,6 +61,9 @@ field() {
 mkdir -p /run/pycell-test
 chown pycell:pycell /run/pycell-test
 tokens a
+# as the Debian package's: paused sessions in the unit's StateDirectory
+printf '{"state_dir": "/var/lib/pycell"}\n' >/run/pycell-test/pycell.conf
+chmod 644 /run/pycell-test/pycell.conf
 echo "check-vm systemd: $(uname -r), cgroup2 $(cat /sys/fs/cgroup/cgroup.controllers)"
 R=/run/pycell-test
 
@@ -90,6 +107,24 @@ sleep 1
 expect "a bad token file is refused, with the reason in the journal; the service stays" \
 	'[ "$(systemctl is-active pycell.service)" = active ] &&
 	 journalctl -u pycell.service --no-pager -o cat | grep -q "reload refused, the configuration, policies and tokens in force stay"'
+
+# a session outlives a restart of the service: paused at SIGTERM into
+# /var/lib/pycell, resumed by its next cell (the token file made right
+# again first: a server does not start on one others can read)
+chmod 600 $R/tokens.json
+systemctl reload pycell.service
+sleep 1
+st=$(tool b session_open '{}' $R/s1.json)
+sid=$(field $R/s1.json 'sc["session_id"]')
+st=$(tool b run_python "{\"session_id\": \"$sid\", \"code\": \"x = 6 * 7\"}" $R/s2.json)
+expect "a session is opened and holds x (HTTP $st)" '[ "$st" = 200 ] && [ "$(field $R/s2.json "sc[\"status\"]")" = ok ]'
+systemctl restart pycell.service
+expect "systemctl restart: the session's snapshot is in the StateDirectory, the pycell user's, 0700" \
+	'[ -f /var/lib/pycell/sessions/$sid.snap ] && [ "$(stat -c %U:%a /var/lib/pycell)" = pycell:700 ]'
+st=$(tool b run_python "{\"session_id\": \"$sid\", \"code\": \"x\"}" $R/s3.json)
+expect "after the restart its next cell has x (HTTP $st, resumed $(field $R/s3.json 'sc["session"].get("resumed")'))" \
+	'[ "$(field $R/s3.json "sc[\"return_value\"]")" = 42 ] && [ "$(field $R/s3.json "sc[\"session\"][\"resumed\"]")" = True ]'
+main=$(systemctl show -p MainPID --value pycell.service)
 
 cg=/sys/fs/cgroup$(sed -n 's/^0:://p' /proc/"$main"/cgroup)
 expect "pycell moved itself into a leaf of its delegated cgroup ($cg)" \
