@@ -144,7 +144,7 @@ def _state(method, params, fd):
         if method == "pycell/snapshot":
             report = _snapshot.dump(namespace, fd, int(params.get("max_bytes") or 0))
         else:
-            report = _snapshot.load(namespace, fd)
+            report = _snapshot.load(namespace, fd, int(params.get("max_bytes") or 0))
             # the restored /workspace is where the next cell starts, not
             # what it wrote
             _cell._outputs.before = _cell._outputs._walk()

@@ -40,19 +40,58 @@ class SnapshotError(Exception):
     pass
 
 
+class _Crc:
+    """The CRC-32 of what passes.  Large pieces are summed on a thread of
+    its own (zlib lets go of the GIL), so that the sum overlaps the pipe's
+    I/O and the page faults of new memory; once it runs, every piece goes
+    to it, in order.  A piece must not change until value() returns."""
+
+    BIG = 4 << 20
+
+    def __init__(self):
+        self._value, self._q, self._t = 0, None, None
+
+    def add(self, view):
+        if self._q is None and len(view) < self.BIG:
+            self._value = zlib.crc32(view, self._value)
+            return
+        if self._q is None:
+            import queue
+            import threading
+            self._q = queue.SimpleQueue()
+            self._t = threading.Thread(target=self._run, name="pycell-crc", daemon=True)
+            self._t.start()
+        self._q.put(view)
+
+    def _run(self):
+        while True:
+            view = self._q.get()
+            if view is None:
+                return
+            self._value = zlib.crc32(view, self._value)
+
+    def value(self):
+        """The sum so far (the thread, if any, ends)."""
+        if self._q is not None:
+            self._q.put(None)
+            self._t.join()
+            self._q = self._t = None
+        return self._value
+
+
 class _Writer:
     """Writes to a file descriptor, counting and checksumming, and stops
     at the cap the supervisor set (it would cut the stream there anyway)."""
 
     def __init__(self, fd, cap):
-        self.fd, self.cap, self.n, self.crc = fd, cap, 0, 0
+        self.fd, self.cap, self.n, self.crc = fd, cap, 0, _Crc()
 
     def write(self, data):
         view = memoryview(data).cast("B")
         if self.cap and self.n + len(view) > self.cap:
             raise SnapshotError("the session's state is more than the %d bytes a snapshot may hold "
                                 "(the policy's sessions.snapshot_max)" % self.cap)
-        self.crc = zlib.crc32(view, self.crc)
+        self.crc.add(view)
         while view:
             k = os.write(self.fd, view)
             view = view[k:]
@@ -62,19 +101,25 @@ class _Writer:
 
 class _Reader:
     def __init__(self, fd):
-        self.fd, self.n, self.crc = fd, 0, 0
+        self.fd, self.n, self.crc = fd, 0, _Crc()
 
     def read_into(self, buf):
+        """Fill buf (which must not change until the CRC is taken), in
+        pieces, each summed while the next is read."""
         view = memoryview(buf).cast("B")
-        got = 0
-        while got < len(view):
-            k = os.readv(self.fd, [view[got:]])
-            if k == 0:
-                raise SnapshotError("the snapshot ends early, after %d bytes: it was cut short"
-                                    % (self.n + got))
-            got += k
-        self.crc = zlib.crc32(view, self.crc)
-        self.n += got
+        start = 0
+        while start < len(view):
+            end = min(len(view), start + _Crc.BIG)
+            got = start
+            while got < end:
+                k = os.readv(self.fd, [view[got:end]])
+                if k == 0:
+                    raise SnapshotError("the snapshot ends early, after %d bytes: it was cut short"
+                                        % (self.n + got))
+                got += k
+            self.crc.add(view[start:end])
+            start = end
+        self.n += len(view)
         return buf
 
     def read(self, n):
@@ -298,12 +343,11 @@ def _workspace_load(r):
             left = _U64.unpack(r.read(8))[0]
             fd = os.open(full, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
             try:
-                buf = bytearray(min(left, _FRAME))
                 while left:
-                    view = memoryview(buf)[:min(left, _FRAME)]
-                    r.read_into(view)
-                    os.write(fd, view)
-                    left -= len(view)
+                    # a piece of its own each: the CRC may still be reading the last
+                    piece = r.read_into(bytearray(min(left, _FRAME)))
+                    os.write(fd, piece)
+                    left -= len(piece)
                 os.fchmod(fd, mode)
             finally:
                 os.close(fd)
@@ -317,36 +361,49 @@ def dump(namespace, fd, cap):
     """Write the session's state to fd; a report {names, not_kept, bytes}."""
     data, buffers, names, not_kept = _prepare(namespace)
     w = _Writer(fd, cap)
-    w.write(MAGIC)
-    w.write(_U64.pack(len(data)))
-    w.write(data)
-    w.write(_U32.pack(len(buffers)))
-    for b in buffers:
-        raw = b.raw()
-        w.write(_U64.pack(raw.nbytes))
-        w.write(raw)
-    _workspace_dump(w)
-    w.write(_U32.pack(w.crc))
+    try:
+        w.write(MAGIC)
+        w.write(_U64.pack(len(data)))
+        w.write(data)
+        w.write(_U32.pack(len(buffers)))
+        for b in buffers:
+            raw = b.raw()
+            w.write(_U64.pack(raw.nbytes))
+            w.write(raw)
+        _workspace_dump(w)
+    finally:
+        crc = w.crc.value()   # its thread ends, whatever happened
+    w.write(_U32.pack(crc))
     return {"names": names, "not_kept": not_kept, "bytes": w.n}
 
 
-def load(namespace, fd):
+def load(namespace, fd, total=0):
     """Read a state written by dump() from fd into namespace and
-    /workspace; a report {names, bytes}.  Nothing is used before the
-    whole stream is read and its CRC checked."""
+    /workspace; a report {names, not_kept, bytes}.  total: the stream's
+    size, which no length in it may pass (0: unknown).  Nothing is used
+    before the whole stream is read and its CRC checked."""
     r = _Reader(fd)
-    if r.read(len(MAGIC)) != MAGIC:
-        raise SnapshotError("this is not a pycell session snapshot (or one of another version)")
-    size = _U64.unpack(r.read(8))[0]
-    data = r.read_into(bytearray(size))
-    count = _U32.unpack(r.read(4))[0]
-    buffers = []
-    for _ in range(count):
-        buffers.append(r.read_into(bytearray(_U64.unpack(r.read(8))[0])))
-    # the files are written as they come (a restore that fails ends its
-    # jail, and them with it); the globals only once the CRC is right
-    _workspace_load(r)
-    crc = r.crc
+
+    def length(raw):
+        n = _U64.unpack(raw)[0]
+        if total and n > total - r.n:
+            raise SnapshotError("the snapshot is damaged: a length of %d bytes where %d are left"
+                                % (n, total - r.n))
+        return n
+
+    try:
+        if r.read(len(MAGIC)) != MAGIC:
+            raise SnapshotError("this is not a pycell session snapshot (or one of another version)")
+        data = r.read_into(bytearray(length(r.read(8))))
+        count = _U32.unpack(r.read(4))[0]
+        buffers = []
+        for _ in range(count):
+            buffers.append(r.read_into(bytearray(length(r.read(8)))))
+        # the files are written as they come (a restore that fails ends
+        # its jail, and them with it); the globals only once the CRC is right
+        _workspace_load(r)
+    finally:
+        crc = r.crc.value()   # its thread ends, whatever happened
     if _U32.unpack(r.read(4))[0] != crc:
         raise SnapshotError("the snapshot is damaged: its checksum does not match")
     if os.read(fd, 1):
@@ -367,4 +424,4 @@ def load(namespace, fd):
         except Exception as e:
             not_kept.append({"name": name, "why": "module %s: %s" % (module, _why(e))})
     namespace.update(values)
-    return {"names": sorted(values), "not_kept": not_kept, "bytes": r.n + 4}
+    return {"names": sorted(values), "not_kept": not_kept, "bytes": r.n}

@@ -87,6 +87,7 @@ struct tool_session {
 	uint64_t t_xfer;              /* when its pause began */
 	uint64_t resumed_cell;        /* the cell it was resumed for (its result says so) */
 	const char *close_why;        /* to be closed, from the loop (settle), for this reason */
+	bool drop_snapshot;           /* resumed: its snapshot goes once its first cell was answered */
 };
 
 /* The server's sessions (s->sessions). */
@@ -534,7 +535,9 @@ static void on_restored(struct session *live, const struct pc_err *err, const js
 	if (p->xfer == TS_RESUME) {
 		struct pc_err e = { 0 };
 		struct mcp_call *c = p->call;
-		state_remove(s->cfg.state, p->id);
+		/* its snapshot goes after the cell's answer (removing a large
+		 * file takes the disk a while: it would hold the answer) */
+		p->drop_snapshot = true;
 		log_info("mcp: session %s resumed in %llu ms, after %llu s paused", p->id, (unsigned long long)p->open_ms,
 			 (unsigned long long)p->paused_ms / 1000);
 		p->xfer = TS_NONE;
@@ -714,6 +717,10 @@ static void sessions_settle(struct mcp_server *s)
 		struct tool_session *p = *pp;
 		if (p->close_why)
 			tool_session_close(p, steal_ptr(&p->close_why));
+		if (p->drop_snapshot && !p->call) {
+			p->drop_snapshot = false;
+			state_remove(s->cfg.state, p->id);
+		}
 		/* the server stops: what can be paused is */
 		if (s->sessions->quiescing && s->cfg.state && p->ready && !p->closed && !p->call && !p->xfer)
 			pause_start(p);

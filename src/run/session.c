@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
@@ -666,7 +667,11 @@ int session_snapshot(struct session *s, int fd, uint64_t max_bytes, uint64_t ms,
 
 int session_restore(struct session *s, int fd, uint64_t ms, session_state_fn done, void *ctx, struct pc_err *err)
 {
-	return xfer_start(s, XFER_RESTORE, fd, 0, ms, done, ctx, err);
+	struct stat st;
+	/* python is told the size, which no length in the state may pass */
+	if (fstat(fd, &st) < 0)
+		return pc_syserr(err, "restore", "fstat");
+	return xfer_start(s, XFER_RESTORE, fd, (uint64_t)st.st_size, ms, done, ctx, err);
 }
 
 bool session_busy(const struct session *s) { return s->state != CELL_NONE; }
