@@ -88,6 +88,7 @@ struct tool_session {
 	uint64_t resumed_cell;        /* the cell it was resumed for (its result says so) */
 	const char *close_why;        /* to be closed, from the loop (settle), for this reason */
 	bool drop_snapshot;           /* resumed: its snapshot goes once its first cell was answered */
+	bool foreign;                 /* resumed here, its handle naming another replica: pauses after each cell */
 };
 
 /* The server's sessions (s->sessions). */
@@ -410,6 +411,15 @@ static struct tool_session *resume_prepare(struct mcp_server *s, struct state_re
 	p->paused = true;
 	p->paused_ms = state_wall_ms() > rec->paused_at ? state_wall_ms() - rec->paused_at : 0;
 	p->not_kept = steal_ptr(&rec->not_kept);
+	/* another replica's (its own is down, or was): the balancer sends its
+	 * calls there as soon as that one is back, so it lives here only for
+	 * its cells, and goes back to the state directory after each */
+	if (s->cfg.replica) {
+		size_t n = strlen(s->cfg.replica);
+		p->foreign = strncmp(p->id, s->cfg.replica, n) != 0 || p->id[n] != '.';
+	} else {
+		p->foreign = strchr(p->id, '.') != NULL;
+	}
 	ts_push(s, p);
 	return p;
 }
@@ -721,8 +731,10 @@ static void sessions_settle(struct mcp_server *s)
 			p->drop_snapshot = false;
 			state_remove(s->cfg.state, p->id);
 		}
-		/* the server stops: what can be paused is */
-		if (s->sessions->quiescing && s->cfg.state && p->ready && !p->closed && !p->call && !p->xfer)
+		/* the server stops: what can be paused is; and another
+		 * replica's session, once its cell was answered */
+		if ((s->sessions->quiescing || p->foreign) && s->cfg.state && p->ready && !p->closed && !p->call &&
+		    !p->xfer)
 			pause_start(p);
 		if (p->opening && (p->ready || p->open_err.msg[0]))
 			answer_open(p);

@@ -406,3 +406,39 @@ def test_tasks_are_kept_in_the_state_dir_across_a_restart(serve, state, tmp_path
     for tid in (done, lost):
         err = get(s, tid, B)["error"]
         assert err["code"] == -32602 and err["message"].startswith("Invalid params: no such task"), err
+
+
+def test_a_replica_resumes_a_session_another_paused_in_their_state_dir(serve, state, tmp_path):  # noqa: F811
+    """Two replicas of one state directory: a session of r1 paused as r1
+    stops is resumed by r2, its handle still naming r1 (a balancer sends
+    it to r2 once r1 is down), and only once."""
+    d, args = state
+    tokens = [{"name": "a", "sha256": sha("ta")}]
+    A = {"Authorization": "Bearer ta"}
+
+    def call(s, name, args):
+        r, data = s.modern(1, "tools/call", {"name": name, "arguments": args}, headers=A)
+        assert r.status == 200, data
+        return json.loads(data)["result"]
+
+    r1 = serve("--listen", "127.0.0.1:0", "--replica", "r1", *args, tokens=tokens, tmp_path=tmp_path)
+    second = tmp_path / "r2"
+    second.mkdir()
+    r2 = serve("--listen", "127.0.0.1:0", "--replica", "r2", *args, tokens=tokens, tmp_path=second)
+    sid = call(r1, "session_open", {})["structuredContent"]["session_id"]
+    assert sid.startswith("r1.")
+    call(r1, "run_python", {"session_id": sid, "code": "n = 7"})
+    r1.proc.send_signal(signal.SIGTERM)
+    assert r1.proc.wait(30) == 0
+    st = call(r2, "run_python", {"session_id": sid, "code": "n * 6"})["structuredContent"]
+    assert st["return_value"] == 42 and st["session"]["resumed"] is True and st["session"]["id"] == sid
+    # r1's session lives on r2 only for its cells: paused again after each,
+    # so that r1, back, finds it where it left it
+    wait_for(lambda: f"{sid}.snap" in files(d) and f"{sid}.json" in files(d), what="r2 to pause it again")
+    fork = call(r2, "session_fork", {"session_id": sid})["structuredContent"]
+    assert fork["session_id"].startswith("r2.") and fork["forked_from"] == sid
+    third = tmp_path / "r1-again"
+    third.mkdir()
+    r1 = serve("--listen", "127.0.0.1:0", "--replica", "r1", *args, tokens=tokens, tmp_path=third)
+    st = call(r1, "run_python", {"session_id": sid, "code": "n"})["structuredContent"]
+    assert st["return_value"] == 7 and st["session"]["resumed"] is True
