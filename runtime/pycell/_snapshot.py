@@ -160,48 +160,73 @@ def _by_value(obj):
     return getattr(obj, "__module__", None) == "__main__" or "<" in qualname
 
 
-def _function(code, name, qualname, defaults, kwdefaults, closure, attrs):
-    """A function a cell defined, made again in this interpreter's
-    __main__ (its globals) from its marshalled code."""
+_EMPTY = "pycell._snapshot: an empty cell"
+
+
+def _function_new(code, name, qualname, ncells):
+    """A function a cell defined, made again in this interpreter's __main__
+    (its globals) from its marshalled code; its closure, defaults and
+    attributes come after (_function_fill), so that they may refer to it."""
     import marshal
     import types
     import __main__
-    cells = tuple(types.CellType(v) for v in closure) if closure is not None else None
-    f = types.FunctionType(marshal.loads(code), __main__.__dict__, name, defaults, cells)
+    cells = tuple(types.CellType() for _ in range(ncells)) if ncells else None
+    f = types.FunctionType(marshal.loads(code), __main__.__dict__, name, None, cells)
     f.__qualname__ = qualname
-    f.__kwdefaults__ = kwdefaults
-    if attrs:
-        for k, v in attrs.items():
-            setattr(f, k, v)
     return f
 
 
-def _class(name, qualname, bases, namespace):
-    """A plain class a cell defined, made again (its methods by _function)."""
-    cls = type(name, bases, dict(namespace))
+def _function_fill(f, state):
+    closure, defaults, kwdefaults, attrs = state
+    for cell, value in zip(f.__closure__ or (), closure or ()):
+        if value is not _EMPTY:
+            cell.cell_contents = value
+    f.__defaults__ = defaults
+    f.__kwdefaults__ = kwdefaults
+    for k, v in attrs.items():
+        setattr(f, k, v)
+
+
+def _class_new(name, qualname, bases):
+    """A plain class a cell defined, made again; its namespace comes after
+    (_class_fill), so that its methods may refer to it (super() does)."""
+    cls = type(name, bases, {"__module__": "__main__"})
     cls.__qualname__ = qualname
     return cls
 
 
+def _class_fill(cls, namespace):
+    for k, v in namespace.items():
+        setattr(cls, k, v)
+
+
 def _reduce_by_value(obj):
     """What rebuilds a cell's function or plain class without dill (whose
-    import alone costs some 80 ms): its marshalled code, or its namespace.
-    Raises for what this does not cover (a class with another metaclass,
-    slots or descriptors pickle cannot take; dill takes those)."""
+    import alone costs some 80 ms): its marshalled code, or its namespace,
+    each set after the object is made (a reduce with a state setter), so
+    that cycles through it (recursion, super()) close.  Raises for what
+    this does not cover: a class of another metaclass, or with slots."""
     import marshal
     import types
     if isinstance(obj, types.FunctionType):
-        closure = tuple(c.cell_contents for c in obj.__closure__) if obj.__closure__ else None
+        closure = None
+        if obj.__closure__:
+            closure = []
+            for c in obj.__closure__:
+                try:
+                    closure.append(c.cell_contents)
+                except ValueError:
+                    closure.append(_EMPTY)
         attrs = {"__doc__": obj.__doc__, "__module__": obj.__module__}
         if obj.__annotations__:
             attrs["__annotations__"] = obj.__annotations__
-        if obj.__dict__:
-            attrs.update(obj.__dict__)
-        return _function, (marshal.dumps(obj.__code__), obj.__name__, obj.__qualname__, obj.__defaults__,
-                           obj.__kwdefaults__, closure, attrs)
+        attrs.update(obj.__dict__)
+        return (_function_new, (marshal.dumps(obj.__code__), obj.__name__, obj.__qualname__,
+                                len(obj.__closure__ or ())),
+                (closure, obj.__defaults__, obj.__kwdefaults__, attrs), None, None, _function_fill)
     if type(obj) is type and "__slots__" not in obj.__dict__:
         namespace = {k: v for k, v in obj.__dict__.items() if k not in ("__dict__", "__weakref__")}
-        return _class, (obj.__name__, obj.__qualname__, obj.__bases__, namespace)
+        return _class_new, (obj.__name__, obj.__qualname__, obj.__bases__), namespace, None, None, _class_fill
     raise TypeError("not a plain function or class")
 
 
@@ -219,6 +244,11 @@ def _pickle(values, buffers, use_dill=False):
                     import dill
                     return dill.loads, (dill.dumps(obj, protocol=5),)
                 return _reduce_by_value(obj)
+            # what a class's namespace holds besides functions
+            if type(obj) in (staticmethod, classmethod):
+                return type(obj), (obj.__func__,)
+            if type(obj) is property:
+                return property, (obj.fget, obj.fset, obj.fdel, obj.__doc__)
             return NotImplemented
 
     out = io.BytesIO()

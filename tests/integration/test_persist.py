@@ -33,6 +33,15 @@ class K:
     def __init__(self):
         self.v = 7
 k = K()
+class S(K):
+    def __init__(self):
+        super().__init__()   # a __class__ cell: a cycle through S
+        self.v *= 2
+s = S()
+class Slotted:
+    __slots__ = ("a",)   # not a plain class: dill keeps it (each such name apart)
+slotted = Slotted()
+slotted.a = 3
 alias = df = pd.DataFrame({"a": [1, 2, 3], "b": ["p", "q", "r"]})
 blob = bytes(range(256)) * 4096
 conn = socket.socket()
@@ -43,10 +52,10 @@ fh.write("written before the pause")
 fh.close()
 fh = open("/workspace/kept.txt")
 """
-CHECK = ("(f(1), g('ab'), k.v, type(k).__name__, alias is df, int(df.a.sum()), list(df.b), "
+CHECK = ("(f(1), g('ab'), k.v, type(k).__name__, S().v, s.v, isinstance(s, K), slotted.a, alias is df, int(df.a.sum()), list(df.b), "
          "len(blob), list(blob[:3]), open('/workspace/kept.txt').read(), "
          "[n for n in ('conn', 't', 'gen', 'fh') if n in globals()])")
-EXPECT = [42, "abab", 7, "K", True, 6, ["p", "q", "r"], 1 << 20, [0, 1, 2], "written before the pause", []]
+EXPECT = [42, "abab", 7, "K", 14, 14, True, 3, True, 6, ["p", "q", "r"], 1 << 20, [0, 1, 2], "written before the pause", []]
 NOT_KEPT = [{"name": "conn", "why": "socket (socket)"}, {"name": "t", "why": "thread (Thread)"},
             {"name": "gen", "why": "generator (generator)"}, {"name": "fh", "why": "open file (TextIOWrapper)"}]
 
