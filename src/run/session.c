@@ -6,7 +6,6 @@
 #include "config.h"
 
 #include <fcntl.h>
-#include <limits.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -507,12 +506,18 @@ static ssize_t xfer_move(struct session *s)
 	return n;
 }
 
-/* A snapshot: what the pipe holds now goes to the file, to the cap. */
-static void xfer_drain(struct session *s)
+/* A transfer moves at most this much per turn of the loop, then lets the
+ * loop's other work go first (a 100 MB state would hold it 0.1 s). */
+#define XFER_TURN (8u << 20)
+
+/* A snapshot: what the pipe holds now goes to the file, to the cap, at
+ * most most bytes. */
+static void xfer_drain(struct session *s, uint64_t most)
 {
-	while (s->xfer_pipe >= 0) {
+	for (uint64_t moved = 0; s->xfer_pipe >= 0 && moved < most;) {
 		ssize_t n = xfer_move(s);
 		if (n > 0) {
+			moved += (uint64_t)n;
 			s->xfer_bytes += (uint64_t)n;
 			if (s->xfer_max && s->xfer_bytes > s->xfer_max) {
 				pc_fail(&s->xfer_err, EFBIG, "snapshot", "the session's state is more than the %llu "
@@ -537,11 +542,12 @@ static void xfer_drain(struct session *s)
 
 /* A restore: the file goes into the pipe as python reads it; at the
  * file's end the pipe closes, which python reads as the state's end. */
-static void xfer_feed(struct session *s)
+static void xfer_feed(struct session *s, uint64_t most)
 {
-	while (s->xfer_pipe >= 0) {
+	for (uint64_t moved = 0; s->xfer_pipe >= 0 && moved < most;) {
 		ssize_t n = xfer_move(s);
 		if (n > 0) {
+			moved += (uint64_t)n;
 			s->xfer_bytes += (uint64_t)n;
 			continue;
 		}
@@ -563,9 +569,9 @@ static void on_xfer(struct loop_watch *w, uint32_t events, void *data)
 {
 	struct session *s = data;
 	if (s->xfer == XFER_SNAPSHOT)
-		xfer_drain(s);
+		xfer_drain(s, XFER_TURN);
 	else
-		xfer_feed(s);
+		xfer_feed(s, XFER_TURN);
 	(void)w;
 	(void)events;
 }
@@ -581,7 +587,7 @@ static void xfer_finish(struct session *s, json_t *report)
 	session_state_fn done = s->xfer_done;
 
 	if (kind == XFER_SNAPSHOT)
-		xfer_drain(s);   /* python closed its end before it said so: the last of it */
+		xfer_drain(s, UINT64_MAX);   /* python closed its end before it said so: the last of it */
 	if (s->xfer_err.msg[0])
 		err = s->xfer_err;
 	xfer_close(s);
