@@ -89,6 +89,7 @@ struct tool_session {
 	const char *close_why;        /* to be closed, from the loop (settle), for this reason */
 	bool drop_snapshot;           /* resumed: its snapshot goes once its first cell was answered */
 	bool foreign;                 /* resumed here, its handle naming another replica: pauses after each cell */
+	bool cell_waits;              /* its cell's turn came while it paused: it runs once that is done */
 };
 
 /* The server's sessions (s->sessions). */
@@ -175,7 +176,7 @@ static void tool_session_close(struct tool_session *p, const char *why)
 static struct tool_session *find(struct mcp_server *s, const json_t *id, const char *principal)
 {
 	for (struct tool_session *p = s->sessions->list; p; p = p->next)
-		if (!p->closed && json_str_eq(id, p->id) && str_eq(p->owner, principal))
+		if (!p->closed && !p->close_why && json_str_eq(id, p->id) && str_eq(p->owner, principal))
 			return p;
 	return NULL;
 }
@@ -330,6 +331,22 @@ static void on_cell(struct session *live, struct run_result *res, void *ctx)
 /* The policy's cap on a snapshot, and what the session is called in a log. */
 static uint64_t snapshot_max(const struct tool_session *p) { return p->env->policy.sessions.snapshot_bytes; }
 
+static struct tool_session *resume_prepare(struct mcp_server *s, struct state_record *rec, const char *principal);
+static int resume_start(struct tool_session *p, struct pc_err *err);
+
+/* p paused (rec, just kept) while a cell for it came: the cell goes to
+ * the session made from the record, which its start resumes. */
+static void pause_handover(struct tool_session *p, struct state_record *rec)
+{
+	struct mcp_call *c = steal_ptr(&p->call);
+	struct tool_session *q = resume_prepare(p->srv, rec, p->owner);
+	struct pc_err e = { 0 };
+	q->call = c;
+	c->ts = q;
+	if (steal_ptr(&p->cell_waits) && resume_start(q, &e) < 0)
+		end_unrun(c, &e);   /* its turn came already: now, or never */
+}
+
 static void on_paused(struct session *live, const struct pc_err *err, const json_t *report, void *ctx)
 {
 	struct tool_session *p = ctx;
@@ -356,8 +373,10 @@ static void on_paused(struct session *live, const struct pc_err *err, const json
 			log_info("mcp: session %s paused in %llu ms after %u cells: %llu bytes kept in %s", p->id,
 				 (unsigned long long)(now_ms() - p->t_xfer), p->cells, (unsigned long long)rec.bytes,
 				 state_dir_path(s->cfg.state));
-			json_decref(rec.not_kept);
 			p->close_why = "paused";
+			if (p->call)
+				pause_handover(p, &rec);
+			json_decref(rec.not_kept);
 			mcp_kick(s);
 			return;
 		}
@@ -365,6 +384,15 @@ static void on_paused(struct session *live, const struct pc_err *err, const json
 		err = &e;
 	} else {
 		state_abort(s->cfg.state, p->id, fd);
+	}
+	if (p->call && !session_ended(p->live)) {
+		/* a cell came meanwhile: the session stays as it was, and runs it */
+		log_warn("mcp: session %s could not be paused, and stays open for its next cell: %s: %s", p->id,
+			 err->step, err->msg);
+		if (steal_ptr(&p->cell_waits) && cell_send(p->call, &e) < 0)
+			end_unrun(p->call, &e);
+		mcp_kick(s);
+		return;
 	}
 	log_warn("mcp: session %s could not be paused, and is closed: %s: %s", p->id, err->step, err->msg);
 	p->close_why = "idle, and its state could not be kept";
@@ -436,7 +464,7 @@ static int resume_start(struct tool_session *p, struct pc_err *err)
 	int fd;
 
 	for (const struct tool_session *q = s->sessions->list; q; q = q->next)
-		live += !q->closed && !q->paused;
+		live += !q->closed && !q->close_why && !q->paused;
 	if (live >= pol->sessions.max)
 		return pc_fail(err, EAGAIN, "session", "the server has %u sessions open, the most it keeps; "
 			       "try again later", pol->sessions.max);
@@ -1108,9 +1136,10 @@ int mcp_tsession_take(struct mcp_call *c, const struct mcp_req *r)
 		p = resume_prepare(s, &rec, r->conn->principal);
 		state_record_free(&rec);
 	}
-	if (p->call || (!p->ready && !p->paused) || p->xfer) {
+	/* one that is pausing takes its cell, which runs (resumed) after */
+	if (p->call || (!p->ready && !p->paused) || (p->xfer && p->xfer != TS_PAUSE)) {
 		TOOL_ERROR(r, "run_python: the session is busy %s; wait for it to finish, then call again",
-			   p->call ? "running a cell" : p->xfer == TS_PAUSE ? "pausing"
+			   p->call ? "running a cell"
 			   : p->xfer == TS_FORK_SOURCE ? "writing its state for a fork" : "starting");
 		return -1;
 	}
@@ -1147,6 +1176,11 @@ static int cell_send(struct mcp_call *c, struct pc_err *err)
 static int cell_start(struct mcp_call *c, struct pc_err *err)
 {
 	struct tool_session *p = c->ts;
+	if (p && p->xfer == TS_PAUSE) {
+		log_info("mcp: session %s: a cell came while it paused: it runs once resumed", p->id);
+		p->cell_waits = true;   /* on_paused hands it on */
+		return 0;
+	}
 	if (p && p->paused && !p->closed && !p->xfer)
 		return resume_start(p, err);
 	return cell_send(c, err);

@@ -433,16 +433,21 @@ def test_a_replica_resumes_a_session_another_paused_in_their_state_dir(serve, st
     r1 = serve("--listen", "127.0.0.1:0", "--replica", "r1", *args, tokens=tokens, tmp_path=tmp_path)
     second = tmp_path / "r2"
     second.mkdir()
-    r2 = serve("--listen", "127.0.0.1:0", "--replica", "r2", *args, tokens=tokens, tmp_path=second)
+    r2 = serve("--listen", "127.0.0.1:0", "--replica", "r2", "-v", *args, tokens=tokens, tmp_path=second)
     sid = call(r1, "session_open", {})["structuredContent"]["session_id"]
     assert sid.startswith("r1.")
-    call(r1, "run_python", {"session_id": sid, "code": "n = 7"})
+    call(r1, "run_python", {"session_id": sid, "code": "n = 7\nbig = bytes(48 << 20)"})
     r1.proc.send_signal(signal.SIGTERM)
     assert r1.proc.wait(30) == 0
     st = call(r2, "run_python", {"session_id": sid, "code": "n * 6"})["structuredContent"]
     assert st["return_value"] == 42 and st["session"]["resumed"] is True and st["session"]["id"] == sid
     # r1's session lives on r2 only for its cells: paused again after each,
-    # so that r1, back, finds it where it left it
+    # so that r1, back, finds it where it left it; a cell that comes while
+    # it pauses waits for that, and runs resumed
+    for i in range(5):
+        st = call(r2, "run_python", {"session_id": sid, "code": "n += 1\nn"})["structuredContent"]
+        assert st["status"] == "ok" and st["return_value"] == 8 + i, st
+    assert b"a cell came while it paused: it runs once resumed" in r2.stderr()
     wait_for(lambda: f"{sid}.snap" in files(d) and f"{sid}.json" in files(d), what="r2 to pause it again")
     fork = call(r2, "session_fork", {"session_id": sid})["structuredContent"]
     assert fork["session_id"].startswith("r2.") and fork["forked_from"] == sid
@@ -450,4 +455,4 @@ def test_a_replica_resumes_a_session_another_paused_in_their_state_dir(serve, st
     third.mkdir()
     r1 = serve("--listen", "127.0.0.1:0", "--replica", "r1", *args, tokens=tokens, tmp_path=third)
     st = call(r1, "run_python", {"session_id": sid, "code": "n"})["structuredContent"]
-    assert st["return_value"] == 7 and st["session"]["resumed"] is True
+    assert st["return_value"] == 12 and st["session"]["resumed"] is True
