@@ -817,6 +817,19 @@ static unsigned count_open(const struct mcp_server *s, const char *principal, bo
 	return n;
 }
 
+/* p, being made, goes on the list, and r waits for it (answer_open). */
+static void ts_opening(struct mcp_server *s, const struct mcp_req *r, struct tool_session *p)
+{
+	struct mcp_call *c = mcp_call_new(s, r, CALL_SESSION_OPEN);
+	mcp_call_join_batch(c, r->b);
+	c->state = CALL_WAITING;
+	c->ts = p;
+	c->host = &cell_host;
+	mcp_list_push(&s->active, c);
+	p->opening = c;
+	ts_push(s, p);
+}
+
 void mcp_tool_session_open(const struct mcp_req *r, const json_t *args, const json_t *progress_token)
 {
 	struct mcp_server *s = r->conn->srv;
@@ -827,7 +840,6 @@ void mcp_tool_session_open(const struct mcp_req *r, const json_t *args, const js
 	json_t *v = json_object_get(args, "idle_timeout_s");
 	uint64_t idle = pol->sessions.idle_ms;
 	struct tool_session *p;
-	struct mcp_call *c;
 
 	cleanup_strv char **pkgs = NULL;
 	size_t n_pkgs = 0;
@@ -905,14 +917,7 @@ void mcp_tool_session_open(const struct mcp_req *r, const json_t *args, const js
 		tool_session_free(p);
 		return;
 	}
-	c = mcp_call_new(s, r, CALL_SESSION_OPEN);
-	mcp_call_join_batch(c, r->b);
-	c->state = CALL_WAITING;
-	c->ts = p;
-	c->host = &cell_host;
-	mcp_list_push(&s->active, c);
-	p->opening = c;
-	ts_push(s, p);
+	ts_opening(s, r, p);
 	log_debug("mcp: session %s opening", p->id);
 }
 
@@ -926,7 +931,6 @@ void mcp_tool_session_fork(const struct mcp_req *r, const json_t *args, const js
 	struct state_record rec = { 0 };
 	struct run_request req;
 	struct pc_err err = { 0 };
-	struct mcp_call *c;
 	int fd = -1, found;
 
 	if (!check_keys(r, "session_fork", args, ",session_id,", "only session_id"))
@@ -1015,14 +1019,7 @@ void mcp_tool_session_fork(const struct mcp_req *r, const json_t *args, const js
 		/* the source's snapshot goes on, into its own copy, for nobody */
 		restore_failed(q, &err);
 	}
-	c = mcp_call_new(s, r, CALL_SESSION_OPEN);
-	mcp_call_join_batch(c, r->b);
-	c->state = CALL_WAITING;
-	c->ts = q;
-	c->host = &cell_host;
-	mcp_list_push(&s->active, c);
-	q->opening = c;
-	ts_push(s, q);
+	ts_opening(s, r, q);
 	log_debug("mcp: session %s forking from %s", q->id, q->forked_from);
 out:
 	state_record_free(&rec);
