@@ -24,7 +24,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/mman.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
@@ -33,6 +32,7 @@
 #include "config/json_check.h"
 #include "mcp/render.h"
 #include "mcp/sessions.h"
+#include "mcp/sessions_int.h"
 #include "run/session.h"
 #include "run/state.h"
 
@@ -40,69 +40,10 @@
 /* a jail whose python has not said it is ready this long after the open
  * is killed, and the open answered with why */
 #define SESS_OPEN_MAX_MS 30000
-/* a snapshot made or read takes at most this long */
-#define SESS_STATE_MAX_MS 120000
 /* expired paused sessions are looked for this often */
 #define SESS_SWEEP_MS 60000
-/* a result names at most this many things a snapshot left out */
-#define NOT_KEPT_MAX 32
-
-/* A state transfer a session is part of: its own pause, the snapshot a
- * fork of it takes, the snapshot it is resumed or forked from. */
-enum ts_xfer { TS_NONE, TS_PAUSE, TS_FORK_SOURCE, TS_RESUME, TS_FORK_TARGET };
-
-struct tool_session {
-	struct tool_session *next;
-	struct mcp_server *srv;
-	char id[RANDOM_ID_SIZE];
-	char *owner;                  /* its client's principal (NULL: the anonymous one) */
-	const struct run_env *env;    /* its policy, from its open (a reload changes the server's) */
-	struct session *live;         /* its jail, with the interpreter (run/session.h) */
-	struct mcp_call *opening;     /* session_open, until the jail is ready */
-	struct mcp_call *call;        /* the run_python call of its cell, queued or running */
-	uint64_t t_opened, t_last, idle_ms, lifetime_ms, open_ms;
-	unsigned cells;
-	bool ready;                   /* the jail said so */
-	bool closed;                  /* off the list for good; freed once not held */
-	struct pc_err open_err;       /* the open failed (open_err.msg[0]) */
-	/* its packages (session_open's): being had, then held while it lives */
-	struct pkg_op *pkg_op;
-	char *pkg_dir;
-	uint64_t t_jail;              /* when its jail was asked for */
-
-	/* its state, with a state directory or in a fork */
-	uint64_t opened_wall;         /* when it was first opened (wall clock, ms) */
-	enum ts_xfer xfer;
-	int state_fd;                 /* the snapshot being written or read; -1: none */
-	bool jail_ready;              /* resume, fork target: the jail is there, waiting for its state */
-	bool state_ready;             /* fork target: the source's snapshot is whole */
-	bool paused;                  /* resume: made from a record; its cell waits for the restore */
-	bool damaged;                 /* resume: its snapshot cannot be restored, and goes */
-	struct tool_session *peer;    /* a fork's other side, while its snapshot is made */
-	char forked_from[RANDOM_ID_SIZE];
-	json_t *not_kept;             /* what its last snapshot left out, for the answer or the next cell */
-	bool resumed;                 /* its next cell's result says it was paused and resumed */
-	uint64_t paused_ms;           /* how long it was paused (resumed) */
-	uint64_t xfer_bytes;          /* its snapshot's size */
-	uint64_t t_xfer;              /* when its pause began */
-	uint64_t resumed_cell;        /* the cell it was resumed for (its result says so) */
-	const char *close_why;        /* to be closed, from the loop (settle), for this reason */
-	bool drop_snapshot;           /* resumed: its snapshot goes once its first cell was answered */
-	bool foreign;                 /* resumed here, its handle naming another replica: pauses after each cell */
-	bool cell_waits;              /* its cell's turn came while it paused: it runs once that is done */
-};
-
-/* The server's sessions (s->sessions). */
-struct mcp_sessions {
-	struct tool_session *list;    /* from its open until it is freed */
-	int fd;                       /* timer: idle and lifetime limits, every second */
-	struct loop_watch w;
-	bool quiescing;               /* the server stops: idle sessions pause (with a state directory) */
-	uint64_t t_swept;             /* expired paused sessions were last removed then */
-};
 
 static const struct call_host cell_host;
-static int cell_send(struct mcp_call *c, struct pc_err *err);
 
 /* Every second while there are sessions; with a state directory, every
  * SESS_SWEEP_MS otherwise (paused sessions expire there). */
@@ -118,7 +59,7 @@ static void sess_arm(struct mcp_server *s)
 }
 
 /* A new session of principal's, not yet on the list. */
-static struct tool_session *ts_new(struct mcp_server *s, const char *principal)
+struct tool_session *ts_new(struct mcp_server *s, const char *principal)
 {
 	struct tool_session *p = xcalloc(1, sizeof(*p));
 	p->srv = s;
@@ -132,14 +73,14 @@ static struct tool_session *ts_new(struct mcp_server *s, const char *principal)
 	return p;
 }
 
-static void ts_push(struct mcp_server *s, struct tool_session *p)
+void ts_push(struct mcp_server *s, struct tool_session *p)
 {
 	p->next = s->sessions->list;
 	s->sessions->list = p;
 	sess_arm(s);
 }
 
-static void tool_session_free(struct tool_session *p)
+void tool_session_free(struct tool_session *p)
 {
 	session_free(p->live);
 	if (p->state_fd >= 0)
@@ -155,7 +96,7 @@ static void tool_session_free(struct tool_session *p)
 
 /* Close p: killed now if its cell runs (the cell ends as killed), freed
  * by mcp_sessions_settle once nothing holds it. */
-static void tool_session_close(struct tool_session *p, const char *why)
+void tool_session_close(struct tool_session *p, const char *why)
 {
 	if (p->closed)
 		return;
@@ -173,7 +114,7 @@ static void tool_session_close(struct tool_session *p, const char *why)
 	mcp_kick(p->srv);
 }
 
-static struct tool_session *find(struct mcp_server *s, const json_t *id, const char *principal)
+struct tool_session *ts_find(struct mcp_server *s, const json_t *id, const char *principal)
 {
 	for (struct tool_session *p = s->sessions->list; p; p = p->next)
 		if (!p->closed && !p->close_why && json_str_eq(id, p->id) && str_eq(p->owner, principal))
@@ -181,80 +122,10 @@ static struct tool_session *find(struct mcp_server *s, const json_t *id, const c
 	return NULL;
 }
 
-/* A paused session's record, when it is principal's and this server's
- * to resume: 0; else -1 (it is "not found", as a guessed id is), or -2
- * when its record is damaged (err; it is removed: it cannot be used). */
-static int find_paused(struct mcp_server *s, const char *id, const char *principal, struct state_record *rec,
-		       struct pc_err *err)
-{
-	if (!s->cfg.state)
-		return -1;
-	if (state_load(s->cfg.state, id, rec, err) < 0) {
-		if (errno == ENOENT)
-			return -1;
-		log_warn("mcp: paused session %s: %s: removed", id, err->msg);
-		state_remove(s->cfg.state, id);
-		return -2;
-	}
-	if (!str_eq(rec->scope, s->cfg.state_scope) || !str_eq(rec->owner, principal)) {
-		state_record_free(rec);
-		return -1;
-	}
-	return 0;
-}
-
-/* What a snapshot left out, from the runtime's report: a new array of
- * at most NOT_KEPT_MAX {name, why}, each cut to a sane length (the
- * jail wrote them). */
-static json_t *not_kept_of(const json_t *report)
-{
-	json_t *out = json_array(), *e;
-	size_t i;
-	json_array_foreach(json_object_get(report, "not_kept"), i, e) {
-		const char *name = json_string_value(json_object_get(e, "name"));
-		const char *why = json_string_value(json_object_get(e, "why"));
-		if (json_array_size(out) == NOT_KEPT_MAX)
-			break;
-		if (!name || !why)
-			continue;
-		json_array_append_new(out, json_pack("{s:s%,s:s%}", "name", name, (size_t)utf8_prefix(name, 100),
-						     "why", why, (size_t)utf8_prefix(why, 200)));
-	}
-	return out;
-}
-
-/* "a (socket), b (thread)": what was not kept, for a result's text */
-static void not_kept_text(const json_t *v, char *buf, size_t size)
-{
-	json_t *e;
-	size_t i, n = 0;
-	buf[0] = '\0';
-	json_array_foreach(v, i, e) {
-		int k = snprintf(buf + n, size - n, "%s%s (%s)", i ? ", " : "",
-				 json_string_value(json_object_get(e, "name")), json_string_value(json_object_get(e, "why")));
-		if (k < 0 || (size_t)k >= size - n)
-			break;
-		n += (size_t)k;
-	}
-}
-
-/* End c, a cell that never ran, as a sandbox that could not be had. */
-static void end_unrun(struct mcp_call *c, const struct pc_err *err)
-{
-	struct run_result *res = xcalloc(1, sizeof(*res));
-	result_init(res);
-	res->status = c->cancelled ? RUN_KILLED : RUN_SETUP_FAILED;
-	res->setup_error = *err;
-	c->cell_res = res;
-	mcp_call_ended(c);
-}
-
 /* ------------------------------------------------------------ the jail's callbacks */
 
-static void restore_maybe(struct tool_session *p);
-static void restore_failed(struct tool_session *p, const struct pc_err *err);
 
-static void on_ready(struct session *live, const struct pc_err *err, void *ctx)
+void ts_on_ready(struct session *live, const struct pc_err *err, void *ctx)
 {
 	struct tool_session *p = ctx;
 	if (err) {
@@ -262,14 +133,14 @@ static void on_ready(struct session *live, const struct pc_err *err, void *ctx)
 		if (!e.msg[0])
 			pc_fail(&e, ECHILD, "session", "the session's interpreter did not start");
 		if (p->xfer == TS_RESUME || p->xfer == TS_FORK_TARGET) {
-			restore_failed(p, &e);
+			ts_restore_failed(p, &e);
 		} else {
 			p->open_err = e;
 			p->closed = true;
 		}
 	} else if (p->xfer == TS_RESUME || p->xfer == TS_FORK_TARGET) {
 		p->jail_ready = true;   /* its state next */
-		restore_maybe(p);
+		ts_restore_maybe(p);
 	} else {
 		p->ready = true;
 		p->open_ms = now_ms() - p->t_opened;
@@ -279,7 +150,7 @@ static void on_ready(struct session *live, const struct pc_err *err, void *ctx)
 	(void)live;
 }
 
-static void on_gone(struct session *live, void *ctx)
+void ts_on_gone(struct session *live, void *ctx)
 {
 	struct tool_session *p = ctx;
 	tool_session_close(p, "its interpreter ended");
@@ -300,7 +171,7 @@ static void on_packages(void *ctx, const char *dir, const struct pc_err *err)
 		mcp_run_request(s, &req, p->owner, true);
 		req.packages_dir = p->pkg_dir;
 		p->t_jail = now_ms();
-		p->live = session_open(s->loop, &req, NULL, on_ready, on_gone, p, &open_err);
+		p->live = session_open(s->loop, &req, NULL, ts_on_ready, ts_on_gone, p, &open_err);
 		err = p->live ? NULL : &open_err;
 	}
 	if (err) {
@@ -316,7 +187,7 @@ static void on_cell(struct session *live, struct run_result *res, void *ctx)
 	struct tool_session *p = c->ts;
 	if (p && p->resumed && p->resumed_cell + 1 == p->cells) {
 		char what[1024];
-		not_kept_text(p->not_kept, what, sizeof(what));
+		ts_not_kept_text(p->not_kept, what, sizeof(what));
 		result_add_warning(res, "the session was paused %.0f s ago and resumed for this cell from its "
 				   "snapshot (its globals and /workspace)%s%s", (double)p->paused_ms / 1000,
 				   what[0] ? "; not kept: " : "", what);
@@ -324,301 +195,6 @@ static void on_cell(struct session *live, struct run_result *res, void *ctx)
 	c->cell_res = res;
 	c->has_whole = session_take_whole_output(live, &c->whole_out, &c->whole_err);
 	mcp_call_ended(c);
-}
-
-/* ------------------------------------------------------------ pause, resume, fork */
-
-/* The policy's cap on a snapshot, and what the session is called in a log. */
-static uint64_t snapshot_max(const struct tool_session *p) { return p->env->policy.sessions.snapshot_bytes; }
-
-static struct tool_session *resume_prepare(struct mcp_server *s, struct state_record *rec, const char *principal);
-static int resume_start(struct tool_session *p, struct pc_err *err);
-
-/* p paused (rec, just kept) while a cell for it came: the cell goes to
- * the session made from the record, which its start resumes. */
-static void pause_handover(struct tool_session *p, struct state_record *rec)
-{
-	struct mcp_call *c = steal_ptr(&p->call);
-	struct tool_session *q = resume_prepare(p->srv, rec, p->owner);
-	struct pc_err e = { 0 };
-	q->call = c;
-	c->ts = q;
-	if (steal_ptr(&p->cell_waits) && resume_start(q, &e) < 0)
-		end_unrun(c, &e);   /* its turn came already: now, or never */
-}
-
-static void on_paused(struct session *live, const struct pc_err *err, const json_t *report, void *ctx)
-{
-	struct tool_session *p = ctx;
-	struct mcp_server *s = p->srv;
-	struct state_record rec = { 0 };
-	struct pc_err e = { 0 };
-	int fd = p->state_fd;
-
-	p->state_fd = -1;
-	p->xfer = TS_NONE;
-	if (!err) {
-		memcpy(rec.id, p->id, sizeof(rec.id));
-		rec.scope = (char *)s->cfg.state_scope;
-		rec.owner = p->owner;
-		rec.policy = (char *)p->env->policy.name;
-		rec.opened_at = p->opened_wall;
-		rec.paused_at = state_wall_ms();
-		rec.idle_ms = p->idle_ms;
-		rec.lived_ms = now_ms() - p->t_opened;
-		rec.bytes = (uint64_t)json_integer_value(json_object_get(report, "bytes"));
-		rec.cells = p->cells;
-		rec.not_kept = not_kept_of(report);
-		if (state_commit(s->cfg.state, &rec, fd, &e) == 0) {
-			log_info("mcp: session %s paused in %llu ms after %u cells: %llu bytes kept in %s", p->id,
-				 (unsigned long long)(now_ms() - p->t_xfer), p->cells, (unsigned long long)rec.bytes,
-				 state_dir_path(s->cfg.state));
-			p->close_why = "paused";
-			if (p->call)
-				pause_handover(p, &rec);
-			json_decref(rec.not_kept);
-			mcp_kick(s);
-			return;
-		}
-		json_decref(rec.not_kept);
-		err = &e;
-	} else {
-		state_abort(s->cfg.state, p->id, fd);
-	}
-	if (p->call && !session_ended(p->live)) {
-		/* a cell came meanwhile: the session stays as it was, and runs it */
-		log_warn("mcp: session %s could not be paused, and stays open for its next cell: %s: %s", p->id,
-			 err->step, err->msg);
-		if (steal_ptr(&p->cell_waits) && cell_send(p->call, &e) < 0)
-			end_unrun(p->call, &e);
-		mcp_kick(s);
-		return;
-	}
-	log_warn("mcp: session %s could not be paused, and is closed: %s: %s", p->id, err->step, err->msg);
-	p->close_why = "idle, and its state could not be kept";
-	mcp_kick(s);
-	(void)live;
-}
-
-/* Pause p (idle, or the server stops): its state to the state directory,
- * then it closes.  A session that cannot be paused is closed. */
-static void pause_start(struct tool_session *p)
-{
-	struct mcp_server *s = p->srv;
-	struct pc_err err = { 0 };
-	int fd;
-	if (p->pkg_dir) {
-		/* its packages would have to be had again: not in this version */
-		tool_session_close(p, "idle (a session opened with packages is not paused)");
-		return;
-	}
-	fd = state_snap_create(s->cfg.state, p->id, &err);
-	if (fd < 0 || session_snapshot(p->live, fd, snapshot_max(p), SESS_STATE_MAX_MS, on_paused, p, &err) < 0) {
-		if (fd >= 0)
-			state_abort(s->cfg.state, p->id, fd);
-		log_warn("mcp: session %s could not be paused, and is closed: %s: %s", p->id, err.step, err.msg);
-		tool_session_close(p, "idle, and its state could not be kept");
-		return;
-	}
-	p->state_fd = fd;
-	p->xfer = TS_PAUSE;
-	p->t_xfer = now_ms();
-}
-
-/* A paused session of principal's, back on the list from its record:
- * its cell (mcp_tsession_take) resumes it when it starts. */
-static struct tool_session *resume_prepare(struct mcp_server *s, struct state_record *rec, const char *principal)
-{
-	struct tool_session *p = ts_new(s, principal);
-	uint64_t now = now_ms(), policy_idle = s->env->policy.sessions.idle_ms;
-	memcpy(p->id, rec->id, sizeof(p->id));
-	p->idle_ms = rec->idle_ms && rec->idle_ms < policy_idle ? rec->idle_ms : policy_idle;
-	p->t_opened = rec->lived_ms < now ? now - rec->lived_ms : 0;   /* its lifetime counts the time it lived */
-	p->opened_wall = rec->opened_at;
-	p->cells = (unsigned)rec->cells;
-	p->paused = true;
-	p->paused_ms = state_wall_ms() > rec->paused_at ? state_wall_ms() - rec->paused_at : 0;
-	p->not_kept = steal_ptr(&rec->not_kept);
-	/* another replica's (its own is down, or was): the balancer sends its
-	 * calls there as soon as that one is back, so it lives here only for
-	 * its cells, and goes back to the state directory after each */
-	if (s->cfg.replica) {
-		size_t n = strlen(s->cfg.replica);
-		p->foreign = strncmp(p->id, s->cfg.replica, n) != 0 || p->id[n] != '.';
-	} else {
-		p->foreign = strchr(p->id, '.') != NULL;
-	}
-	ts_push(s, p);
-	return p;
-}
-
-/* From a paused session's cell, as it starts: claim its record, start a
- * jail, which reads the snapshot once it is ready (restore_maybe). */
-static int resume_start(struct tool_session *p, struct pc_err *err)
-{
-	struct mcp_server *s = p->srv;
-	const struct policy *pol = &s->env->policy;
-	struct state_record rec;
-	struct run_request req;
-	unsigned live = 0;
-	int fd;
-
-	for (const struct tool_session *q = s->sessions->list; q; q = q->next)
-		live += !q->closed && !q->close_why && !q->paused;
-	if (live >= pol->sessions.max)
-		return pc_fail(err, EAGAIN, "session", "the server has %u sessions open, the most it keeps; "
-			       "try again later", pol->sessions.max);
-	if (state_claim(s->cfg.state, p->id, &rec, err) < 0)
-		return pc_err_wrap(err, "the session could not be resumed");
-	fd = state_snap_open(s->cfg.state, &rec, err);
-	state_record_free(&rec);
-	if (fd < 0) {
-		state_remove(s->cfg.state, p->id);   /* a snapshot that does not match its record is of no use */
-		p->close_why = "its snapshot is damaged";
-		return pc_err_wrap(err, "the session could not be resumed, and is removed");
-	}
-	mcp_run_request(s, &req, p->owner, true);
-	p->env = s->env;   /* its state runs under the policy in force now */
-	p->t_jail = now_ms();
-	p->live = session_open(s->loop, &req, mcp_pool_for(s, p->owner), on_ready, on_gone, p, err);
-	if (!p->live) {
-		close(fd);
-		state_unclaim(s->cfg.state, p->id);
-		return pc_err_wrap(err, "the session could not be resumed");
-	}
-	p->state_fd = fd;
-	p->xfer = TS_RESUME;
-	return 0;
-}
-
-static void on_restored(struct session *live, const struct pc_err *err, const json_t *report, void *ctx);
-
-/* A fork's target or a resumed session, once its jail is ready and its
- * snapshot whole: the jail reads it. */
-static void restore_maybe(struct tool_session *p)
-{
-	struct pc_err err = { 0 };
-	if (p->closed) {
-		/* given up (its open failed, or it was closed) */
-		if (p->state_fd >= 0)
-			close(p->state_fd);
-		p->state_fd = -1;
-		p->xfer = TS_NONE;
-		mcp_kick(p->srv);
-		return;
-	}
-	if (!p->jail_ready || (p->xfer == TS_FORK_TARGET && !p->state_ready))
-		return;
-	if (session_restore(p->live, p->state_fd, SESS_STATE_MAX_MS, on_restored, p, &err) < 0)
-		restore_failed(p, &err);
-}
-
-/* A resume or a fork failed (err): a resume's cell ends with why, and its
- * snapshot stays to be resumed again unless it is damaged; a fork's open
- * is answered with why. */
-static void restore_failed(struct tool_session *p, const struct pc_err *err)
-{
-	struct mcp_server *s = p->srv;
-	struct pc_err e = *err;
-	if (p->state_fd >= 0)
-		close(p->state_fd);
-	p->state_fd = -1;
-	if (p->peer) {
-		/* its source's snapshot goes on, into the source's own copy */
-		p->peer->peer = NULL;
-		p->peer = NULL;
-	}
-	if (p->xfer == TS_RESUME) {
-		if (p->damaged) {
-			state_remove(s->cfg.state, p->id);
-			pc_err_wrap(&e, "the session could not be resumed, and is removed");
-		} else {
-			state_unclaim(s->cfg.state, p->id);
-			pc_err_wrap(&e, "the session could not be resumed (it stays paused)");
-		}
-		log_warn("mcp: session %s: %s: %s", p->id, e.step, e.msg);
-		if (p->call)
-			end_unrun(p->call, &e);
-		p->close_why = p->damaged ? "its snapshot is damaged" : "it could not be resumed";
-	} else {
-		p->open_err = e;   /* answer_open says it could not be forked */
-		p->close_why = "its fork failed";
-	}
-	p->paused = false;   /* a resume's record is given back (or gone): closing it leaves it there */
-	p->xfer = TS_NONE;
-	mcp_kick(s);
-}
-
-static void on_restored(struct session *live, const struct pc_err *err, const json_t *report, void *ctx)
-{
-	struct tool_session *p = ctx;
-	struct mcp_server *s = p->srv;
-	json_t *more;
-	if (err) {
-		p->damaged = json_is_true(json_object_get(report, "damaged"));
-		restore_failed(p, err);
-		return;
-	}
-	close(p->state_fd);
-	p->state_fd = -1;
-	/* modules that did not import again: not kept either */
-	more = not_kept_of(report);
-	if (!p->not_kept)
-		p->not_kept = json_array();
-	json_array_extend(p->not_kept, more);
-	json_decref(more);
-	p->ready = true;
-	p->jail_ready = false;
-	p->open_ms = now_ms() - p->t_jail;
-	if (p->xfer == TS_RESUME) {
-		struct pc_err e = { 0 };
-		struct mcp_call *c = p->call;
-		/* its snapshot goes after the cell's answer (removing a large
-		 * file takes the disk a while: it would hold the answer) */
-		p->drop_snapshot = true;
-		log_info("mcp: session %s resumed in %llu ms, after %llu s paused", p->id, (unsigned long long)p->open_ms,
-			 (unsigned long long)p->paused_ms / 1000);
-		p->xfer = TS_NONE;
-		p->paused = false;
-		p->resumed = true;
-		p->resumed_cell = p->cells;
-		if (c && c->cancelled) {
-			pc_fail(&e, ECANCELED, "session", "the call was cancelled while its session was resumed");
-			end_unrun(c, &e);
-		} else if (c && cell_send(c, &e) < 0) {
-			end_unrun(c, &e);
-		}
-	} else {
-		log_info("mcp: session %s forked from %s in %llu ms", p->id, p->forked_from,
-			 (unsigned long long)p->open_ms);
-		p->xfer = TS_NONE;
-	}
-	mcp_kick(s);
-	(void)live;
-}
-
-/* A fork's source wrote its snapshot (or could not). */
-static void on_fork_snapshot(struct session *live, const struct pc_err *err, const json_t *report, void *ctx)
-{
-	struct tool_session *src = ctx, *q = src->peer;
-	close(src->state_fd);   /* the target reads its own copy */
-	src->state_fd = -1;
-	src->xfer = TS_NONE;
-	src->peer = NULL;
-	src->t_last = now_ms();
-	if (q) {
-		q->peer = NULL;
-		if (err) {
-			restore_failed(q, err);
-		} else {
-			q->not_kept = not_kept_of(report);
-			q->xfer_bytes = (uint64_t)json_integer_value(json_object_get(report, "bytes"));
-			q->state_ready = true;
-			restore_maybe(q);
-		}
-	}
-	mcp_kick(src->srv);
-	(void)live;
 }
 
 /* ------------------------------------------------------------ the timer */
@@ -647,7 +223,7 @@ static void on_sess_timer(struct loop_watch *w, uint32_t events, void *data)
 		if (now - p->t_opened >= p->lifetime_ms)
 			tool_session_close(p, "its lifetime ran out");
 		else if (!p->call && now - p->t_last >= p->idle_ms && s->cfg.state)
-			pause_start(p);
+			ts_pause_start(p);
 		else if (!p->call && now - p->t_last >= p->idle_ms)
 			tool_session_close(p, "idle");
 	}
@@ -763,7 +339,7 @@ static void sessions_settle(struct mcp_server *s)
 		 * replica's session, once its cell was answered */
 		if ((s->sessions->quiescing || p->foreign) && s->cfg.state && p->ready && !p->closed && !p->call &&
 		    !p->xfer)
-			pause_start(p);
+			ts_pause_start(p);
 		if (p->opening && (p->ready || p->open_err.msg[0]))
 			answer_open(p);
 		if (p->closed && !p->opening && !p->call && !p->xfer) {
@@ -779,15 +355,14 @@ static void sessions_settle(struct mcp_server *s)
 /* ------------------------------------------------------------ the tools */
 
 /* Answer r with an isError result whose text is printf's. */
-#define TOOL_ERROR(r, ...) mcp_answer((r), mcp_tool_error((r)->v, __VA_ARGS__))
 
-static const char not_found[] =
+const char ts_not_found[] =
 	"no such session: it was closed, ran out of time or ended, or it is another client's; "
 	"session_list shows yours, session_open makes a new one";
 
 /* The arguments of tool name: an object with only the keys in allowed
  * (",a,b,"), which says says. */
-static bool check_keys(const struct mcp_req *r, const char *name, const json_t *args, const char *allowed,
+bool ts_check_keys(const struct mcp_req *r, const char *name, const json_t *args, const char *allowed,
 		       const char *says)
 {
 	const char *key;
@@ -808,7 +383,7 @@ static bool check_keys(const struct mcp_req *r, const char *name, const json_t *
 	return true;
 }
 
-static unsigned count_open(const struct mcp_server *s, const char *principal, bool mine)
+unsigned ts_count_open(const struct mcp_server *s, const char *principal, bool mine)
 {
 	unsigned n = 0;
 	for (const struct tool_session *p = s->sessions->list; p; p = p->next)
@@ -818,7 +393,7 @@ static unsigned count_open(const struct mcp_server *s, const char *principal, bo
 }
 
 /* p, being made, goes on the list, and r waits for it (answer_open). */
-static void ts_opening(struct mcp_server *s, const struct mcp_req *r, struct tool_session *p)
+void ts_opening(struct mcp_server *s, const struct mcp_req *r, struct tool_session *p)
 {
 	struct mcp_call *c = mcp_call_new(s, r, CALL_SESSION_OPEN);
 	mcp_call_join_batch(c, r->b);
@@ -845,7 +420,7 @@ void mcp_tool_session_open(const struct mcp_req *r, const json_t *args, const js
 	size_t n_pkgs = 0;
 	json_t *pv = json_object_get(args, "packages");
 
-	if (!check_keys(r, "session_open", args, ",idle_timeout_s,packages,", "idle_timeout_s and packages"))
+	if (!ts_check_keys(r, "session_open", args, ",idle_timeout_s,packages,", "idle_timeout_s and packages"))
 		return;
 	if (policy_is_wasm(pol)) {
 		TOOL_ERROR(r, "Sessions need the native backend: this server's policy %s runs Python on the "
@@ -889,12 +464,12 @@ void mcp_tool_session_open(const struct mcp_req *r, const json_t *args, const js
 		}
 		idle = (uint64_t)ceil(t * 1000);
 	}
-	if (count_open(s, principal, true) >= pol->sessions.max_per_client) {
+	if (ts_count_open(s, principal, true) >= pol->sessions.max_per_client) {
 		TOOL_ERROR(r, "Too many sessions: this client has %u open, the most it may; close one "
 			   "(session_close) or let it expire", pol->sessions.max_per_client);
 		return;
 	}
-	if (count_open(s, NULL, false) >= pol->sessions.max) {
+	if (ts_count_open(s, NULL, false) >= pol->sessions.max) {
 		TOOL_ERROR(r, "Too many sessions: the server has %u open, the most it keeps; try again "
 			   "later", pol->sessions.max);
 		return;
@@ -911,7 +486,7 @@ void mcp_tool_session_open(const struct mcp_req *r, const json_t *args, const js
 	if (n_pkgs)
 		p->pkg_op = packages_get(s->loop, &req, pkgs, n_pkgs, on_packages, p, &err);
 	else
-		p->live = session_open(s->loop, &req, mcp_pool_for(s, principal), on_ready, on_gone, p, &err);
+		p->live = session_open(s->loop, &req, mcp_pool_for(s, principal), ts_on_ready, ts_on_gone, p, &err);
 	if (!p->live && !p->pkg_op) {
 		TOOL_ERROR(r, "The session could not be opened: %s: %s", err.step, err.msg);
 		tool_session_free(p);
@@ -921,136 +496,31 @@ void mcp_tool_session_open(const struct mcp_req *r, const json_t *args, const js
 	log_debug("mcp: session %s opening", p->id);
 }
 
-void mcp_tool_session_fork(const struct mcp_req *r, const json_t *args, const json_t *progress_token)
-{
-	struct mcp_server *s = r->conn->srv;
-	const struct policy *pol = &s->env->policy;
-	const char *principal = r->conn->principal;
-	json_t *id = json_object_get(args, "session_id");
-	struct tool_session *src, *q;
-	struct state_record rec = { 0 };
-	struct run_request req;
-	struct pc_err err = { 0 };
-	int fd = -1, found;
-
-	if (!check_keys(r, "session_fork", args, ",session_id,", "only session_id"))
-		return;
-	if (!json_is_string(id)) {
-		TOOL_ERROR(r, "Invalid arguments for session_fork: \"session_id\", the handle of the session to "
-			   "fork, is required");
-		return;
-	}
-	src = find(s, id, principal);
-	if (src && src->paused && !src->xfer) {
-		src = NULL;   /* on the list for a cell that has not started: its record is still there */
-	}
-	found = src ? 0 : find_paused(s, json_string_value(id), principal, &rec, &err);
-	if (found == -2) {
-		TOOL_ERROR(r, "session_fork: the session's record is damaged, and was removed: %s", err.msg);
-		return;
-	}
-	if (found < 0) {
-		TOOL_ERROR(r, "session_fork: %s", not_found);
-		return;
-	}
-	if (src && (src->call || !src->ready || src->xfer)) {
-		TOOL_ERROR(r, "session_fork: the session is busy %s; wait for it to finish, then call again",
-			   src->call ? "running a cell" : !src->ready ? "starting" : "writing its state");
-		goto out;
-	}
-	if (src && src->pkg_dir) {
-		TOOL_ERROR(r, "session_fork: the session was opened with packages, and this version forks only "
-			   "sessions without; open a new session with the same packages instead");
-		goto out;
-	}
-	if (count_open(s, principal, true) >= pol->sessions.max_per_client) {
-		TOOL_ERROR(r, "Too many sessions: this client has %u open, the most it may; close one "
-			   "(session_close) or let it expire", pol->sessions.max_per_client);
-		goto out;
-	}
-	if (count_open(s, NULL, false) >= pol->sessions.max) {
-		TOOL_ERROR(r, "Too many sessions: the server has %u open, the most it keeps; try again "
-			   "later", pol->sessions.max);
-		goto out;
-	}
-	/* the state: a live session writes it to a memfd of its own, which
-	 * the fork reads through a copy of the fd; a paused one's is on disk */
-	fd = src ? memfd_create("pycell-fork", MFD_CLOEXEC) : state_snap_open(s->cfg.state, &rec, &err);
-	if (fd < 0) {
-		if (src)
-			pc_syserr(&err, "session_fork", "memfd_create");
-		TOOL_ERROR(r, "The session could not be forked: %s: %s", err.step, err.msg);
-		goto out;
-	}
-	q = ts_new(s, principal);
-	if (random_id(q->id, s->cfg.replica) < 0) {
-		tool_session_free(q);
-		close(fd);
-		TOOL_ERROR(r, "The session could not be forked: no random bytes for its id");
-		goto out;
-	}
-	snprintf(q->forked_from, sizeof(q->forked_from), "%s", json_string_value(id));
-	q->idle_ms = src ? src->idle_ms : rec.idle_ms && rec.idle_ms < q->idle_ms ? rec.idle_ms : q->idle_ms;
-	q->xfer = TS_FORK_TARGET;
-	if (src) {
-		q->state_fd = dup(fd);
-		if (q->state_fd < 0 || session_snapshot(src->live, fd, snapshot_max(src), SESS_STATE_MAX_MS,
-							on_fork_snapshot, src, &err) < 0) {
-			if (q->state_fd < 0)
-				pc_syserr(&err, "session_fork", "dup");
-			close(fd);
-			tool_session_free(q);
-			TOOL_ERROR(r, "The session could not be forked: %s: %s", err.step, err.msg);
-			goto out;
-		}
-		src->state_fd = fd;
-		src->xfer = TS_FORK_SOURCE;
-		src->peer = q;
-		q->peer = src;
-	} else {
-		q->state_fd = fd;
-		q->state_ready = true;
-		q->xfer_bytes = rec.bytes;
-		q->not_kept = steal_ptr(&rec.not_kept);
-	}
-	mcp_run_request(s, &req, principal, true);
-	q->live = session_open(s->loop, &req, mcp_pool_for(s, principal), on_ready, on_gone, q, &err);
-	if (!q->live) {
-		/* the source's snapshot goes on, into its own copy, for nobody */
-		restore_failed(q, &err);
-	}
-	ts_opening(s, r, q);
-	log_debug("mcp: session %s forking from %s", q->id, q->forked_from);
-out:
-	state_record_free(&rec);
-	(void)progress_token;
-}
-
 void mcp_tool_session_close(const struct mcp_req *r, const json_t *args, const json_t *progress_token)
 {
 	struct mcp_server *s = r->conn->srv;
 	json_t *id = json_object_get(args, "session_id");
 	struct tool_session *p;
 
-	if (!check_keys(r, "session_close", args, ",session_id,", "only session_id"))
+	if (!ts_check_keys(r, "session_close", args, ",session_id,", "only session_id"))
 		return;
 	if (!json_is_string(id)) {
 		TOOL_ERROR(r, "Invalid arguments for session_close: \"session_id\", the handle session_open "
 			   "returned, is required");
 		return;
 	}
-	p = find(s, id, r->conn->principal);
+	p = ts_find(s, id, r->conn->principal);
 	if (!p) {
 		/* a paused one: its snapshot goes */
 		struct state_record rec;
 		struct pc_err err = { 0 };
-		int found = find_paused(s, json_string_value(id), r->conn->principal, &rec, &err);
+		int found = ts_find_paused(s, json_string_value(id), r->conn->principal, &rec, &err);
 		if (found == -2) {
 			TOOL_ERROR(r, "session_close: the session's record is damaged, and was removed: %s", err.msg);
 			return;
 		}
 		if (found < 0) {
-			TOOL_ERROR(r, "session_close: %s", not_found);
+			TOOL_ERROR(r, "session_close: %s", ts_not_found);
 			return;
 		}
 		state_remove(s->cfg.state, rec.id);
@@ -1075,7 +545,7 @@ void mcp_tool_session_list(const struct mcp_req *r, const json_t *args, const js
 	struct state_record *paused = NULL;
 	size_t n_paused;
 
-	if (!check_keys(r, "session_list", args, ",", "no arguments; call it with {}"))
+	if (!ts_check_keys(r, "session_list", args, ",", "no arguments; call it with {}"))
 		return;
 	for (struct tool_session *p = s->sessions->list; p; p = p->next) {
 		uint64_t by_idle = p->t_last + p->idle_ms, by_age = p->t_opened + p->lifetime_ms;
@@ -1093,7 +563,7 @@ void mcp_tool_session_list(const struct mcp_req *r, const json_t *args, const js
 		struct state_record *q = &paused[i];
 		uint64_t gone = q->paused_at + keep;
 		json_t *idv = json_string(q->id);
-		if (!find(s, idv, r->conn->principal))
+		if (!ts_find(s, idv, r->conn->principal))
 			json_array_append_new(list, json_pack("{s:s,s:i,s:b,s:b,s:f,s:f,s:f}", "session_id", q->id,
 				"cells", (int)q->cells, "busy", 0, "paused", 1,
 				"age_s", wall > q->opened_at ? (double)(wall - q->opened_at) / 1000 : 0.0,
@@ -1113,7 +583,7 @@ int mcp_tsession_take(struct mcp_call *c, const struct mcp_req *r)
 {
 	struct mcp_server *s = c->srv;
 	json_t *id = json_string(c->session_id);
-	struct tool_session *p = find(s, id, r->conn->principal);
+	struct tool_session *p = ts_find(s, id, r->conn->principal);
 	struct state_record rec;
 	struct pc_err err = { 0 };
 	uint64_t max;
@@ -1121,16 +591,16 @@ int mcp_tsession_take(struct mcp_call *c, const struct mcp_req *r)
 	json_decref(id);
 	if (!p) {
 		/* paused: back on the list, resumed when its cell starts */
-		found = find_paused(s, c->session_id, r->conn->principal, &rec, &err);
+		found = ts_find_paused(s, c->session_id, r->conn->principal, &rec, &err);
 		if (found == -2) {
 			TOOL_ERROR(r, "run_python: the session's record is damaged, and was removed: %s", err.msg);
 			return -1;
 		}
 		if (found < 0) {
-			TOOL_ERROR(r, "run_python: %s", not_found);
+			TOOL_ERROR(r, "run_python: %s", ts_not_found);
 			return -1;
 		}
-		p = resume_prepare(s, &rec, r->conn->principal);
+		p = ts_resume_prepare(s, &rec, r->conn->principal);
 		state_record_free(&rec);
 	}
 	/* one that is pausing takes its cell, which runs (resumed) after */
@@ -1151,7 +621,7 @@ int mcp_tsession_take(struct mcp_call *c, const struct mcp_req *r)
 	return 0;
 }
 
-static int cell_send(struct mcp_call *c, struct pc_err *err)
+int ts_cell_send(struct mcp_call *c, struct pc_err *err)
 {
 	struct tool_session *p = c->ts;
 	struct session_cell cell = {
@@ -1179,8 +649,8 @@ static int cell_start(struct mcp_call *c, struct pc_err *err)
 		return 0;
 	}
 	if (p && p->paused && !p->closed && !p->xfer)
-		return resume_start(p, err);
-	return cell_send(c, err);
+		return ts_resume_start(p, err);
+	return ts_cell_send(c, err);
 }
 
 static json_t *cell_describe(const struct mcp_call *c)
