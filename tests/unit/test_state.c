@@ -134,6 +134,7 @@ START_TEST(test_a_directory_others_can_write_is_refused)
 	ck_assert_msg(strstr(err.msg, "must be an absolute path"), "%s", err.msg);
 	free(state);
 	unit_rmtree(dir);
+	free(dir);
 }
 END_TEST
 
@@ -193,6 +194,7 @@ START_TEST(test_a_snapshot_is_kept_whole_claimed_once_and_checked)
 	json_decref(r.not_kept);
 	state_dir_free(d);
 	unit_rmtree(dir);
+	free(dir);
 }
 END_TEST
 
