@@ -23,26 +23,30 @@
 /* a result names at most this many things a snapshot left out */
 #define NOT_KEPT_MAX 32
 
-/* A paused session's record, when it is principal's and this server's
- * to resume: 0; else -1 (it is "not found", as a guessed id is), or -2
- * when its record is damaged (err; it is removed: it cannot be used). */
-int ts_find_paused(struct mcp_server *s, const char *id, const char *principal, struct state_record *rec,
-		   struct pc_err *err)
+/* The paused session r's client names for tool: 0 and its record, when
+ * it is the client's and this server's to resume; else -1, r answered:
+ * "not found" (as a guessed id is), or its record is damaged (removed:
+ * it cannot be used). */
+int ts_find_paused(const struct mcp_req *r, const char *tool, const char *id, struct state_record *rec)
 {
+	struct mcp_server *s = r->conn->srv;
+	struct pc_err err = { 0 };
 	if (!s->cfg.state)
-		return -1;
-	if (state_load(s->cfg.state, id, rec, err) < 0) {
+		goto not_found;
+	if (state_load(s->cfg.state, id, rec, &err) < 0) {
 		if (errno == ENOENT)
-			return -1;
-		log_warn("mcp: paused session %s: %s: removed", id, err->msg);
+			goto not_found;
+		log_warn("mcp: paused session %s: %s: removed", id, err.msg);
 		state_remove(s->cfg.state, id);
-		return -2;
-	}
-	if (!str_eq(rec->scope, s->cfg.state_scope) || !str_eq(rec->owner, principal)) {
-		state_record_free(rec);
+		TOOL_ERROR(r, "%s: the session's record is damaged, and was removed: %s", tool, err.msg);
 		return -1;
 	}
-	return 0;
+	if (str_eq(rec->scope, s->cfg.state_scope) && str_eq(rec->owner, r->conn->principal))
+		return 0;
+	state_record_free(rec);
+not_found:
+	TOOL_ERROR(r, "%s: %s", tool, ts_not_found);
+	return -1;
 }
 
 /* What a snapshot left out, from the runtime's report: a new array of
@@ -394,7 +398,7 @@ void mcp_tool_session_fork(const struct mcp_req *r, const json_t *args, const js
 	struct state_record rec = { 0 };
 	struct run_request req;
 	struct pc_err err = { 0 };
-	int fd = -1, found;
+	int fd = -1;
 
 	if (!ts_check_keys(r, "session_fork", args, ",session_id,", "only session_id"))
 		return;
@@ -407,15 +411,8 @@ void mcp_tool_session_fork(const struct mcp_req *r, const json_t *args, const js
 	if (src && src->paused && !src->xfer) {
 		src = NULL;   /* on the list for a cell that has not started: its record is still there */
 	}
-	found = src ? 0 : ts_find_paused(s, json_string_value(id), principal, &rec, &err);
-	if (found == -2) {
-		TOOL_ERROR(r, "session_fork: the session's record is damaged, and was removed: %s", err.msg);
+	if (!src && ts_find_paused(r, "session_fork", json_string_value(id), &rec) < 0)
 		return;
-	}
-	if (found < 0) {
-		TOOL_ERROR(r, "session_fork: %s", ts_not_found);
-		return;
-	}
 	if (src && (src->call || !src->ready || src->xfer)) {
 		TOOL_ERROR(r, "session_fork: the session is busy %s; wait for it to finish, then call again",
 			   src->call ? "running a cell" : !src->ready ? "starting" : "writing its state");

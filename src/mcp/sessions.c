@@ -513,16 +513,8 @@ void mcp_tool_session_close(const struct mcp_req *r, const json_t *args, const j
 	if (!p) {
 		/* a paused one: its snapshot goes */
 		struct state_record rec;
-		struct pc_err err = { 0 };
-		int found = ts_find_paused(s, json_string_value(id), r->conn->principal, &rec, &err);
-		if (found == -2) {
-			TOOL_ERROR(r, "session_close: the session's record is damaged, and was removed: %s", err.msg);
+		if (ts_find_paused(r, "session_close", json_string_value(id), &rec) < 0)
 			return;
-		}
-		if (found < 0) {
-			TOOL_ERROR(r, "session_close: %s", ts_not_found);
-			return;
-		}
 		state_remove(s->cfg.state, rec.id);
 		log_debug("mcp: paused session %s closed: session_close", rec.id);
 		mcp_answer(r, mcp_structured_result(r->v, json_pack("{s:s,s:i}", "session_id", rec.id, "cells",
@@ -585,21 +577,12 @@ int mcp_tsession_take(struct mcp_call *c, const struct mcp_req *r)
 	json_t *id = json_string(c->session_id);
 	struct tool_session *p = ts_find(s, id, r->conn->principal);
 	struct state_record rec;
-	struct pc_err err = { 0 };
 	uint64_t max;
-	int found;
 	json_decref(id);
 	if (!p) {
 		/* paused: back on the list, resumed when its cell starts */
-		found = ts_find_paused(s, c->session_id, r->conn->principal, &rec, &err);
-		if (found == -2) {
-			TOOL_ERROR(r, "run_python: the session's record is damaged, and was removed: %s", err.msg);
+		if (ts_find_paused(r, "run_python", c->session_id, &rec) < 0)
 			return -1;
-		}
-		if (found < 0) {
-			TOOL_ERROR(r, "run_python: %s", ts_not_found);
-			return -1;
-		}
 		p = ts_resume_prepare(s, &rec, r->conn->principal);
 		state_record_free(&rec);
 	}

@@ -88,10 +88,9 @@ unsigned ts_count_open(const struct mcp_server *s, const char *principal, bool m
 int ts_cell_send(struct mcp_call *c, struct pc_err *err);
 
 /* session_state.c */
-/* A paused session's record, when it is principal's and this server's:
- * 0; -1 none such (not found); -2 its record is damaged (err; removed). */
-int ts_find_paused(struct mcp_server *s, const char *id, const char *principal, struct state_record *rec,
-		   struct pc_err *err);
+/* The paused session r's client names for tool: 0 and its record; -1,
+ * r answered (not found, or its record damaged and removed). */
+int ts_find_paused(const struct mcp_req *r, const char *tool, const char *id, struct state_record *rec);
 /* "a (socket), b (thread)": what was not kept, for a result's text. */
 void ts_not_kept_text(const json_t *v, char *buf, size_t size);
 /* Pause p (idle, the server stops, another replica's): then it closes. */

@@ -189,25 +189,26 @@ void state_abort(struct state_dir *d, const char *id, int fd)
 	(void)unlinkat(d->fd, tmp, 0);
 }
 
-/* text, synced, as name (through name.tmp) */
-static int write_synced(struct state_dir *d, const char *name, const char *text, struct pc_err *err)
+/* text, synced, as name in subdirectory kind (its fd dir), through name.tmp */
+static int write_synced(struct state_dir *d, int dir, const char *kind, const char *name, const char *text,
+			struct pc_err *err)
 {
 	char tmp[NAME_SIZE + 8];
 	int fd;
 	snprintf(tmp, sizeof(tmp), "%s.tmp", name);
-	fd = openat(d->fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	fd = openat(dir, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
-		return pc_syserr(err, "state_dir", "creating %s/sessions/%s", d->path, tmp);
+		return pc_syserr(err, "state_dir", "creating %s/%s/%s", d->path, kind, tmp);
 	if (write_all(fd, text, strlen(text)) < 0 || fsync(fd) < 0) {
-		pc_syserr(err, "state_dir", "writing %s/sessions/%s", d->path, tmp);
+		pc_syserr(err, "state_dir", "writing %s/%s/%s", d->path, kind, tmp);
 		close(fd);
-		unlinkat(d->fd, tmp, 0);
+		unlinkat(dir, tmp, 0);
 		return -1;
 	}
 	close(fd);
-	if (renameat(d->fd, tmp, d->fd, name) < 0) {
-		pc_syserr(err, "state_dir", "renaming %s/sessions/%s", d->path, tmp);
-		unlinkat(d->fd, tmp, 0);
+	if (renameat(dir, tmp, dir, name) < 0) {
+		pc_syserr(err, "state_dir", "renaming %s/%s/%s", d->path, kind, tmp);
+		unlinkat(dir, tmp, 0);
 		return -1;
 	}
 	return 0;
@@ -231,7 +232,7 @@ int state_commit(struct state_dir *d, const struct state_record *r, int fd, stru
 		state_abort(d, r->id, -1);
 		return -1;
 	}
-	if (strlen(text) > STATE_RECORD_MAX || write_synced(d, rec, text, err) < 0) {
+	if (strlen(text) > STATE_RECORD_MAX || write_synced(d, d->fd, "sessions", rec, text, err) < 0) {
 		if (!err->msg[0])
 			pc_fail(err, EFBIG, "state_dir", "the session's record is larger than %d KiB",
 				STATE_RECORD_MAX >> 10);
@@ -457,28 +458,12 @@ static int kind_fd(const struct state_dir *d, const char *kind)
 
 int state_doc_put(struct state_dir *d, const char *kind, const char *id, const char *text, struct pc_err *err)
 {
-	char name[NAME_SIZE], tmp[NAME_SIZE + 8];
-	int dir = kind_fd(d, kind), fd;
+	char name[NAME_SIZE];
+	int dir = kind_fd(d, kind);
 	if (dir < 0 || !state_id_ok(id))
 		return pc_fail(err, EINVAL, "state_dir", "no place for %s %s", kind, id);
 	name_of(name, sizeof(name), id, "json");
-	snprintf(tmp, sizeof(tmp), "%s.tmp", name);
-	fd = openat(dir, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return pc_syserr(err, "state_dir", "creating %s/%s/%s", d->path, kind, tmp);
-	if (write_all(fd, text, strlen(text)) < 0 || fsync(fd) < 0) {
-		pc_syserr(err, "state_dir", "writing %s/%s/%s", d->path, kind, tmp);
-		close(fd);
-		unlinkat(dir, tmp, 0);
-		return -1;
-	}
-	close(fd);
-	if (renameat(dir, tmp, dir, name) < 0) {
-		pc_syserr(err, "state_dir", "renaming %s/%s/%s", d->path, kind, tmp);
-		unlinkat(dir, tmp, 0);
-		return -1;
-	}
-	return 0;
+	return write_synced(d, dir, kind, name, text, err);
 }
 
 int state_doc_get(struct state_dir *d, const char *kind, const char *id, size_t max, char **text,
