@@ -43,6 +43,8 @@ else
 	tail -n 40 "$work/build.log"; bad "dpkg-buildpackage -us -uc -b"; finish; exit
 fi
 deb=$(ls "$work"/pycell_*_*.deb | grep -v dbgsym)
+# kept for make check-container (PYCELL_DEB), which CI runs next
+rm -rf "$top/tests/deb/out" && mkdir -p "$top/tests/deb/out" && cp "$deb" "$top/tests/deb/out/"
 
 echo "== lintian"
 out=$(lintian -I "$work"/pycell_*.changes 2>&1 | grep -v '^running with root privileges')

@@ -59,8 +59,15 @@ test("pycell runs unprivileged, in a user namespace, with what its jails need", 
   }
   const main = pod.containers.find((c) => c.name === "pycell");
   assert.equal(main.securityContext.procMount, "Unmasked");
-  assert.deepEqual(main.command.slice(0, 2), ["pycell", "serve"]);
-  assert.ok(main.command.includes("--replica") && main.command.includes("--tokens"));
+  // a shell expands $POD_NAME (podman kube play does not expand $(VAR))
+  assert.deepEqual(main.command.slice(0, 2), ["sh", "-c"]);
+  assert.match(main.command[2], /^exec pycell serve .*--tokens \/run\/pycell\/tokens\.json .*--replica "\$POD_NAME"/);
+  assert.ok(main.env.some((e) => e.name === "POD_NAME" && e.valueFrom.fieldRef.fieldPath === "metadata.name"));
+  // the token file is written by the image's pycell user, 0600, from the Secret
+  const init = pod.initContainers.find((c) => c.name === "tokens");
+  assert.match(init.command[2], /^umask 077 && /);
+  assert.deepEqual(init.env[0].valueFrom.secretKeyRef, { name: "pycell-tokens", key: "tokens.json" });
+  assert.equal(pod.securityContext.runAsUser, 999);
   assert.deepEqual(main.readinessProbe.httpGet, { path: "/healthz", port: "mcp" });
   // SIGTERM drains for 30 s: the pod's grace period is longer
   assert.ok(pod.terminationGracePeriodSeconds > 30);
