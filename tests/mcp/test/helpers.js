@@ -243,11 +243,12 @@ export function alive(pid) {
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-// Poll until fn() is truthy; returns its value or throws after ms.
+// Poll until fn() (or the promise it returns) is truthy; returns its value
+// or throws after ms.
 export async function waitFor(fn, ms = 5000, what = "condition") {
   const deadline = Date.now() + ms;
   for (;;) {
-    const v = fn();
+    const v = await fn();
     if (v) return v;
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await sleep(20);
