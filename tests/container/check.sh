@@ -52,7 +52,7 @@ BASE=localhost/pycell-base:bookworm
 added_subid=
 cleanup() {
 	for r in 0 1 2; do podman kube down "$work/kube-$r.yaml" >/dev/null 2>&1; done
-	podman rm -f -t 0 pycell-check-serve >/dev/null 2>&1
+	podman rm -f -t 0 pycell-check-serve pycell-check-notoken >/dev/null 2>&1
 	podman secret rm pycell-tokens >/dev/null 2>&1
 	podman volume rm -f run-r0 tmp-r0 run-r1 tmp-r1 run-r2 tmp-r2 >/dev/null 2>&1
 	if [ -n "$added_subid" ]; then
@@ -175,6 +175,9 @@ with open(f"{work}/tokens.json", "w") as f:
     json.dump(doc, f)
 os.chmod(f"{work}/tokens.json", 0o600)
 EOF
+err=$(timeout 60 podman run --rm --name pycell-check-notoken $SEC $UNMASK $LEAST "$IMAGE" 2>&1); rc=$?
+check "no token file given: pycell serve stops at once, naming it" \
+	sh -c "[ $rc != 0 ] && [ $rc != 124 ] && echo \"\$1\" | grep -q '/run/secrets/pycell-tokens'" - "$err"
 # the token file as README gives it: the pycell user's (999), 0600, bound
 # read-only (podman 4.3 cannot mount a --secret on a read-only root)
 install -o 999 -g 999 -m 0600 "$work/tokens.json" "$work/tokens-999.json"
@@ -241,10 +244,22 @@ check "three replicas ready, their session ids named by their pods" sh -c \
 check "1,000 calls over three replicas, one removed under load: none lost" \
 	python3 "$top/tests/container/mcpnet.py" --token "$work/token" --calls 1000 \
 		--remove "podman pod stop -t 45 pycell-r1-pod-0" --remove-index 1 --fleet $pids
-for r in 0 1 2; do podman kube down "$work/kube-$r.yaml" >/dev/null 2>&1; done
+# kube down: SIGTERM, then the pods removed.  podman 4.3 at times fails to
+# remove a container's files while they are still busy ("unlinkat
+# .../userdata/shm: device or resource busy"): what it left is taken down
+# again once, and said; no process may outlive the first
+for r in 0 1 2; do podman kube down "$work/kube-$r.yaml" >"$work/down-$r.log" 2>&1; done
+gone() { for p in $pids; do [ ! -e /proc/"$p" ] || return 1; done; }
+for _ in $(seq 50); do gone && break; sleep 0.2; done
+check "kube down: no process of the replicas left" gone
+if [ -n "$(podman pod ps -q --filter name=pycell-r)$(podman ps -aq --filter name=pycell-r)" ]; then
+	echo "    podman left: $(podman pod ps --format '{{.Name}}' --filter name=pycell-r | tr '\n' ' ')"
+	grep -h -v '^	' "$work"/down-*.log | grep -iv 'systemd connection' | grep -i error | head -n 3
+	for r in 0 1 2; do podman kube down "$work/kube-$r.yaml" >/dev/null 2>&1; done
+fi
+check "and no pod or container" sh -c "[ -z \"\$(podman pod ps -q --filter name=pycell-r)\" ] &&
+	[ -z \"\$(podman ps -aq --filter name=pycell-r)\" ]"
 podman volume rm -f run-r0 tmp-r0 run-r1 tmp-r1 run-r2 tmp-r2 >/dev/null 2>&1
-check "kube down: no pod, container or process left" sh -c "[ -z \"\$(podman pod ps -q --filter name=pycell-r)\" ] &&
-	[ -z \"\$(podman ps -aq --filter name=pycell-r)\" ] && for p in $pids; do [ ! -e /proc/\$p ] || exit 1; done"
 podman rmi localhost/pycell:0.1.0 >/dev/null 2>&1
 check "the host's links, routes, firewall and forwarding are as they were" test "$(host_net)" = "$net_before"
 finish
