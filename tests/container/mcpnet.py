@@ -11,9 +11,10 @@ container's network namespace (setns), to 127.0.0.1:8080 there.
 --fleet: every replica ready and naming itself in its session ids; then N
 calls from 8 workers spread over the replicas; halfway, CMD removes replica
 I (SIGTERM: it drains). A call a replica refuses before taking it (503 while
-it drains, a refused or reset connection before any answer) is sent to the
-next replica, as a Service does once the pod is gone; any other failure, or
-a call taking no result, is lost. Exits 0 only if none is lost.
+it drains, a connection refused or reset before the request was sent) is
+sent to the next replica, as a Service does once the pod is gone; any other
+failure (a connection cut after the request went out among them), or a call
+taking no result, is lost. Exits 0 only if none is lost.
 """
 import argparse
 import ctypes
@@ -63,11 +64,10 @@ def post(body, token=None, name="run_python", session=None, timeout=60):
     try:
         resp = conn.getresponse()
         data = resp.read()
-    except (ConnectionResetError, http.client.RemoteDisconnected) as e:
-        # no byte of an answer: the request was not taken
-        raise Refused(f"no answer: {e}")
     finally:
         conn.close()
+    # a reset or no answer after the request went out is not a refusal: the
+    # call may have run, its answer is lost (the caller counts it so)
     if resp.status == 503:
         raise Refused("503")
     return resp.status, data
@@ -146,7 +146,7 @@ def fleet(pids, token, calls, remove, remove_index):
     if not calls:
         return 0
     lock = threading.Lock()
-    state = {"next": 0, "done": 0, "retried": 0, "lost": [], "removed": False}
+    state = {"next": 0, "done": 0, "retried": 0, "why": {}, "lost": [], "removed": False}
     per = [0] * len(pids)
 
     def worker(w):
@@ -162,9 +162,10 @@ def fleet(pids, token, calls, remove, remove_index):
                 i = (n + attempt) % len(pids)
                 try:
                     sc = in_ns(pids[i], lambda: call("run_python", {"code": f"{n} * 2"}, token, rid=n))
-                except Refused:
+                except Refused as e:
                     with lock:
                         state["retried"] += 1
+                        state["why"][str(e).split(":")[0]] = state["why"].get(str(e).split(":")[0], 0) + 1
                     time.sleep(0.05)
                     continue
                 except Exception as e:
@@ -198,7 +199,7 @@ def fleet(pids, token, calls, remove, remove_index):
     for t in threads:
         t.join()
     print(f"    {state['done']} of {calls} calls ok; per replica {per}; "
-          f"{state['retried']} refused and sent on; lost {len(state['lost'])}")
+          f"{state['retried']} refused and sent on {state['why']}; lost {len(state['lost'])}")
     for line in state["lost"][:10]:
         print("    lost:", line)
     ok = state["done"] == calls and not state["lost"]
