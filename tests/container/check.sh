@@ -26,18 +26,9 @@
 # Prints "container: N passed, M failed" last.
 set -uo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
-log=$top/tests/container/container.log
-pass=0 fail=0
-ok() { echo "  ok   $*"; pass=$((pass + 1)); }
-bad() { echo "  FAIL $*"; fail=$((fail + 1)); }
-check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
-finish() { echo "container: $pass passed, $fail failed"; [ "$fail" -eq 0 ]; }
-
-exec > >(tee "$log") 2>&1
-if [ "$(id -u)" -ne 0 ]; then
-	echo "container: SKIP: building and running images here needs root (rootful podman)"
-	echo "container: 0 passed, 0 failed"; exit 0
-fi
+SUITE=container LOG=$top/tests/container/container.log
+. "$top/tests/tools/checks.sh"
+skip_unless_root "building and running images here needs root (rootful podman)"
 need=()
 for p in podman runc mmdebstrap python3-yaml debhelper; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
 if [ ${#need[@]} -gt 0 ]; then

@@ -10,17 +10,9 @@
 # Prints "deb: N passed, M failed" last.
 set -uo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
-log=$top/tests/deb/deb.log
-pass=0 fail=0
-ok() { echo "  ok   $*"; pass=$((pass + 1)); }
-bad() { echo "  FAIL $*"; fail=$((fail + 1)); }
-check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
-finish() { echo "deb: $pass passed, $fail failed"; [ "$fail" -eq 0 ]; }
-
-exec > >(tee "$log") 2>&1
-if [ "$(id -u)" -ne 0 ]; then
-	echo "deb: SKIP: installing a package needs root"; echo "deb: 0 passed, 0 failed"; exit 0
-fi
+SUITE=deb LOG=$top/tests/deb/deb.log
+. "$top/tests/tools/checks.sh"
+skip_unless_root "installing a package needs root"
 if dpkg -s pycell >/dev/null 2>&1; then
 	bad "pycell is installed already: this check would replace it (dpkg --purge pycell first)"; finish; exit
 fi
