@@ -91,12 +91,13 @@ if ! podman image exists "$BASE"; then
 		tail -n 20 "$work/mmdebstrap.log"; bad "mmdebstrap | podman import"; finish; exit
 	fi
 fi
-mkdir "$work/ctx" "$work/src"
+mkdir "$work/ctx"
 if [ -n "${PYCELL_DEB:-}" ]; then
 	# the package make check-deb built and tested (CI), not built again
 	cp "$PYCELL_DEB" "$work/ctx/" || { bad "PYCELL_DEB=$PYCELL_DEB: no such package"; finish; exit; }
 	echo "    the package: $PYCELL_DEB"
 else
+	mkdir "$work/src"
 	(cd "$top" && git ls-files -co --exclude-standard | tar -cf - -T -) | tar -xf - -C "$work/src"
 	if (cd "$work/src" && DEB_BUILD_OPTIONS=nocheck dpkg-buildpackage -us -uc -b >"$work/deb.log" 2>&1); then
 		cp "$work"/pycell_*_*.deb "$work/ctx/" && rm -f "$work"/ctx/pycell-dbgsym_*
@@ -192,9 +193,8 @@ check "and no cgroup of the container" sh -c "[ -z \"\$(find /sys/fs/cgroup -max
 echo "== compose.yaml"
 # podman-compose 1.0.3 always attaches a bridge network of its own (a bridge
 # and firewall rules on the host), which this check does not make: compose.yaml
-# is read by podman-compose's own parser and its settings are held to the
-# flags the runs above were made with
-podman tag "$IMAGE" localhost/pycell:0.1.0
+# is read (python3-yaml) and its settings are held to the flags the runs
+# above were made with
 check "compose.yaml: the image, the flags checked above, the secret, a loopback port" \
 	python3 "$top/tests/container/play.py" compose "$top/contrib/container/compose.yaml"
 
@@ -207,6 +207,7 @@ if ! grep -q '^containers:' /etc/subuid; then
 	echo "containers:2147483647:2147483648" >>/etc/subgid
 	added_subid=1
 fi
+podman tag "$IMAGE" localhost/pycell:0.1.0   # the manifest's image name
 mkdir -p "$work/seccomp/profiles"
 cp "$work/seccomp.json" "$work/seccomp/profiles/pycell.json"
 cp "$work/seccomp.json" "$work/seccomp/pycell.json"

@@ -146,12 +146,12 @@ def fleet(pids, token, calls, remove, remove_index):
     if not calls:
         return 0
     lock = threading.Lock()
-    state = {"next": 0, "done": 0, "retried": 0, "why": {}, "lost": [], "removed": False}
+    state = {"next": 0, "done": 0, "retried": 0, "why": {}, "lost": []}
     per = [0] * len(pids)
 
-    def worker(w):
-        # one thread per replica namespace is simplest: a worker hops by
-        # running each attempt in a fresh thread inside that namespace
+    def worker():
+        # each attempt runs in a thread of its own inside its replica's
+        # network namespace (in_ns), so a worker moves between replicas
         while True:
             with lock:
                 n = state["next"]
@@ -163,9 +163,10 @@ def fleet(pids, token, calls, remove, remove_index):
                 try:
                     sc = in_ns(pids[i], lambda: call("run_python", {"code": f"{n} * 2"}, token, rid=n))
                 except Refused as e:
+                    why = str(e).split(":")[0]
                     with lock:
                         state["retried"] += 1
-                        state["why"][str(e).split(":")[0]] = state["why"].get(str(e).split(":")[0], 0) + 1
+                        state["why"][why] = state["why"].get(why, 0) + 1
                     time.sleep(0.05)
                     continue
                 except Exception as e:
@@ -183,19 +184,21 @@ def fleet(pids, token, calls, remove, remove_index):
                 with lock:
                     state["lost"].append(f"call {n}: every replica refused it")
 
-    threads = [threading.Thread(target=worker, args=(w,)) for w in range(8)]
+    threads = [threading.Thread(target=worker) for _ in range(8)]
     for t in threads:
         t.start()
+    removed = None
     if remove:
-        while True:
+        # halfway (or when the workers have stopped, having lost calls)
+        while any(t.is_alive() for t in threads):
             with lock:
                 if state["done"] >= calls // 2:
                     break
             time.sleep(0.05)
-        t0 = time.monotonic()
-        r = subprocess.run(remove, shell=True, capture_output=True, text=True)
-        print(f"    removed replica {remove_index} ({remove!r}: exit {r.returncode}, "
-              f"{time.monotonic() - t0:.1f} s) after {calls // 2} calls")
+        t0, at = time.monotonic(), state["done"]
+        removed = subprocess.run(remove, shell=True, capture_output=True, text=True)
+        print(f"    removed replica {remove_index} ({remove!r}: exit {removed.returncode}, "
+              f"{time.monotonic() - t0:.1f} s) after {at} calls")
     for t in threads:
         t.join()
     print(f"    {state['done']} of {calls} calls ok; per replica {per}; "
@@ -205,6 +208,10 @@ def fleet(pids, token, calls, remove, remove_index):
     ok = state["done"] == calls and not state["lost"]
     if remove and per[remove_index] == 0:
         print("    the removed replica served no call", file=sys.stderr)
+        ok = False
+    # the removal itself: the command succeeded and the replica's process is gone
+    if removed is not None and (removed.returncode != 0 or os.path.exists(f"/proc/{pids[remove_index]}")):
+        print(f"    the replica was not removed: {removed.stderr.strip()[:300]}", file=sys.stderr)
         ok = False
     return 0 if ok else 1
 
