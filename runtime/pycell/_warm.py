@@ -9,8 +9,9 @@ and it holds nothing of the supervisor (no configuration, no tokens).
 
     preload(host, jail)   in the zygote: pycell and pycell._cell
     preload_modules(names) in the zygote: the policy's python.preload
+    set_environment(env)  in the zygote: os.environ as a run's python has it
     script_prelude(path)  in a warm jail's python, before a script
-    ready(env)            in a ready jail's python, before its cell comes
+    ready()               in a ready jail's python, before its cell comes
     finish()              in a warm jail's python, after the program: 0, or
                           120 when a standard stream could not be flushed
 """
@@ -189,11 +190,20 @@ def preload_modules(names):
 
 
 def _environment(env):
-    """The zygote started with the policy's environment: mostly equal."""
+    """os.environ made env (mostly equal already: the zygote's is)."""
     import os
     if dict(os.environ) != env:
         os.environ.clear()
         os.environ.update(env)
+
+
+def set_environment(env):
+    """In the zygote, once, after its imports: the environment a cell's
+    python has (the policy's, without the interpreter flags' equivalents
+    the zygote started with), JSON; every clone inherits it.  0."""
+    import json
+    _environment(json.loads(env))
+    return 0
 
 
 def _forget_lib():
@@ -213,17 +223,19 @@ def script_prelude(warm_file):
     sys.argv[:] = cfg["argv"]
     sys.path.insert(0, cfg["path0"])
     _forget_lib()
+    return 0
 
 
-def ready(env):
+def ready():
     """In a ready jail before its cell arrives: what `python -c "import
-    pycell._cell ..."` would have for sys.argv, sys.path[0] and os.environ,
-    then the cell runtime's warm-up."""
-    _environment(env)
+    pycell._cell ..."` would have for sys.argv and sys.path[0] (os.environ
+    is the zygote's, set_environment's), then the cell runtime's warm-up.
+    0."""
     sys.argv[:] = ["-c"]
     sys.path.insert(0, "")
     _forget_lib()
     sys.modules["pycell._cell"].warm_up()
+    return 0
 
 
 def finish():

@@ -57,16 +57,15 @@ static struct {
 	const char *(*UnicodeAsUTF8)(void *);
 } py;
 
-/* The Python of warm starts is runtime/pycell/_warm.py (preload, script
- * prelude, ready, finish), registered as pycell._warm by the bootstrap
- * below.  Each call binds no name in __main__. */
-#define WARM_MODULE "__import__('sys').modules['pycell._warm']"
-static const char script_prelude[] = WARM_MODULE ".script_prelude('" JAIL_RUN_DIR "/" WARM_FILE "')\n";
-static char *ready_call;   /* _warm.ready(ENV), ENV as a Python literal */
-/* pycell._cell.warm_main and pycell._warm.finish, looked up once by the
- * zygote: a run calls them without compiling a call (PyRun_SimpleString
- * would, 0.05 ms of a warm call each) */
-static void *warm_main_fn, *finish_fn;
+/* The Python of warm starts is runtime/pycell/_warm.py (preload,
+ * environment, script prelude, ready, finish), registered as pycell._warm
+ * by the bootstrap below.  Each call binds no name in __main__.  The
+ * functions a jail's python calls are looked up once by the zygote and
+ * called without compiling anything (PyRun_SimpleString compiles its
+ * text: some 170 copy-on-write faults of a jail's python, each a TLB
+ * flush, for the call of ready alone) */
+static void *ready_fn, *prelude_fn;    /* _warm.ready(), _warm.script_prelude(PATH) */
+static void *warm_main_fn, *finish_fn; /* _cell.warm_main(FD, LEN), _warm.finish() */
 
 static bool linger;   /* jail_spec.linger, from the program message */
 
@@ -94,7 +93,7 @@ static int run_cell(int prog_fd)
 	int fd;
 
 	prctl(PR_SET_NAME, "pycell-ready");
-	if (py.RunSimpleStringFlags(ready_call, NULL) != 0)
+	if (call_status(py.CallFunction(ready_fn, NULL), 1) != 0)
 		_exit(125);
 	fd = jail_receive_program(prog_fd, &len, &linger);
 	if (fd < 0)
@@ -110,7 +109,7 @@ static int run_script(const struct jail_spec *s)
 	FILE *f;
 
 	prctl(PR_SET_NAME, "python3");
-	if (py.RunSimpleStringFlags(script_prelude, NULL) != 0)
+	if (call_status(py.CallFunction(prelude_fn, "s", JAIL_RUN_DIR "/" WARM_FILE), 1) != 0)
 		_exit(125);
 	snprintf(path, sizeof(path), JAIL_RUN_DIR "/%s", s->files[0].name);
 	f = fopen(path, "rb");
@@ -250,6 +249,39 @@ static int preload(const struct policy *p, char **report, struct pc_err *err)
 	return rc;
 }
 
+/* os.environ of the zygote made what a cold run's python has (without the
+ * flags' equivalents), by _warm.set_environment: every clone inherits it
+ * and need not set it (60 copy-on-write faults a run when it did). */
+static int set_cell_environment(const struct policy *p, struct pc_err *err)
+{
+	json_t *env = json_object();
+	cleanup_free char *text = NULL;
+	char **envp = program_envp(p, false);
+	void *fn, *res = NULL;
+	bool ok = true;
+
+	for (char **e = envp; *e; e++) {
+		char *eq = strchr(*e, '=');
+		*eq = '\0';
+		ok &= json_object_set_new(env, *e, json_string(eq + 1)) == 0;
+		free(*e);
+	}
+	free(envp);
+	text = ok ? json_dumps(env, JSON_COMPACT) : NULL;
+	json_decref(env);
+	if (!text)
+		return pc_fail(err, EINVAL, "warm", "the policy's environment is not valid UTF-8");
+	fn = python_function("pycell._warm", "set_environment");
+	if (fn)
+		res = py.CallFunction(fn, "s", text);
+	if (fn)
+		py.DecRef(fn);
+	if (call_status(res, 1) != 0)
+		return pc_fail(err, EINVAL, "warm", "setting the runs' environment failed (its traceback is on "
+			       "standard error)");
+	return 0;
+}
+
 static int load_python(const char *libname, const struct policy *p, const char *runtime_dir,
 		       char **report, struct pc_err *err)
 {
@@ -311,35 +343,21 @@ static int load_python(const char *libname, const struct policy *p, const char *
 			return pc_fail(err, EINVAL, "warm", "preloading the pycell runtime from %s failed",
 				       runtime_dir);
 	}
-	{
-		/* the environment a cell's python gets: without the flags' */
-		json_t *env = json_object();
-		cleanup_free char *text = NULL;
-		bool ok = true;
-		envp = program_envp(p, false);
-		for (char **e = envp; *e; e++) {
-			char *eq = strchr(*e, '=');
-			*eq = '\0';
-			ok &= json_object_set_new(env, *e, json_string(eq + 1)) == 0;
-			free(*e);
-		}
-		free(envp);
-		/* a JSON object of strings reads as a Python dict */
-		text = ok ? json_dumps(env, JSON_COMPACT) : NULL;
-		json_decref(env);
-		if (!text)
-			return pc_fail(err, EINVAL, "warm", "the policy's environment is not valid UTF-8");
-		ready_call = xasprintf(WARM_MODULE ".ready(%s)\n", text);
-	}
 	/* the policy's modules, after the runtime (whose own imports they
 	 * may share) and before gc.freeze (which keeps them out of every
 	 * run's collections) */
 	if (preload(p, report, err) < 0)
 		return -1;
 	if (!(warm_main_fn = python_function("pycell._cell", "warm_main")) ||
-	    !(finish_fn = python_function("pycell._warm", "finish")))
-		return pc_fail(err, EINVAL, "warm", "the pycell runtime in %s has no warm_main or finish",
+	    !(finish_fn = python_function("pycell._warm", "finish")) ||
+	    !(ready_fn = python_function("pycell._warm", "ready")) ||
+	    !(prelude_fn = python_function("pycell._warm", "script_prelude")))
+		return pc_fail(err, EINVAL, "warm", "the pycell runtime in %s lacks a function warm starts call",
 			       runtime_dir);
+	/* the environment every run's python has, set once here (after the
+	 * imports, which ran with the flags' equivalents too) */
+	if (set_cell_environment(p, err) < 0)
+		return -1;
 	if (py.RunSimpleStringFlags("__import__('gc').freeze()\n", NULL) != 0)
 		return pc_fail(err, EINVAL, "warm", "gc.freeze failed");
 	return 0;
