@@ -629,3 +629,44 @@ int str_cmp_ptr(const void *a, const void *b)
 {
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
+
+static bool dir_is_ours(const char *dir)
+{
+	struct stat st;
+	return lstat(dir, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() &&
+	       !(st.st_mode & (S_IWGRP | S_IWOTH));
+}
+
+char *cache_subdir(const char *name, mode_t mode)
+{
+	const char *env = getenv("PYCELL_CACHE_DIR"), *home = getenv("HOME");
+	const char *xdg = getenv("XDG_CACHE_HOME");
+	cleanup_free char *base = NULL;
+	char *dir;
+	if (env && strcmp(env, "none") == 0)
+		return NULL;
+	if (env && *env == '/')
+		base = xstrdup(env);
+	else if (geteuid() == 0)
+		base = xstrdup("/var/cache/pycell");
+	else if (xdg && *xdg == '/')
+		base = xasprintf("%s/pycell", xdg);
+	else if (home && *home == '/')
+		base = xasprintf("%s/.cache/pycell", home);
+	else
+		return NULL;
+	/* traversable: a jail's ids reach what a cache binds into it (the
+	 * font list) by name; nothing in it is listable but by us */
+	dir = xasprintf("%s/%s", base, name);
+	if ((mkdir(base, 0711) < 0 && errno != EEXIST) || (mkdir(dir, mode) < 0 && errno != EEXIST) ||
+	    !dir_is_ours(base) || !dir_is_ours(dir)) {
+		free(dir);
+		return NULL;
+	}
+	/* a BASE made 0700 by an earlier pycell, for a NAME others enter */
+	if ((mode & 0011) == 0011 && chmod(base, 0711) < 0) {
+		free(dir);
+		return NULL;
+	}
+	return dir;
+}

@@ -138,6 +138,13 @@ bool strv_eq(char *const *a, size_t na, char *const *b, size_t nb);
 /* mkdir -p: each missing component with mode (an existing one is left
  * as it is). */
 int mkdir_p(const char *path, mode_t mode, struct pc_err *err);
+/* pycell's cache directory BASE/NAME, made (BASE 0711, NAME with mode)
+ * when missing, and used only when both are directories of this user's
+ * that neither group nor others may write: BASE is PYCELL_CACHE_DIR (an
+ * absolute path; "none" turns every cache off), else /var/cache/pycell
+ * for root, else $XDG_CACHE_HOME/pycell or ~/.cache/pycell.  NULL when
+ * there is none (malloc'd otherwise). */
+char *cache_subdir(const char *name, mode_t mode);
 /* qsort comparator for an array of strings. */
 int str_cmp_ptr(const void *a, const void *b);
 /* The n strings of v with sep between them (malloc'd). */

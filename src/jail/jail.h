@@ -43,6 +43,10 @@ struct jail_spec {
 	int n_files;
 	const char *runtime_dir;              /* bound read-only at /run/pycell/lib */
 	const char *packages_dir;             /* NULL, or bound read-only at /run/pycell/packages */
+	/* NULL, or a directory whose font list (run/fonts.h), when it has one,
+	 * is bound read-only at /run/pycell/fonts and linked from
+	 * /tmp/matplotlib (made the jail user's) */
+	const char *fonts_dir;
 	int stdio[3];                         /* child ends: stdin, stdout, stderr */
 	int tool_fd;                          /* child end, becomes fd 3 */
 	/* An egress run's network (run/egress.c): called at the release, once

@@ -303,11 +303,62 @@ static int write_program(const char *dir, const struct jail_spec *s, struct pc_e
 	return 0;
 }
 
+bool rootfs_font_list(const char *dir, char *name, size_t size)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	bool found = false;
+	if (!d)
+		return false;
+	while (!found && (e = readdir(d))) {
+		size_t n = strlen(e->d_name);
+		found = e->d_type == DT_REG && strncmp(e->d_name, "fontlist-v", 10) == 0 && n > 15 &&
+			strcmp(e->d_name + n - 5, ".json") == 0 && n < size;
+		if (found)
+			memcpy(name, e->d_name, n + 1);
+	}
+	closedir(d);
+	return found;
+}
+
+/* The font list of s->fonts_dir, when it has one: its directory bound at
+ * JAIL_FONTS_DIR (in the run dir, made read-only with it), and
+ * JAIL_MPLCONFIGDIR made, the jail user's as the rest of /tmp would be,
+ * holding a link to it.  The name is found under the host's root. */
+static int fonts_bind(const struct jail_spec *s, char *name, size_t size, struct pc_err *err)
+{
+	char host[PATH_MAX];
+	name[0] = '\0';
+	if (!s->fonts_dir || snprintf(host, sizeof(host), OLD "%s", s->fonts_dir) >= (int)sizeof(host) ||
+	    !rootfs_font_list(host, name, size))
+		return 0;
+	return bind_path(s->fonts_dir, JAIL_FONTS_DIR, false, false, err);
+}
+
+static int fonts_link(const struct policy *p, const char *name, struct pc_err *err)
+{
+	char link[PATH_MAX], target[PATH_MAX];
+	if (!name[0])
+		return 0;
+	snprintf(link, sizeof(link), NEW JAIL_MPLCONFIGDIR "/%s", name);
+	snprintf(target, sizeof(target), JAIL_FONTS_DIR "/%s", name);
+	if (mkdir(NEW JAIL_MPLCONFIGDIR, 0700) < 0)
+		return pc_syserr(err, "rootfs", "mkdir " JAIL_MPLCONFIGDIR);
+	if (symlink(target, link) < 0)
+		return pc_syserr(err, "rootfs", "symlink %s", link + strlen(NEW));
+	/* ours, unless the jail's user is another (a range is mapped) */
+	if ((p->jail_uid != geteuid() || p->jail_gid != getegid()) &&
+	    (lchown(link, p->jail_uid, p->jail_gid) < 0 ||
+	     chown(NEW JAIL_MPLCONFIGDIR, p->jail_uid, p->jail_gid) < 0))
+		return pc_syserr(err, "rootfs", "chown " JAIL_MPLCONFIGDIR);
+	return 0;
+}
+
 /* /run/pycell: the program (and cell-mode variables), then the runtime
  * package bound read-only at lib/; the whole directory read-only.  A
  * ready jail's holds the runtime only: its python reads the program from
- * a memfd. */
-static int build_run_dir(const struct jail_spec *s, struct pc_err *err)
+ * a memfd.  The font list's name, when one is bound, in font_list. */
+static int build_run_dir(const struct jail_spec *s, char *font_list, size_t list_size, struct pc_err *err)
 {
 	uint64_t size = 64 << 10;
 	for (int i = 0; i < s->n_files; i++)
@@ -322,6 +373,8 @@ static int build_run_dir(const struct jail_spec *s, struct pc_err *err)
 		return -1;
 	if (s->packages_dir && bind_path(s->packages_dir, JAIL_PACKAGES_DIR, false, false, err) < 0)
 		return -1;
+	if (fonts_bind(s, font_list, list_size, err) < 0)
+		return -1;
 	return make_readonly(NEW JAIL_RUN_DIR, false, err);
 }
 
@@ -334,6 +387,7 @@ int rootfs_build(const struct jail_spec *s, uint32_t dns, struct pc_err *err)
 {
 	const struct policy *p = s->policy;
 	static const char *const aliases[] = { "bin", "sbin", "lib", "lib32", "lib64", "libx32" };
+	char font_list[NAME_MAX + 1];
 
 	/* Nothing we mount may propagate back to the host. */
 	if (do_mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL, err) < 0)
@@ -371,7 +425,7 @@ int rootfs_build(const struct jail_spec *s, uint32_t dns, struct pc_err *err)
 		if (bind_path(b->src, b->dst, b->optional, b->writable, err) < 0)
 			return -1;
 	}
-	if (build_run_dir(s, err) < 0)
+	if (build_run_dir(s, font_list, sizeof(font_list), err) < 0 || fonts_link(p, font_list, err) < 0)
 		return -1;
 
 	/* Detach the host, with the base tmpfs it hangs from: one unmount

@@ -589,41 +589,6 @@ struct cache_header {
 	uint32_t njail, nprog;
 };
 
-static bool dir_is_ours(const char *dir)
-{
-	struct stat st;
-	return lstat(dir, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() &&
-	       !(st.st_mode & (S_IWGRP | S_IWOTH));
-}
-
-static char *cache_dir(void)
-{
-	const char *env = getenv("PYCELL_CACHE_DIR"), *home = getenv("HOME");
-	const char *xdg = getenv("XDG_CACHE_HOME");
-	char *base, *dir;
-	if (env && strcmp(env, "none") == 0)
-		return NULL;
-	if (env && *env == '/')
-		base = xstrdup(env);
-	else if (geteuid() == 0)
-		base = xstrdup("/var/cache/pycell");
-	else if (xdg && *xdg == '/')
-		base = xasprintf("%s/pycell", xdg);
-	else if (home && *home == '/')
-		base = xasprintf("%s/.cache/pycell", home);
-	else
-		return NULL;
-	dir = xasprintf("%s/seccomp", base);
-	if ((mkdir(base, 0700) < 0 && errno != EEXIST) || (mkdir(dir, 0700) < 0 && errno != EEXIST) ||
-	    !dir_is_ours(base) || !dir_is_ours(dir)) {
-		free(base);
-		free(dir);
-		return NULL;
-	}
-	free(base);
-	return dir;
-}
-
 static void cache_key(const struct policy *p, char out[65])
 {
 	const struct scmp_version *v = seccomp_version();
@@ -685,7 +650,7 @@ static void cache_write(const char *dir, const char *path, const struct seccomp_
 int seccomp_filter_compile(const struct policy *p, struct seccomp_filter **out, struct pc_err *err)
 {
 	char key[65], *path = NULL;
-	cleanup_free char *dir = cache_dir();
+	cleanup_free char *dir = cache_subdir("seccomp", 0700);
 	if (dir) {
 		cache_key(p, key);
 		path = xasprintf("%s/%s", dir, key);

@@ -193,7 +193,8 @@ struct mcp_server {
 	json_t *packages;             /* [{name, version}] importable in the jail */
 	struct mcp_call *version_call;
 	json_t *tools;
-	struct run_pool *pool;        /* warm starts: jails made ahead (run/pool.h), of no principal's */
+	struct run_pool *pool;
+	struct fonts_build *fonts;   /* matplotlib's font list being built for env (fonts.h) */        /* warm starts: jails made ahead (run/pool.h), of no principal's */
 	/* a named principal's, made by its own zygote (run_env_warm_for) */
 	struct principal_pool { struct spawner *sp; struct run_pool *pool; } *pools;
 	size_t n_pools;

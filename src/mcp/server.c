@@ -18,6 +18,7 @@
 #include "mcp/subscriptions.h"
 #include "mcp/tasks.h"
 #include "mcp/tools.h"
+#include "run/fonts.h"
 
 /* The features, made in this order and freed in the reverse. */
 const struct mcp_feature *const mcp_features[] = {
@@ -65,6 +66,7 @@ struct mcp_server *mcp_server_new(struct loop *l, const struct run_env *env,
 	}
 	s->pool = run_pool_new(l, env, env->warm, s->cfg.ready);
 	run_pool_fill(s->pool);
+	s->fonts = fonts_refresh(l, env);
 	return s;
 fail:
 	mcp_server_free(s);
@@ -88,6 +90,9 @@ int mcp_server_reconfigure(struct mcp_server *s, const struct run_env *env,
 	s->cfg.ready = cfg->ready;
 	s->cfg.cache_private = cfg->cache_private;
 	s->pool = run_pool_new(s->loop, env, env->warm, s->cfg.ready);
+	/* the build of the old env's list (it may go with it) ends here */
+	fonts_build_free(s->fonts);
+	s->fonts = fonts_refresh(s->loop, env);
 	mcp_kick(s);   /* more run slots start queued runs; the pool fills */
 	return 0;
 }
@@ -152,6 +157,7 @@ void mcp_server_free(struct mcp_server *s)
 	free(s->spent);
 	run_pool_free(s->pool);
 	mcp_pools_free(s);
+	fonts_build_free(s->fonts);
 	run_reap_pending();   /* the jails of runs answered before they had gone */
 	loop_del(s->loop, &s->w_defer);
 	loop_del(s->loop, &s->w_tick);

@@ -11,6 +11,7 @@
 #include "jail/cgroup.h"
 #include "jail/seccomp.h"
 #include "run/egress.h"
+#include "run/fonts.h"
 #include "run/run.h"
 #include "run/spawner.h"
 
@@ -25,6 +26,8 @@ int run_env_prepare(struct run_env *env, struct pc_err *err)
 	struct pc_err ignored;
 	free(env->runtime_dir);
 	env->runtime_dir = xasprintf("%s/runtime", pycell_datadir());
+	free(env->fonts_dir);
+	env->fonts_dir = fonts_dir_for(&env->policy);
 	/* an egress policy's host check needs them now */
 	if (env->policy.network.mode == NET_EGRESS)
 		env->probe_later = false;
@@ -136,6 +139,7 @@ void run_env_free(struct run_env *env)
 	cgroup_env_free(env->cgroups);
 	policy_free(&env->policy);
 	free(env->runtime_dir);
+	free(env->fonts_dir);
 	memset(env, 0, sizeof(*env));
 }
 
@@ -145,5 +149,6 @@ void run_request_from_env(struct run_request *req, const struct run_env *env)
 	req->filter = env->filter;
 	req->cgroups = env->cgroups;
 	req->runtime_dir = env->runtime_dir;
+	req->fonts_dir = env->fonts_dir;
 	req->spawner = env->warm;
 }

@@ -47,6 +47,9 @@ struct run_request {
 	 * it until the run is freed), bound read-only at /run/pycell/packages;
 	 * the run starts cold.  NULL: none. */
 	const char *packages_dir;
+	/* matplotlib's font list (fonts.h): the directory it is in when built,
+	 * bound read-only if it has one; NULL: none. */
+	const char *fonts_dir;
 
 	/* Optional: called for every chunk of output read; the result keeps
 	 * its first kept bytes as they are (the head of the stream; a
@@ -98,6 +101,7 @@ struct run_env {
 	struct seccomp_filter *filter;
 	struct cgroup_env *cgroups;
 	char *runtime_dir;
+	char *fonts_dir;           /* fonts_dir_for(policy), by run_env_prepare */
 	struct spawner *warm;      /* warm starts, after run_env_warm(); NULL: cold */
 	/* A zygote per principal (run_env_warm_for): its runs share the
 	 * zygote's string hash secret, so no two principals share one. */

@@ -220,6 +220,7 @@ static void fill_spec(struct run *r, bool park, const struct spawn_plan *pl, con
 		program_files(spec, prog, vars);
 	spec->runtime_dir = q->runtime_dir;
 	spec->packages_dir = q->packages_dir;
+	spec->fonts_dir = q->fonts_dir;
 	spec->stdio[0] = x->in[0];
 	spec->stdio[1] = x->out[1];
 	spec->stdio[2] = x->err[1];

@@ -29,6 +29,7 @@
 #include "jail/rootfs.h"
 #include "run/program.h"
 #include "run/spawner.h"
+#include "run/fonts.h"
 #include "run/zygote.h"
 
 #define ZYGOTE_REPLY_MS 10000
@@ -55,6 +56,7 @@ struct zygote {
 	unsigned n_live;      /* of those, not cancelled */
 	struct policy policy; /* the policy the zygote was started with */
 	char *runtime_dir;
+	char *fonts_dir;      /* fonts_dir_for(policy): its jails' (fonts.h) */
 	bool dead;
 	bool have_policy;     /* policy holds a parsed copy (free it) */
 	struct pc_err start_err;  /* why the last start failed ("": it did not) */
@@ -129,6 +131,7 @@ static int warm_prepare(struct spawner *sp, const struct policy *p, const char *
 	json_t *pj;
 
 	z->runtime_dir = xstrdup(runtime_dir);
+	z->fonts_dir = fonts_dir_for(p);
 	/* our own copy, parsed the way the zygote parses it */
 	pj = policy_to_json(p);
 	ps = json_dumps(pj, JSON_COMPACT);
@@ -322,6 +325,8 @@ static int zygote_exec(struct zygote *z, struct pc_err *err)
 	z->ahead = steal_fd(&av[0]);
 	cfg = json_pack("{s:o,s:s,s:s,s:I}", "policy", policy_to_json(p), "runtime_dir", runtime_dir,
 			"libpython", libname, "host_id_base", (json_int_t)jail_host_id_base);
+	if (z->fonts_dir)
+		json_object_set_new(cfg, "fonts_dir", json_string(z->fonts_dir));
 	text = json_dumps(cfg, JSON_COMPACT);
 	json_decref(cfg);
 	if (!text || send(z->ctl, text, strlen(text), MSG_NOSIGNAL) < 0) {
@@ -605,6 +610,7 @@ static void warm_free(struct spawner *sp)
 		policy_free(&z->policy);
 	json_decref(z->preload);
 	free(z->runtime_dir);
+	free(z->fonts_dir);
 	free(z);
 }
 

@@ -33,6 +33,7 @@ const struct warm_member warm_members[] = {
 	MEMBER(n_files, WARM_PROGRAM),
 	MEMBER(runtime_dir, WARM_ZYGOTE),   /* the one the zygote was prepared with */
 	MEMBER(packages_dir, WARM_NEVER),   /* a run with packages is cold (run.c) */
+	MEMBER(fonts_dir, WARM_ZYGOTE),     /* the policy's, the zygote's from its start (fonts.h) */
 	MEMBER(stdio, WARM_REQUEST),
 	MEMBER(tool_fd, WARM_REQUEST),
 	MEMBER(net_setup, WARM_NEVER),      /* an egress run is cold */

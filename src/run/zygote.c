@@ -518,6 +518,7 @@ answer:
 	tmpl.filter = filter;
 	tmpl.argv = python_argv;
 	tmpl.runtime_dir = runtime_dir;
+	tmpl.fonts_dir = json_string_value(json_object_get(cfg, "fonts_dir"));
 	tmpl.run_inline = zygote_run_inline;
 	for (;;) {
 		struct pollfd pf[2] = { { .fd = ZYGOTE_FD, .events = POLLIN },

@@ -56,13 +56,14 @@ def test_host_files_invisible(tmp_path):
     try:
         for p in planted:
             Path(p).write_text("host secret\n")
+        # no cache: no font list linked into /tmp (test_fonts.py's)
         got = probe(f"""
             import os, json
             paths = {planted!r}
             print(json.dumps({{"exists": [p for p in paths if os.path.lexists(p)],
                                "tmp": os.listdir("/tmp"),
                                "workspace": os.listdir("/workspace")}}))
-        """)
+        """, env={"PYCELL_CACHE_DIR": "none"})
     finally:
         for p in planted:
             Path(p).unlink(missing_ok=True)

@@ -217,7 +217,8 @@ def ready_python(init, timeout=10):
 def test_a_ready_jail_holds_no_program_and_serves_one_run(require_root, tmp_path):
     conf = tmp_path / "pycell.conf"
     conf.write_text(json.dumps({"warm": {"ready": 1}}))
-    s = Mcp(["--warm", "--config", str(conf)], pycell_env())
+    # no cache: no font list bound into the run dir (test_fonts.py's)
+    s = Mcp(["--warm", "--config", str(conf)], pycell_env({"PYCELL_CACHE_DIR": "none"}))
     try:
         [first] = ready_jails(s, 1)
         py = ready_python(first)

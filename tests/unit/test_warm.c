@@ -24,7 +24,7 @@
 #pragma GCC diagnostic error "-Wmissing-field-initializers"
 static const struct jail_spec every_member __attribute__((unused)) = {
 	NULL, NULL, { false, false, -1, { -1 }, 0 }, NULL, NULL,
-	{ { NULL, NULL, 0 } }, 0, NULL, NULL, { 0, 1, 2 }, 3, NULL, NULL, false, NULL, false, false,
+	{ { NULL, NULL, 0 } }, 0, NULL, NULL, NULL, { 0, 1, 2 }, 3, NULL, NULL, false, NULL, false, false,
 };
 
 /* Every byte of struct jail_spec is in a row's member or is the padding
@@ -63,6 +63,7 @@ static void supervisor_spec(struct jail_spec *s, bool park)
 	s->argv = argv_;
 	s->envp = envp_;
 	s->runtime_dir = "/usr/share/pycell/runtime";
+	s->fonts_dir = "/var/cache/pycell/fonts/0123";
 	s->park = park;
 	/* a cell's spec has its files when it is made ready at once (run.c's
 	 * served path): they go with its delivery, not with the request */
@@ -90,6 +91,7 @@ static void zygote_template(struct jail_spec *t)
 	t->filter = (const struct seccomp_filter *)&python[1];
 	t->argv = python;
 	t->runtime_dir = "/zygote/runtime";
+	t->fonts_dir = "/zygote/fonts";
 	t->run_inline = fake_inline;
 }
 
