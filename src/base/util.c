@@ -663,8 +663,9 @@ char *cache_subdir(const char *name, mode_t mode)
 		free(dir);
 		return NULL;
 	}
-	/* a BASE made 0700 by an earlier pycell, for a NAME others enter */
-	if ((mode & 0011) == 0011 && chmod(base, 0711) < 0) {
+	/* for a NAME others enter: whatever the umask made of them, or a BASE
+	 * an earlier pycell made 0700 */
+	if ((mode & 0011) == 0011 && (chmod(base, 0711) < 0 || chmod(dir, mode) < 0)) {
 		free(dir);
 		return NULL;
 	}

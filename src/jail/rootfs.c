@@ -9,6 +9,7 @@
 
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
@@ -342,8 +343,9 @@ static int fonts_link(const struct policy *p, const char *name, struct pc_err *e
 		return 0;
 	snprintf(link, sizeof(link), NEW JAIL_MPLCONFIGDIR "/%s", name);
 	snprintf(target, sizeof(target), JAIL_FONTS_DIR "/%s", name);
+	/* a policy's bind there is left as it is */
 	if (mkdir(NEW JAIL_MPLCONFIGDIR, 0700) < 0)
-		return pc_syserr(err, "rootfs", "mkdir " JAIL_MPLCONFIGDIR);
+		return errno == EEXIST ? 0 : pc_syserr(err, "rootfs", "mkdir " JAIL_MPLCONFIGDIR);
 	if (symlink(target, link) < 0)
 		return pc_syserr(err, "rootfs", "symlink %s", link + strlen(NEW));
 	/* ours, unless the jail's user is another (a range is mapped) */

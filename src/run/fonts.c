@@ -211,12 +211,22 @@ void fonts_build_free(struct fonts_build *b)
 	free(b);
 }
 
+/* A new file of ours at path: 0644 whatever the umask (a jail's user
+ * reads it), synced. */
+static int write_new(const char *path, const char *data, size_t len, struct pc_err *err)
+{
+	cleanup_close int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0 || fchmod(fd, 0644) < 0 || write_all(fd, data, len) < 0 || fsync(fd) < 0)
+		return pc_syserr(err, "fonts", "write %s", path);
+	return 0;
+}
+
 /* A copy of src (a regular file of at most max bytes, not a link) made by
  * this process at dst, mode 0644. */
 static int copy_file(const char *src, const char *dst, size_t max, struct pc_err *err)
 {
 	cleanup_free char *data = NULL;
-	cleanup_close int in = open(src, O_RDONLY | O_NOFOLLOW | O_CLOEXEC), out = -1;
+	cleanup_close int in = open(src, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	struct stat st;
 	size_t len;
 	if (in < 0 || fstat(in, &st) < 0)
@@ -225,18 +235,16 @@ static int copy_file(const char *src, const char *dst, size_t max, struct pc_err
 		return pc_fail(err, EINVAL, "fonts", "%s is not a regular file of at most %zu bytes", src, max);
 	if (read_fd_all(in, max, &data, &len) < 0)
 		return pc_syserr(err, "fonts", "read %s", src);
-	out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-	if (out < 0 || write_all(out, data, len) < 0 || fsync(out) < 0)
-		return pc_syserr(err, "fonts", "write %s", dst);
-	return 0;
+	return write_new(dst, data, len, err);
 }
 
-/* The build's output, checked, in a directory of ours (KEY.new.PID) that
- * then takes KEY's place: the list copied (matplotlib's file, which only
+/* The build's output, checked, in a directory of ours (the staging
+ * directory's name and .new) that then takes KEY's place: the list copied (matplotlib's file, which only
  * the runs' matplotlib reads), the record parsed and written again. */
 static int keep(struct fonts_build *b, struct pc_err *err)
 {
-	cleanup_free char *made = xasprintf("%s.new.%d", b->dir, (int)getpid()), *wsrc = NULL, *wdst = NULL;
+	cleanup_free char *made = xasprintf("%s.new", b->staging), *wsrc = NULL, *wdst = NULL;
+	cleanup_free char *wtext = NULL;
 	const char *why = NULL;
 	char name[NAME_MAX + 1];
 	json_t *w;
@@ -263,8 +271,10 @@ static int keep(struct fonts_build *b, struct pc_err *err)
 			goto out;
 	}
 	wdst = xasprintf("%s/watch.json", made);
-	if (json_dump_file(w, wdst, JSON_COMPACT) < 0) {
-		pc_syserr(err, "fonts", "write %s", wdst);
+	wtext = json_dumps(w, JSON_COMPACT);
+	if (!wtext || write_new(wdst, wtext, strlen(wtext), err) < 0) {
+		if (!wtext)
+			pc_fail(err, ENOMEM, "fonts", "write %s", wdst);
 		goto out;
 	}
 	/* in place of the stale one at once, if there is one (a run that

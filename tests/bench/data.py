@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench import (PYTHON, REPO, RUN_ENV, BenchError, McpClient, Reaper,  # noqa: E402
-                   SetupError, descendants, machine_busy_s, status_kib)
+                   SetupError, descendants, machine_busy_s, page_fault_us, status_kib)
 
 MIB = 1 << 20
 
@@ -231,9 +231,11 @@ class Bench:
 def report(args, rows, cpu, dens):
     L = []
     L.append("# The data stack through pycell (tests/bench/data.py)\n")
-    L.append("%s, %s, %d CPUs, `%s`; %d iterations, p50; load %s.\n" % (
-        datetime.date.today().isoformat(), platform.release(), os.cpu_count(), " ".join(sys.argv[1:]) or "-",
-        args.iterations, " ".join("%.2f" % x for x in os.getloadavg())))
+    L.append("%s, %s, %d CPUs, `%s`; %d iterations, p50; load %s at the start, %s at the end; a page "
+             "fault here costs %.1f us (a fresh page) and %.1f us (copied on write).\n" % (
+                 datetime.date.today().isoformat(), platform.release(), os.cpu_count(),
+                 " ".join(sys.argv[1:]) or "-", args.iterations, args.load_start,
+                 " ".join("%.2f" % x for x in os.getloadavg()), args.faults[0], args.faults[1]))
     L.append("Policies: `default` (nothing preloaded) and `data` (python.preload numpy, pandas, "
              "matplotlib.pyplot). `python3`: the same code in a fresh `/usr/bin/python3 -c` (its imports "
              "included); `floor`: the same code in a python3 that has the modules imported already. Ratios "
@@ -282,6 +284,8 @@ def main():
         print("data.py: the data stack is not installed for %s (apt-get install python3-pandas "
               "python3-matplotlib)" % PYTHON, file=sys.stderr)
         return 2
+    args.load_start = " ".join("%.2f" % x for x in os.getloadavg())
+    args.faults = page_fault_us()
     b = Bench(args)
     phases = args.phases.split(",")
     try:
