@@ -22,7 +22,9 @@
 #include "config/result.h"
 #include "jail/cgroup.h"
 #include "jail/jail.h"
+#include "jail/rootfs.h"
 #include "run/egress.h"
+#include "run/fonts.h"
 #include "run/run.h"
 #include "run/state.h"
 
@@ -343,9 +345,29 @@ static void check_wasm(struct doctor *d)
 
 /* python.preload of the policy given (else the configuration's): its
  * zygote started as a server would start it, and what it imported. */
-static void check_preload(struct doctor *d, const char *policy, const char *config)
+/* The env of the policy a check is about (--policy, else the
+ * configuration's), loaded: 0; -1 when it could not be, said as the
+ * check's warning. */
+static int policy_env(struct doctor *d, const char *check, const char *policy, const char *config,
+		      struct run_env *env)
 {
 	struct pycell_conf conf = { 0 };
+	struct pc_err err = { 0 };
+	int rc = -1;
+
+	if (!policy && conf_load(config, &conf, &err) < 0)
+		report(d, CHECK_WARN, check, "fix the configuration (pycell.conf(5)), or name a policy with "
+		       "--policy", "%s", err.msg);
+	else if (run_env_load(env, policy ? policy : conf.policy, &err) < 0)
+		report(d, CHECK_WARN, check, "fix the policy (pycell-policy(5))", "%s", err.msg);
+	else
+		rc = 0;
+	conf_free(&conf);
+	return rc;
+}
+
+static void check_preload(struct doctor *d, const char *policy, const char *config)
+{
 	struct run_env env;
 	struct pc_err err = { 0 };
 	json_t *r, *v;
@@ -353,18 +375,8 @@ static void check_preload(struct doctor *d, const char *policy, const char *conf
 	cleanup_free char *left = NULL;
 	size_t n_failed;
 
-	if (!policy && conf_load(config, &conf, &err) < 0) {
-		report(d, CHECK_WARN, "preload", "fix the configuration (pycell.conf(5)), or name a policy with "
-		       "--policy", "%s", err.msg);
+	if (policy_env(d, "preload", policy, config, &env) < 0)
 		return;
-	}
-	if (!policy)
-		policy = conf.policy;
-	if (run_env_load(&env, policy, &err) < 0) {
-		report(d, CHECK_WARN, "preload", "fix the policy (pycell-policy(5))", "%s", err.msg);
-		conf_free(&conf);
-		return;
-	}
 	if (!env.policy.n_python_preload) {
 		report(d, CHECK_OK, "preload", NULL, "policy %s preloads nothing", env.policy.name);
 	} else if (policy_is_wasm(&env.policy)) {
@@ -392,7 +404,33 @@ static void check_preload(struct doctor *d, const char *policy, const char *conf
 		json_decref(r);
 	}
 	run_env_free(&env);
-	conf_free(&conf);
+}
+
+/* matplotlib's font list for the policy (run/fonts.h): built and up to
+ * date, or why not; doctor builds nothing. */
+static void check_fonts(struct doctor *d, const char *policy, const char *config)
+{
+	struct run_env env;
+	cleanup_free char *dir = NULL;
+	char why[PATH_MAX + 64], name[NAME_MAX + 1];
+
+	if (policy_env(d, "fonts", policy, config, &env) < 0)
+		return;
+	if (!(dir = fonts_dir_for(&env.policy)))
+		report(d, CHECK_OK, "fonts", NULL, "policy %s: no font list (the wasm backend, an MPLCONFIGDIR of "
+		       "its own, or no cache: PYCELL_CACHE_DIR); matplotlib scans the fonts in each run",
+		       env.policy.name);
+	else if (!fonts_fresh(&env.policy, dir, why, sizeof(why)))
+		report(d, CHECK_WARN, "fonts", "start pycell mcp or pycell serve once: it builds the list at start",
+		       "policy %s: matplotlib's font list is not built or is stale (%s); until it is, each run's "
+		       "first plot scans the fonts", env.policy.name, why);
+	else if (rootfs_font_list(dir, name, sizeof(name)))
+		report(d, CHECK_OK, "fonts", NULL, "policy %s: matplotlib's font list %s/%s, up to date",
+		       env.policy.name, dir, name);
+	else
+		report(d, CHECK_OK, "fonts", NULL, "policy %s: %s has no matplotlib (recorded in %s; built again "
+		       "once it has)", env.policy.name, env.policy.python, dir);
+	run_env_free(&env);
 }
 
 /* The configuration's state_dir: usable (whose, what it holds), and dill
@@ -462,12 +500,13 @@ static void print_text(const struct doctor *d)
 static const char doctor_usage[] =
 	"Usage: pycell doctor [--json] [--policy FILE|NAME] [--config FILE]\n"
 	"Check what this host offers the jail (user namespaces, AppArmor, cgroups v2/v1, seccomp,\n"
-	"BPF device filter, egress, the wasm backend), what a policy preloads and the state directory\n"
-	"of paused sessions, and print the exact fix for what is missing.  Exit status 0 when runs\n"
-	"can be jailed, 1 when they cannot.\n"
+	"BPF device filter, egress, the wasm backend), what a policy preloads, whether its font list\n"
+	"is built, and the state directory of paused sessions, and print the exact fix for what is\n"
+	"missing.  Exit status 0 when runs can be jailed, 1 when they cannot.\n"
 	"\n"
 	"  --json              print one JSON object instead of text\n"
-	"  --policy FILE|NAME  the policy whose python.preload to check (default: the configuration's)\n"
+	"  --policy FILE|NAME  the policy whose python.preload and font list to check (default: the\n"
+	"                      configuration's)\n"
 	"  --config FILE       the configuration, its default policy and state_dir (default\n"
 	"                      " CONF_DEFAULT_PATH ")\n"
 	"  -h, --help          show this help\n";
@@ -515,6 +554,7 @@ int cmd_doctor(int argc, char **argv)
 	check_python(&d);
 	check_wasm(&d);
 	check_preload(&d, o.policy, o.config);
+	check_fonts(&d, o.policy, o.config);
 	check_state(&d, o.config);
 
 	if (o.json) {

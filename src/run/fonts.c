@@ -125,9 +125,8 @@ static json_t *watch_read(const char *path, const char **why)
 	return w;
 }
 
-/* Is dir's list (or its record that there is no matplotlib) up to date?
- * Stale when a watched directory's time has changed or it is gone. */
-static bool fonts_fresh(const struct policy *p, const char *dir, char *why, size_t size)
+/* Stale when a watched directory's time has changed or it is gone. */
+bool fonts_fresh(const struct policy *p, const char *dir, char *why, size_t size)
 {
 	cleanup_free char *wpath = xasprintf("%s/watch.json", dir);
 	const char *bad = NULL, *k;

@@ -28,9 +28,10 @@ struct run_env;
  * /tmp/matplotlib.  Whether the list is built is not looked at. */
 char *fonts_dir_for(const struct policy *p);
 
-/* The name of the font list in dir (fontlist-vNNN.json) in out, when dir
- * has one that is a regular file: true. */
-bool fonts_list_name(const char *dir, char *out, size_t size);
+/* Is dir's list (or its record that the interpreter has no matplotlib)
+ * there and up to date with the directories it was built from?  When not,
+ * why (what is missing, or which directory changed). */
+bool fonts_fresh(const struct policy *p, const char *dir, char *why, size_t size);
 
 /* Build env's font list when it is missing or stale: a run started on
  * loop l now, whose end puts the list in place (logged); NULL when

@@ -10,12 +10,13 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import RawMcp, run_json
+from conftest import PYCELL, RawMcp, pycell_env, run_json
 
 pytest.importorskip("matplotlib", reason="python3-matplotlib is not installed: no font list to build")
 
@@ -95,12 +96,22 @@ def probe(cache, *opts):
     return json.loads(res["stdout"])
 
 
+def doctor_fonts(cache, *args):
+    p = subprocess.run([PYCELL, "doctor", "--json", *args], capture_output=True, text=True, timeout=60,
+                       env=pycell_env({"PYCELL_CACHE_DIR": str(cache)}))
+    [c] = [c for c in json.loads(p.stdout)["checks"] if c["name"] == "fonts"]
+    return c
+
+
 def test_a_run_finds_the_list_built_at_start_and_cannot_change_it(host_tmp):
     cache = cache_dir(host_tmp)
     # before any server: no list, and a run scans the fonts itself
     first = probe(cache)
     assert first["names"] == [LIST] and first["link"] is None
     assert first["log"] == ["generated new fontManager"]
+    c = doctor_fonts(cache)
+    assert c["status"] == "warn" and "watch.json: none yet" in c["detail"], c
+    assert c["fix"] == "start pycell mcp or pycell serve once: it builds the list at start"
 
     log = build(cache)
     assert "fonts: building matplotlib's font list for /usr/bin/python3 in the background" in log, log
@@ -118,6 +129,8 @@ def test_a_run_finds_the_list_built_at_start_and_cannot_change_it(host_tmp):
     assert watch["matplotlib"] == matplotlib.__version__
     assert "/usr/share/fonts/truetype/dejavu" in watch["dirs"]
     want = hashlib.sha256(Path(key, LIST).read_bytes()).hexdigest()
+    c = doctor_fonts(cache)
+    assert (c["status"], c["detail"]) == ("ok", f"policy default: matplotlib's font list {key}/{LIST}, up to date")
 
     # cold, and from the zygote: the same bytes, read through the link,
     # and matplotlib uses them; the jail's user owns /tmp/matplotlib, and
@@ -151,6 +164,8 @@ def test_a_font_added_makes_the_list_stale(host_tmp, policy_file):
     assert not [f for f in before if "/lyx/" in f]
     shutil.copy("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf", fonts / "Added.ttf")
     os.chmod(fonts / "Added.ttf", 0o644)
+    c = doctor_fonts(cache, "--policy", pol)
+    assert c["status"] == "warn" and "/usr/share/fonts/truetype/lyx changed since it was built" in c["detail"], c
     log = build(cache, "--policy", pol)
     assert "/usr/share/fonts/truetype/lyx changed since it was built" in log, log
     assert keys(cache) == [key]
