@@ -108,14 +108,16 @@ struct spawner *run_env_warm_for(const struct run_env *env, const char *principa
 	}
 	w = &u->v[u->n++];
 	w->principal = xstrdup(principal);
-	w->sp = spawner_warm_new();
+	/* not waited for: the loop serves every other client meanwhile, and
+	 * this one's runs start cold until it is ready */
+	w->sp = spawner_warm_new_async();
 	if (w->sp->ops->prepare(w->sp, &env->policy, env->runtime_dir, &err) < 0) {
 		log_warn("warm starts: a zygote for %s could not be started; its runs start cold: %s: %s", principal,
 			 err.step, err.msg);
 		w->sp->ops->free(w->sp);
 		w->sp = NULL;
 	} else {
-		log_info("warm starts: a zygote of its own for %s", principal);
+		log_info("warm starts: a zygote of its own for %s, starting", principal);
 	}
 	return w->sp;
 }

@@ -9,6 +9,7 @@
 #include "base/log.h"
 #include "jail/jail.h"
 #include "run/pool.h"
+#include "run/spawner.h"
 
 struct run_pool {
 	struct loop *loop;
@@ -37,9 +38,12 @@ bool run_pool_up(const struct run_pool *p)
 	return !run_pool_size(p) || p->up;
 }
 
+/* None while its zygote starts, or after it failed to (a client's:
+ * spawner_warm_new_async): nothing can be made ahead then, and the
+ * server is no less healthy for it. */
 unsigned run_pool_size(const struct run_pool *p)
 {
-	return p && p->sp ? p->size : 0;
+	return p && p->sp && p->sp->ops->serves(p->sp, &p->env->policy) ? p->size : 0;
 }
 
 static void on_retry(struct loop_watch *w, uint32_t events, void *data)
@@ -116,7 +120,11 @@ void run_pool_fill(struct run_pool *p)
 		log_warn("pool: a ready jail died while waiting; making another");
 		run_free(take(p, i));
 	}
-	while (p->sp && p->n + p->n_making < p->size && now_ms() - p->failed_ms >= 1000) {
+	/* a zygote still starting (or failed to): no jail to make ahead */
+	if (p->sp && p->sp->ops->revive)
+		p->sp->ops->revive(p->sp, &p->env->policy);
+	while (p->sp && p->sp->ops->serves(p->sp, &p->env->policy) && p->n + p->n_making < p->size &&
+	       now_ms() - p->failed_ms >= 1000) {
 		struct run_request req = { .stdin_fd = -1 };
 		struct pc_err err = { 0 };
 		struct run *r;

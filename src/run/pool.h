@@ -25,7 +25,8 @@ void run_pool_fill(struct run_pool *p);
  * for one, or none works (those that failed are freed): start req the
  * usual way then. */
 struct run *run_pool_start(struct run_pool *p, const struct run_request *req);
-/* Jails ready now, and how many the pool keeps (0 without warm starts;
+/* Jails ready now, and how many the pool keeps (0 without warm starts,
+ * and while the zygote that makes them starts or after it failed to;
  * both 0 for NULL). */
 unsigned run_pool_ready(const struct run_pool *p);
 unsigned run_pool_size(const struct run_pool *p);

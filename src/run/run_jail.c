@@ -126,8 +126,8 @@ static int plan_spawn(struct run *r, bool park, struct spawn_plan *pl, struct ja
 	const struct policy *p = q->policy;
 	struct pc_err ns_why = { 0 };
 
-	if (q->spawner && q->spawner->ops->revive && q->spawner->ops->serves(q->spawner, p))
-		q->spawner->ops->revive(q->spawner);
+	if (q->spawner && q->spawner->ops->revive)
+		q->spawner->ops->revive(q->spawner, p);
 	/* the wasm backend runs where the host refuses namespaces, without
 	 * them; the native one needs them (its clone fails, saying so) */
 	r->bare = policy_is_wasm(p) && jail_namespaces_refused(&ns_why);

@@ -58,6 +58,11 @@ struct zygote {
 	char *runtime_dir;
 	char *fonts_dir;      /* fonts_dir_for(policy): its jails' (fonts.h) */
 	bool dead;
+	/* Started without waiting (spawner_warm_new_async): until its answer
+	 * is read (warm_revive polls for it), its runs start cold; one that
+	 * failed to start is not started again and they stay cold. */
+	bool async, starting, failed;
+	uint64_t start_by;    /* starting: the answer's deadline */
 	bool have_policy;     /* policy holds a parsed copy (free it) */
 	struct pc_err start_err;  /* why the last start failed ("": it did not) */
 	json_t *preload;      /* the zygote's report of python.preload */
@@ -119,6 +124,8 @@ static int libpython_name(const char *python, char *out, size_t len, struct pc_e
 
 /* ------------------------------------------------------------ supervisor side */
 static int zygote_exec(struct zygote *z, struct pc_err *err);
+static int zygote_launch(struct zygote *z, struct pc_err *err);
+static uint64_t start_timeout_ms(const struct zygote *z);
 
 /* Start a zygote for this policy.  Fails (and the caller stays on cold
  * starts) when the policy's interpreter has no loadable libpython or uses
@@ -141,7 +148,13 @@ static int warm_prepare(struct spawner *sp, const struct policy *p, const char *
 	if (policy_parse(ps, "zygote", &z->policy, err) < 0)
 		return -1;
 	z->have_policy = true;
-	return zygote_exec(z, err);
+	if (!z->async)
+		return zygote_exec(z, err);
+	if (zygote_launch(z, err) < 0)
+		return -1;
+	z->starting = true;
+	z->start_by = now_ms() + start_timeout_ms(z);
+	return 0;
 }
 
 /* The zygote failed: it is killed now, so that the replies it owes on
@@ -247,8 +260,9 @@ json_t *spawner_preload(const struct spawner *sp)
 	return sp && sp->ops == &warm_ops ? zygote_of_const(sp)->preload : NULL;
 }
 
-/* Start the zygote process for z's policy and wait until it is ready. */
-static int zygote_exec(struct zygote *z, struct pc_err *err)
+/* Start the zygote process for z's policy and send it its configuration;
+ * its answer is zygote_answer's to read. */
+static int zygote_launch(struct zygote *z, struct pc_err *err)
 {
 	const struct policy *p = &z->policy;
 	const char *runtime_dir = z->runtime_dir;
@@ -256,7 +270,6 @@ static int zygote_exec(struct zygote *z, struct pc_err *err)
 	char *envp[ARRAY_SIZE(pass_env) + 1] = { 0 };
 	char *argv[] = { "pycell", "__zygote", NULL };
 	char libname[64];
-	struct spawn_reply reply;
 	json_t *cfg;
 	char *text;
 	cleanup_pair int sv[2] = { -1, -1 }, av[2] = { -1, -1 };
@@ -334,24 +347,71 @@ static int zygote_exec(struct zygote *z, struct pc_err *err)
 		goto fail;
 	}
 	free(text);
-	text = NULL;
-	if (wait_readable(z->ctl, p->n_python_preload ? ZYGOTE_PRELOAD_REPLY_MS : ZYGOTE_REPLY_MS) < 0 ||
-	    recv(z->ctl, &reply, sizeof(reply), 0) != (ssize_t)sizeof(reply)) {
-		pc_syserr(err, "warm", "the zygote did not start");
-		goto fail;
-	}
-	if (!reply.ok) {
-		*err = reply.err;
-		goto fail;
-	}
-	if (read_preload_report(z, err) < 0)
-		goto fail;
-	z->dead = false;
-	log_debug("zygote %d ready (%s)", (int)pid, libname);
 	return 0;
 fail:
 	free(text);
 	return -1;
+}
+
+/* How long a zygote may take to answer its configuration. */
+static uint64_t start_timeout_ms(const struct zygote *z)
+{
+	return z->policy.n_python_preload ? ZYGOTE_PRELOAD_REPLY_MS : ZYGOTE_REPLY_MS;
+}
+
+/* The launched zygote's answer, readable now: ready (its preload report
+ * read), or why not. */
+static int zygote_answer(struct zygote *z, struct pc_err *err)
+{
+	struct spawn_reply reply;
+	if (recv(z->ctl, &reply, sizeof(reply), 0) != (ssize_t)sizeof(reply))
+		return pc_syserr(err, "warm", "the zygote did not start");
+	if (!reply.ok) {
+		*err = reply.err;
+		return -1;
+	}
+	if (read_preload_report(z, err) < 0)
+		return -1;
+	z->dead = false;
+	log_debug("zygote %d ready", (int)z->pid);
+	return 0;
+}
+
+/* Start the zygote and wait until it is ready. */
+static int zygote_exec(struct zygote *z, struct pc_err *err)
+{
+	if (zygote_launch(z, err) < 0)
+		return -1;
+	if (wait_readable(z->ctl, start_timeout_ms(z)) < 0)
+		return pc_syserr(err, "warm", "the zygote did not start");
+	return zygote_answer(z, err);
+}
+
+/* An async zygote still starting: ready once its answer is there; past
+ * its deadline, or refused, it has failed for good (logged). */
+static void zygote_poll(struct zygote *z)
+{
+	struct pollfd pf = { .fd = z->ctl, .events = POLLIN };
+	struct pc_err err = { 0 };
+	int n = poll(&pf, 1, 0);
+
+	if (n == 0 && now_ms() < z->start_by)
+		return;
+	z->starting = false;
+	if (n == 1 && zygote_answer(z, &err) == 0) {
+		log_info("warm starts: zygote %d ready after %llu ms", (int)z->pid,
+			 (unsigned long long)(now_ms() - z->started_ms));
+		return;
+	}
+	if (n == 0)
+		pc_fail(&err, ETIMEDOUT, "warm", "the zygote did not answer in %llu s",
+			(unsigned long long)start_timeout_ms(z) / 1000);
+	else if (n < 0)
+		pc_syserr(&err, "warm", "poll the zygote");
+	z->failed = true;
+	log_warn("warm starts: zygote %d could not be started; its runs start cold: %s: %s", (int)z->pid,
+		 err.step, err.msg);
+	zygote_lost(z);
 }
 
 /* Can this zygote serve a run of policy p (same interpreter and jail)? */
@@ -359,14 +419,17 @@ static bool warm_serves(const struct spawner *sp, const struct policy *p)
 {
 	const struct zygote *z = zygote_of_const(sp);
 	/* an egress jail's veth and filters are made for it before its clone */
-	return z->have_policy && p->network.mode != NET_EGRESS && policy_equal(&z->policy, p);
+	return z->have_policy && !z->starting && !z->failed && p->network.mode != NET_EGRESS &&
+	       policy_equal(&z->policy, p);
 }
 
-static void warm_revive(struct spawner *sp)
+static void warm_revive(struct spawner *sp, const struct policy *p)
 {
 	struct zygote *z = zygote_of(sp);
 	struct pc_err err = { 0 };
-	if (z->dead && zygote_restart(z, &err) < 0)
+	if (z->starting)
+		zygote_poll(z);
+	else if (z->dead && !z->failed && warm_serves(sp, p) && zygote_restart(z, &err) < 0)
 		log_debug("warm starts: not restarted yet: %s", err.msg);
 }
 
@@ -633,4 +696,11 @@ struct spawner *spawner_warm_new(void)
 	z->base.ops = &warm_ops;
 	z->ctl = z->ahead = -1;
 	return &z->base;
+}
+
+struct spawner *spawner_warm_new_async(void)
+{
+	struct spawner *sp = spawner_warm_new();
+	zygote_of(sp)->async = true;
+	return sp;
 }

@@ -42,10 +42,11 @@ struct spawner_ops {
 	int (*prepare)(struct spawner *sp, const struct policy *p, const char *runtime_dir,
 		       struct pc_err *err);
 	bool (*serves)(const struct spawner *sp, const struct policy *p);
-	/* Optional: before a run opens its descriptors, a spawner that lost
-	 * its process starts it again (when it may), so that the restart
-	 * does not compete with that run for them. */
-	void (*revive)(struct spawner *sp);
+	/* Optional: before a run of policy p opens its descriptors, a spawner
+	 * that lost its process starts it again (when it may, and it serves
+	 * p), so that the restart does not compete with that run for them;
+	 * one whose start was not waited for looks whether it is ready. */
+	void (*revive)(struct spawner *sp, const struct policy *p);
 	int (*spawn)(struct spawner *sp, const struct jail_spec *s, struct jail *j, struct pc_err *err);
 	int (*release)(struct spawner *sp, const struct jail_spec *s, struct jail *j, struct pc_err *err);
 	int (*deliver)(struct spawner *sp, const struct jail_spec *s, struct jail *j,
@@ -68,8 +69,14 @@ struct spawner {
 
 /* The cold spawner: one for the process, nothing to prepare or free. */
 struct spawner *spawner_cold(void);
-/* A warm spawner, not yet prepared (spawn_warm.c). */
+/* A warm spawner, not yet prepared (spawn_warm.c): prepare waits until
+ * its zygote is ready. */
 struct spawner *spawner_warm_new(void);
+/* The same, but prepare only starts the zygote: until it has answered
+ * (seen by revive, before each run), serves is false and the runs start
+ * cold, and the loop serves everything else meanwhile; a zygote that
+ * fails to start is logged, and its runs stay cold. */
+struct spawner *spawner_warm_new_async(void);
 /* A warm spawner's report of its zygote's python.preload (zygote.h:
  * {"loaded", "failed", "ms"}), borrowed; NULL for any other spawner or a
  * zygote not started. */

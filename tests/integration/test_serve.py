@@ -12,6 +12,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -795,6 +796,21 @@ def test_a_task_counts_against_its_tokens_runs_until_its_run_ends(serve, tmp_pat
     assert sorted(a["client"] for a in s.audit()) == ["amy", "bob", "bob"]   # written as runs end
 
 
+def until_warm(draw, timeout=30):
+    """A client's runs start cold until its zygote, started at its first run
+    without holding the server, is ready: draw until two runs in a row
+    give the same value (one zygote's secret; two cold runs never do)."""
+    deadline = time.time() + timeout
+    prev = draw()
+    while time.time() < deadline:
+        cur = draw()
+        if cur == prev:
+            return cur
+        prev = cur
+        time.sleep(0.05)
+    raise AssertionError("the client's runs never came from its zygote")
+
+
 def test_two_tokens_never_share_a_hash_secret(serve, tmp_path):
     """Warm runs of one token share its zygote's string hash secret (as
     every run of one zygote does); another token's runs, and its
@@ -802,23 +818,65 @@ def test_two_tokens_never_share_a_hash_secret(serve, tmp_path):
     s = serve("--listen", "127.0.0.1:0", "--warm", tokens=[
         {"name": "amy", "sha256": sha("ta")}, {"name": "bob", "sha256": sha("tb")}], tmp_path=tmp_path)
     code = {"name": "run_python", "arguments": {"code": "import sys\n[hash('pycell'), hash(b'x'), sys.flags.hash_randomization]"}}
+    ids = iter(range(1000))
 
-    def drawn(token, i):
-        r, data = s.modern(i, "tools/call", code, headers={"Authorization": "Bearer " + token})
+    def drawn(token):
+        r, data = s.modern(next(ids), "tools/call", code, headers={"Authorization": "Bearer " + token})
         sc = json.loads(data)["result"]["structuredContent"]
         assert sc["status"] == "ok" and not any("start" in w for w in sc.get("warnings", [])), sc
         return sc["return_value"]
-    a = [drawn("ta", i) for i in range(3)]
-    b = [drawn("tb", i) for i in range(3, 6)]
+    until_warm(lambda: drawn("ta"))
+    until_warm(lambda: drawn("tb"))
+    a = [drawn("ta") for i in range(3)]
+    b = [drawn("tb") for i in range(3)]
     assert a[0] == a[1] == a[2] and b[0] == b[1] == b[2], (a, b)
     assert a[0][2] == 1 and a[0][0] != b[0][0] and a[0][1] != b[0][1], (a, b)
     # a session's cells come from its token's zygote too
-    r, data = s.modern(6, "tools/call", {"name": "session_open", "arguments": {}}, headers={"Authorization": "Bearer tb"})
+    r, data = s.modern(next(ids), "tools/call", {"name": "session_open", "arguments": {}},
+                       headers={"Authorization": "Bearer tb"})
     sid = json.loads(data)["result"]["structuredContent"]["session_id"]
     cell = {"name": "run_python", "arguments": {"code": code["arguments"]["code"], "session_id": sid}}
-    r, data = s.modern(7, "tools/call", cell, headers={"Authorization": "Bearer tb"})
+    r, data = s.modern(next(ids), "tools/call", cell, headers={"Authorization": "Bearer tb"})
     assert json.loads(data)["result"]["structuredContent"]["return_value"] == b[0]
     # one zygote per token (and the server's own, for runs of no token)
+    assert len(zygotes(s.proc.pid)) == 3, zygotes(s.proc.pid)
+
+
+def test_a_clients_zygote_starts_without_holding_the_server(serve, tmp_path, host_tmp, policy_file):
+    """A client's first run starts its zygote and does not wait for it: a
+    preload that takes 3 s to import holds neither that run nor another
+    client's (they start cold meanwhile); then the client's runs are
+    warm, its preload there."""
+    site = host_tmp / "lib" / ("python%d.%d" % sys.version_info[:2]) / "site-packages"
+    site.mkdir(parents=True)
+    (site / "slowmod.py").write_text("import time\ntime.sleep(3)\n")
+    pol = policy_file({"python": {"preload": ["slowmod"], "env": {"PYTHONUSERBASE": str(host_tmp)}}})
+    s = serve("--listen", "127.0.0.1:0", "--warm", "-v", "--policy", pol, tokens=[
+        {"name": "amy", "sha256": sha("ta")}, {"name": "bob", "sha256": sha("tb")}], tmp_path=tmp_path)
+    ids = iter(range(1000))
+
+    def warm(token):
+        """(whether the run came from the zygote, how long the call took)"""
+        t0 = time.monotonic()
+        r, data = s.modern(next(ids), "tools/call", {"name": "run_python", "arguments": {
+            "code": "import sys\n'slowmod' in sys.modules"}}, headers={"Authorization": "Bearer " + token})
+        sc = json.loads(data)["result"]["structuredContent"]
+        assert sc["status"] == "ok", sc
+        return sc["return_value"], time.monotonic() - t0
+    assert warm("ta")[0] is False   # its first: cold, its zygote importing
+    wait_for(lambda: warm("ta")[0], timeout=30, what="amy's runs from her zygote")
+    # bob's first run, and amy's right after it, while bob's zygote imports
+    bob, bob_s = warm("tb")
+    amy, amy_s = warm("ta")
+    assert (bob, amy) == (False, True)
+    assert bob_s < 2 and amy_s < 2, (bob_s, amy_s)
+    # and the server is healthy: a pool whose zygote starts is not one that failed
+    assert healthz(s) == (200, "ok\n")
+    wait_for(lambda: warm("tb")[0], timeout=30, what="bob's runs from his zygote")
+    err = s.stderr().decode()
+    assert err.count("a zygote of its own for amy, starting") == 1, err
+    assert err.count("a zygote of its own for bob, starting") == 1, err
+    assert len(re.findall(r"warm starts: zygote \d+ ready after \d+ ms", err)) == 2, err
     assert len(zygotes(s.proc.pid)) == 3, zygotes(s.proc.pid)
 
 
@@ -831,12 +889,17 @@ def test_past_eight_clients_a_policys_runs_start_cold(serve, tmp_path):
               tmp_path=tmp_path)
     code = {"name": "run_python", "arguments": {"code": "hash('pycell')"}}
 
-    def drawn(name, i):
-        r, data = s.modern(i, "tools/call", code, headers={"Authorization": "Bearer " + name})
+    ids = iter(range(10000))
+
+    def drawn(name):
+        r, data = s.modern(next(ids), "tools/call", code, headers={"Authorization": "Bearer " + name})
         sc = json.loads(data)["result"]["structuredContent"]
         assert sc["status"] == "ok", sc
         return sc["return_value"]
-    secrets = [(drawn(n, 2 * i), drawn(n, 2 * i + 1)) for i, n in enumerate(names)]
+    # each of the first eight once its zygote is ready (until_warm)
+    for n in names[:8]:
+        until_warm(lambda: drawn(n))
+    secrets = [(drawn(n), drawn(n)) for n in names]
     assert all(a == b for a, b in secrets[:8]), secrets
     assert len({a for a, _ in secrets[:8]}) == 8, secrets
     assert secrets[8][0] != secrets[8][1], "the ninth client's runs are cold: a secret each"
