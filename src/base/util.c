@@ -630,11 +630,15 @@ int str_cmp_ptr(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static bool dir_is_ours(const char *dir)
+/* A directory of ours that neither group nor others may write: its
+ * permission bits; -1 when it is not. */
+static int dir_of_ours(const char *dir)
 {
 	struct stat st;
-	return lstat(dir, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() &&
-	       !(st.st_mode & (S_IWGRP | S_IWOTH));
+	if (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
+	    (st.st_mode & (S_IWGRP | S_IWOTH)))
+		return -1;
+	return (int)(st.st_mode & 07777);
 }
 
 char *cache_subdir(const char *name, mode_t mode)
@@ -643,6 +647,7 @@ char *cache_subdir(const char *name, mode_t mode)
 	const char *xdg = getenv("XDG_CACHE_HOME");
 	cleanup_free char *base = NULL;
 	char *dir;
+	int bm, dm;
 	if (env && strcmp(env, "none") == 0)
 		return NULL;
 	if (env && *env == '/')
@@ -659,13 +664,14 @@ char *cache_subdir(const char *name, mode_t mode)
 	 * font list) by name; nothing in it is listable but by us */
 	dir = xasprintf("%s/%s", base, name);
 	if ((mkdir(base, 0711) < 0 && errno != EEXIST) || (mkdir(dir, mode) < 0 && errno != EEXIST) ||
-	    !dir_is_ours(base) || !dir_is_ours(dir)) {
+	    (bm = dir_of_ours(base)) < 0 || (dm = dir_of_ours(dir)) < 0) {
 		free(dir);
 		return NULL;
 	}
 	/* for a NAME others enter: whatever the umask made of them, or a BASE
 	 * an earlier pycell made 0700 */
-	if ((mode & 0011) == 0011 && (chmod(base, 0711) < 0 || chmod(dir, mode) < 0)) {
+	if ((mode & 0011) == 0011 && (((bm & 0011) != 0011 && chmod(base, (mode_t)bm | 0011) < 0) ||
+				      ((mode_t)dm != mode && chmod(dir, mode) < 0))) {
 		free(dir);
 		return NULL;
 	}

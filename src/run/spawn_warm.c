@@ -364,8 +364,14 @@ static uint64_t start_timeout_ms(const struct zygote *z)
 static int zygote_answer(struct zygote *z, struct pc_err *err)
 {
 	struct spawn_reply reply;
-	if (recv(z->ctl, &reply, sizeof(reply), 0) != (ssize_t)sizeof(reply))
+	ssize_t n = recv(z->ctl, &reply, sizeof(reply), 0);
+	if (n == 0)
+		return pc_fail(err, EPIPE, "warm", "the zygote exited before it was ready (what it said is on "
+			       "standard error)");
+	if (n < 0)
 		return pc_syserr(err, "warm", "the zygote did not start");
+	if (n != (ssize_t)sizeof(reply))
+		return pc_fail(err, EPROTO, "warm", "the zygote's answer is %zd bytes, not %zu", n, sizeof(reply));
 	if (!reply.ok) {
 		*err = reply.err;
 		return -1;
