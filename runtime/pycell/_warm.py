@@ -45,7 +45,7 @@ def preload(host, jail=LIB):
 # What the zygote's environment says while the policy's modules load: the
 # jail's paths (HOME /workspace, MPLCONFIGDIR /tmp/matplotlib) are the
 # host's here, where the zygote runs, so whatever a module writes at import
-# goes to a directory of the zygote's own instead; and one thread per pool
+# goes to a directory the supervisor made for it instead; and one thread per pool
 # (a thread started now would not survive the clone into a jail).
 _PRELOAD_DIRS = ("HOME", "TMPDIR", "MPLCONFIGDIR", "XDG_CACHE_HOME", "XDG_CONFIG_HOME")
 _THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS",
@@ -138,13 +138,15 @@ def _reseed():
         m.seed()
 
 
-def preload_modules(names):
+def preload_modules(names, own):
     """Import the policy's python.preload in the zygote, where every warm
     run and session inherits them.  A module that fails to import is left
     out and reported; one that leaves a thread, a child process or an open
     descriptor behind is refused, named, and the zygote does not start.
     names and the result are JSON: {"loaded": [...], "failed": {name:
-    error}, "ms": N}, or {"refused": why}."""
+    error}, "ms": N}, or {"refused": why}.  own: an empty directory of the
+    supervisor's (0700), where the imports' writes go; emptied here, and
+    removed by the supervisor, also when this process is killed first."""
     import json
     names = json.loads(names)
     report = {"loaded": [], "failed": {}, "ms": 0}
@@ -156,7 +158,8 @@ def preload_modules(names):
     import tempfile
     t0 = time.monotonic()
     saved = {k: os.environ.get(k) for k in _PRELOAD_DIRS + _THREAD_VARS}
-    own = tempfile.mkdtemp(prefix="pycell-zygote-")
+    if not own:
+        own = tempfile.mkdtemp(prefix="pycell-zygote-")
     os.environ.update({k: own + "/" + k.lower() for k in _PRELOAD_DIRS})
     os.environ.update({k: "1" for k in _THREAD_VARS})
     fds = _open_fds()

@@ -4,6 +4,7 @@
 #include <sys/random.h>
 
 #include <fcntl.h>
+#include <ftw.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
@@ -676,4 +677,20 @@ char *cache_subdir(const char *name, mode_t mode)
 		return NULL;
 	}
 	return dir;
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)ftw;
+	if (flag == FTW_DP)
+		rmdir(path);
+	else
+		unlink(path);
+	return 0;
+}
+
+void rm_tree(const char *path)
+{
+	nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }

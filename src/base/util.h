@@ -145,6 +145,8 @@ int mkdir_p(const char *path, mode_t mode, struct pc_err *err);
  * for root, else $XDG_CACHE_HOME/pycell or ~/.cache/pycell.  NULL when
  * there is none (malloc'd otherwise). */
 char *cache_subdir(const char *name, mode_t mode);
+/* rm -rf path (links not followed); what cannot be removed stays. */
+void rm_tree(const char *path);
 /* qsort comparator for an array of strings. */
 int str_cmp_ptr(const void *a, const void *b);
 /* The n strings of v with sep between them (malloc'd). */

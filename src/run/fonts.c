@@ -177,19 +177,6 @@ struct fonts_build {
 	bool watched;
 };
 
-static void rm_dir_files(const char *dir)
-{
-	DIR *d = opendir(dir);
-	struct dirent *e;
-	if (d) {
-		while ((e = readdir(d)))
-			if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-				unlinkat(dirfd(d), e->d_name, 0);
-		closedir(d);
-	}
-	rmdir(dir);
-}
-
 void fonts_build_free(struct fonts_build *b)
 {
 	if (!b)
@@ -200,7 +187,7 @@ void fonts_build_free(struct fonts_build *b)
 		close(b->efd);
 	run_free(b->run);
 	if (b->staging)
-		rm_dir_files(b->staging);
+		rm_tree(b->staging);
 	if (b->have_policy)
 		policy_free(&b->policy);
 	seccomp_filter_free(b->filter);
@@ -252,7 +239,7 @@ static int keep(struct fonts_build *b, struct pc_err *err)
 	wsrc = xasprintf("%s/watch.json", b->staging);
 	if (!(w = watch_read(wsrc, &why)))
 		return pc_fail(err, EINVAL, "fonts", "%s: %s", wsrc, why);
-	rm_dir_files(made);
+	rm_tree(made);
 	if (mkdir(made, 0755) < 0 || chmod(made, 0755) < 0) {
 		pc_syserr(err, "fonts", "mkdir %s", made);
 		goto out;
@@ -286,7 +273,7 @@ static int keep(struct fonts_build *b, struct pc_err *err)
 	}
 	rc = 0;
 out:
-	rm_dir_files(made);   /* the stale list, after the exchange */
+	rm_tree(made);   /* the stale list, after the exchange */
 	json_decref(w);
 	return rc;
 }
@@ -324,7 +311,7 @@ static void on_wake(struct loop_watch *w, uint32_t events, void *data)
 	b->watched = false;
 	run_free(b->run);
 	b->run = NULL;
-	rm_dir_files(b->staging);
+	rm_tree(b->staging);
 	(void)w;
 	(void)events;
 }
@@ -362,7 +349,7 @@ static int build_start(struct fonts_build *b, const struct run_env *env, struct 
 
 	static unsigned n;   /* two servers of one process may build one key */
 	b->staging = xasprintf("%s.build.%d.%u", b->dir, (int)getpid(), n++);
-	rm_dir_files(b->staging);
+	rm_tree(b->staging);
 	/* the jail's user writes it: its id is not ours when a range is mapped */
 	if (mkdir(b->staging, 0777) < 0 || chmod(b->staging, 0777) < 0)
 		return pc_syserr(err, "fonts", "mkdir %s", b->staging);

@@ -161,22 +161,6 @@ static bool is_held(const char *dir)
 	return false;
 }
 
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)ftw;
-	if (flag == FTW_DP)
-		rmdir(path);
-	else
-		unlink(path);
-	return 0;
-}
-
-static void rm_tree(const char *path)
-{
-	nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-}
-
 static uint64_t tree_bytes;
 static int add_size(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {

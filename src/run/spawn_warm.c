@@ -57,6 +57,10 @@ struct zygote {
 	struct policy policy; /* the policy the zygote was started with */
 	char *runtime_dir;
 	char *fonts_dir;      /* fonts_dir_for(policy): its jails' (fonts.h) */
+	/* With python.preload: a directory of ours the zygote's imports write
+	 * to (zygote.h), made for each start and removed once it answered or
+	 * died, so a zygote killed while importing leaves nothing behind */
+	char scratch[64];
 	bool dead;
 	/* Started without waiting (spawner_warm_new_async): until its answer
 	 * is read (warm_revive polls for it), its runs start cold; one that
@@ -157,6 +161,13 @@ static int warm_prepare(struct spawner *sp, const struct policy *p, const char *
 	return 0;
 }
 
+static void scratch_done(struct zygote *z)
+{
+	if (z->scratch[0])
+		rm_tree(z->scratch);
+	z->scratch[0] = '\0';
+}
+
 /* The zygote failed: it is killed now, so that the replies it owes on
  * ahead end (EOF) and the loop fails the jails asked of it; its
  * replacement is started on the next request (zygote_restart). */
@@ -165,6 +176,7 @@ static void zygote_lost(struct zygote *z)
 	z->dead = true;
 	if (z->pid > 0)
 		kill(z->pid, SIGKILL);
+	scratch_done(z);
 }
 
 /* Stop reading ahead's replies once no one wants one: a loop is freed
@@ -217,6 +229,7 @@ static int zygote_restart(struct zygote *z, struct pc_err *err)
 		kill(z->pid, SIGKILL);
 		waitpid(z->pid, NULL, 0);
 	}
+	scratch_done(z);
 	z->ctl = z->ahead = -1;
 	z->pid = 0;
 	if (zygote_exec(z, err) < 0) {
@@ -340,6 +353,17 @@ static int zygote_launch(struct zygote *z, struct pc_err *err)
 			"libpython", libname, "host_id_base", (json_int_t)jail_host_id_base);
 	if (z->fonts_dir)
 		json_object_set_new(cfg, "fonts_dir", json_string(z->fonts_dir));
+	if (p->n_python_preload) {
+		scratch_done(z);
+		snprintf(z->scratch, sizeof(z->scratch), "/tmp/pycell-zygote-XXXXXX");
+		if (!mkdtemp(z->scratch)) {
+			z->scratch[0] = '\0';
+			json_decref(cfg);
+			pc_syserr(err, "warm", "mkdtemp /tmp/pycell-zygote-XXXXXX for the zygote's imports");
+			return -1;
+		}
+		json_object_set_new(cfg, "scratch", json_string(z->scratch));
+	}
 	text = json_dumps(cfg, JSON_COMPACT);
 	json_decref(cfg);
 	if (!text || send(z->ctl, text, strlen(text), MSG_NOSIGNAL) < 0) {
@@ -365,6 +389,8 @@ static int zygote_answer(struct zygote *z, struct pc_err *err)
 {
 	struct spawn_reply reply;
 	ssize_t n = recv(z->ctl, &reply, sizeof(reply), 0);
+	/* the imports are over, however they went */
+	scratch_done(z);
 	if (n == 0)
 		return pc_fail(err, EPIPE, "warm", "the zygote exited before it was ready (what it said is on "
 			       "standard error)");
@@ -675,6 +701,7 @@ static void warm_free(struct spawner *sp)
 		close(z->ahead);
 	if (z->pid > 0)
 		zygote_stop(z->pid);
+	scratch_done(z);
 	if (z->have_policy)
 		policy_free(&z->policy);
 	json_decref(z->preload);

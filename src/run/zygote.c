@@ -210,9 +210,10 @@ static void *python_function(const char *module, const char *name)
 }
 
 /* The policy's python.preload, imported by pycell._warm.preload_modules
- * (the names and its report are JSON text): the report, for the
+ * (the names and its report are JSON text) with what they write at import
+ * kept in scratch, the supervisor's directory: the report, for the
  * supervisor, in *report; -1 with err when it refused a module. */
-static int preload(const struct policy *p, char **report, struct pc_err *err)
+static int preload(const struct policy *p, const char *scratch, char **report, struct pc_err *err)
 {
 	json_t *names = json_array(), *r;
 	cleanup_free char *arg = NULL;
@@ -226,7 +227,7 @@ static int preload(const struct policy *p, char **report, struct pc_err *err)
 	json_decref(names);
 	fn = python_function("pycell._warm", "preload_modules");
 	if (fn && arg)
-		res = py.CallFunction(fn, "s", arg);
+		res = py.CallFunction(fn, "ss", arg, scratch ? scratch : "");
 	if (fn)
 		py.DecRef(fn);
 	if (res)
@@ -282,7 +283,7 @@ static int set_cell_environment(const struct policy *p, struct pc_err *err)
 	return 0;
 }
 
-static int load_python(const char *libname, const struct policy *p, const char *runtime_dir,
+static int load_python(const char *libname, const struct policy *p, const char *runtime_dir, const char *scratch,
 		       char **report, struct pc_err *err)
 {
 	void *h = dlopen(libname, RTLD_NOW | RTLD_GLOBAL);
@@ -346,7 +347,7 @@ static int load_python(const char *libname, const struct policy *p, const char *
 	/* the policy's modules, after the runtime (whose own imports they
 	 * may share) and before gc.freeze (which keeps them out of every
 	 * run's collections) */
-	if (preload(p, report, err) < 0)
+	if (preload(p, scratch, report, err) < 0)
 		return -1;
 	if (!(warm_main_fn = python_function("pycell._cell", "warm_main")) ||
 	    !(finish_fn = python_function("pycell._warm", "finish")) ||
@@ -495,7 +496,8 @@ int cmd_zygote(int argc, char **argv)
 		goto answer;
 	if (seccomp_filter_compile(&pol, &filter, &reply.err) < 0)
 		goto answer;
-	if (load_python(libname, &pol, runtime_dir, &report, &reply.err) < 0)
+	if (load_python(libname, &pol, runtime_dir, json_string_value(json_object_get(cfg, "scratch")), &report,
+			&reply.err) < 0)
 		goto answer;
 	reply.ok = 1;
 answer:

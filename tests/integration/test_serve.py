@@ -3,6 +3,7 @@ would try it, over loopback only.  Every test starts its own server on an
 ephemeral port (or a unix socket) and asserts exact statuses, JSON-RPC
 codes and what ran: the audit log (stderr) has a record per run."""
 
+import glob
 import hashlib
 import http.client
 import json
@@ -878,6 +879,30 @@ def test_a_clients_zygote_starts_without_holding_the_server(serve, tmp_path, hos
     assert err.count("a zygote of its own for bob, starting") == 1, err
     assert len(re.findall(r"warm starts: zygote \d+ ready after \d+ ms", err)) == 2, err
     assert len(zygotes(s.proc.pid)) == 3, zygotes(s.proc.pid)
+
+
+def test_a_zygote_stopped_while_importing_leaves_nothing(serve, tmp_path, host_tmp, policy_file):
+    """The directory a zygote's imports write to is the server's: a
+    server stopped while a client's zygote still imports its preload
+    removes it (the zygote, killed, cannot)."""
+    site = host_tmp / "lib" / ("python%d.%d" % sys.version_info[:2]) / "site-packages"
+    site.mkdir(parents=True)
+    marker = host_tmp / "slow"
+    (site / "slowmod.py").write_text(f"import os, time\nif os.path.exists({str(marker)!r}): time.sleep(30)\n")
+    pol = policy_file({"python": {"preload": ["slowmod"], "env": {"PYTHONUSERBASE": str(host_tmp)}}})
+    before = set(glob.glob("/tmp/pycell-zygote-*"))
+    s = serve("--listen", "127.0.0.1:0", "--warm", "--policy", pol, tokens=[{"name": "cat", "sha256": sha("tc")}],
+              tmp_path=tmp_path)
+    assert set(glob.glob("/tmp/pycell-zygote-*")) == before   # the server's own: imported, removed
+    # cat's zygote: the same imports, slow from now on
+    marker.write_text("")
+    r, data = s.modern(1, "tools/call", {"name": "run_python", "arguments": {"code": "1"}},
+                       headers={"Authorization": "Bearer tc"})
+    assert json.loads(data)["result"]["structuredContent"]["return_value"] == 1
+    wait_for(lambda: set(glob.glob("/tmp/pycell-zygote-*")) - before, what="cat's zygote importing")
+    s.stop()
+    assert s.proc.returncode == 0
+    assert set(glob.glob("/tmp/pycell-zygote-*")) == before
 
 
 def test_past_eight_clients_a_policys_runs_start_cold(serve, tmp_path):
