@@ -104,8 +104,13 @@ static json_t *watch_read(const char *path, const char **why)
 	const char *k;
 	json_t *v;
 
-	if (read_file(path, WATCH_MAX, &text, &len) < 0) {
-		*why = errno == ENOENT ? "none yet" : strerror(errno);
+	/* a regular file, not a link or a FIFO (the build's jail wrote it) */
+	cleanup_close int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	struct stat st = { 0 };
+
+	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || read_fd_all(fd, WATCH_MAX, &text, &len) < 0) {
+		*why = fd < 0 && errno == ENOENT ? "none yet" : fd >= 0 && !S_ISREG(st.st_mode) ? "not a regular file"
+										       : strerror(errno);
 		return NULL;
 	}
 	w = json_loadb(text, len, 0, NULL);
@@ -212,7 +217,7 @@ static int write_new(const char *path, const char *data, size_t len, struct pc_e
 static int copy_file(const char *src, const char *dst, size_t max, struct pc_err *err)
 {
 	cleanup_free char *data = NULL;
-	cleanup_close int in = open(src, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	cleanup_close int in = open(src, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	struct stat st;
 	size_t len;
 	if (in < 0 || fstat(in, &st) < 0)
