@@ -47,12 +47,13 @@ static bool mplconfigdir_is_ours(const struct policy *p)
 char *fonts_dir_for(const struct policy *p)
 {
 	cleanup_free char *base = NULL, *text = NULL;
-	json_t *k, *binds = json_array();
+	json_t *k, *binds;
 	struct stat st = { 0 };
 	char key[65];
 
 	if (policy_is_wasm(p) || !mplconfigdir_is_ours(p) || !(base = cache_subdir("fonts", 0711)))
 		return NULL;
+	binds = json_array();
 	/* what the list's paths are made of: the interpreter (this file, as
 	 * it is now) and what the policy binds where */
 	(void)stat(p->python, &st);

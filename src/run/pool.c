@@ -120,8 +120,9 @@ void run_pool_fill(struct run_pool *p)
 		log_warn("pool: a ready jail died while waiting; making another");
 		run_free(take(p, i));
 	}
-	/* a zygote still starting (or failed to): no jail to make ahead */
-	if (p->sp && p->sp->ops->revive)
+	/* a zygote still starting (or failed to): no jail to make ahead; a
+	 * pool of none restarts nothing (a run's start does that) */
+	if (p->sp && p->size && p->sp->ops->revive)
 		p->sp->ops->revive(p->sp, &p->env->policy);
 	while (p->sp && p->sp->ops->serves(p->sp, &p->env->policy) && p->n + p->n_making < p->size &&
 	       now_ms() - p->failed_ms >= 1000) {
