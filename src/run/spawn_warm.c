@@ -301,9 +301,13 @@ static int zygote_launch(struct zygote *z, struct pc_err *err)
 	for (size_t i = 0; i < ARRAY_SIZE(pass_env); i++) {
 		const char *v = getenv(pass_env[i]);
 #ifdef __SANITIZE_ADDRESS__
-		/* the leak check at exit needs ptrace, which warm jails deny */
+		/* the leak check at exit needs ptrace, which warm jails deny; and a
+		 * jailed program's fault is its own: it dies of the signal, as
+		 * an exec'd python would, not of ASan's report of it (a probe
+		 * of i386 calls on a kernel without them: SIGSEGV) */
 		if (i == 0) {
-			envp[n_env++] = xasprintf("%s=%s%sdetect_leaks=0", pass_env[i], v ? v : "", v ? ":" : "");
+			envp[n_env++] = xasprintf("%s=%s%sdetect_leaks=0:handle_segv=0:handle_sigbus=0:handle_sigfpe=0:"
+						  "handle_sigill=0", pass_env[i], v ? v : "", v ? ":" : "");
 			continue;
 		}
 #endif
