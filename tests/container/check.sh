@@ -29,8 +29,10 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 SUITE=container LOG=$top/tests/container/container.log
 . "$top/tests/tools/checks.sh"
 skip_unless_root "building and running images here needs root (rootful podman)"
+# catatonit: podman kube play's pause image (a Recommends of podman's,
+# which --no-install-recommends leaves out)
 need=()
-for p in podman runc mmdebstrap python3-yaml debhelper; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
+for p in podman runc catatonit mmdebstrap python3-yaml debhelper; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
 if [ ${#need[@]} -gt 0 ]; then
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null ||
 		{ bad "apt-get install ${need[*]}"; finish; exit; }

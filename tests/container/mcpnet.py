@@ -11,7 +11,8 @@ container's network namespace (setns), to 127.0.0.1:8080 there.
 --fleet: every replica ready and naming itself in its session ids; then N
 calls from 8 workers spread over the replicas; halfway, CMD removes replica
 I (SIGTERM: it drains). A call a replica refuses before taking it (503 while
-it drains, a connection refused or reset before the request was sent) is
+it drains, a connection refused or reset before the request was sent, its
+process gone before the call reached it) is
 sent to the next replica, as a Service does once the pod is gone; any other
 failure (a connection cut after the request went out among them), or a call
 taking no result, is lost. Exits 0 only if none is lost.
@@ -31,19 +32,23 @@ libc = ctypes.CDLL(None, use_errno=True)
 PROTO = "2026-07-28"
 
 
+class Refused(Exception):
+    """The replica did not take the call (it may be retried elsewhere)."""
+
+
 def enter(pid):
-    """Move the calling thread into PID's network namespace."""
-    fd = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY)
+    """Move the calling thread into PID's network namespace; Refused when
+    that process is gone (a replica removed: nothing was sent to it)."""
+    try:
+        fd = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY)
+    except (FileNotFoundError, ProcessLookupError):
+        raise Refused("gone")
     try:
         if libc.setns(fd, CLONE_NEWNET) != 0:
             e = ctypes.get_errno()
             raise OSError(e, f"setns into {pid}'s network: {os.strerror(e)}")
     finally:
         os.close(fd)
-
-
-class Refused(Exception):
-    """The replica did not take the call (it may be retried elsewhere)."""
 
 
 def post(body, token=None, name="run_python", session=None, timeout=60):
