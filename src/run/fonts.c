@@ -94,6 +94,22 @@ static char *host_path(const struct policy *p, const char *path)
 	return NULL;
 }
 
+/* The whole of path, at most max bytes, when it is a regular file: not a
+ * link or a FIFO, which the build's jail could leave where its files go
+ * (EINVAL: not regular; EFBIG: larger).  -1 with errno. */
+static int read_regular(const char *path, size_t max, char **out, size_t *len)
+{
+	cleanup_close int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0)
+		return -1;
+	if (!S_ISREG(st.st_mode)) {
+		errno = EINVAL;
+		return -1;
+	}
+	return read_fd_all(fd, max, out, len);
+}
+
 /* watch.json of dir, as the builder wrote it and the supervisor checked
  * it: {"matplotlib": VERSION|null, "dirs": {PATH: MTIME_NS}}; NULL with why
  * when it is not that. */
@@ -105,13 +121,8 @@ static json_t *watch_read(const char *path, const char **why)
 	const char *k;
 	json_t *v;
 
-	/* a regular file, not a link or a FIFO (the build's jail wrote it) */
-	cleanup_close int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-	struct stat st = { 0 };
-
-	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || read_fd_all(fd, WATCH_MAX, &text, &len) < 0) {
-		*why = fd < 0 && errno == ENOENT ? "none yet" : fd >= 0 && !S_ISREG(st.st_mode) ? "not a regular file"
-										       : strerror(errno);
+	if (read_regular(path, WATCH_MAX, &text, &len) < 0) {
+		*why = errno == ENOENT ? "none yet" : errno == EINVAL ? "not a regular file" : strerror(errno);
 		return NULL;
 	}
 	w = json_loadb(text, len, 0, NULL);
@@ -213,20 +224,16 @@ static int write_new(const char *path, const char *data, size_t len, struct pc_e
 	return 0;
 }
 
-/* A copy of src (a regular file of at most max bytes, not a link) made by
- * this process at dst, mode 0644. */
+/* A copy of src (a regular file of at most max bytes, read_regular) made
+ * by this process at dst, mode 0644. */
 static int copy_file(const char *src, const char *dst, size_t max, struct pc_err *err)
 {
 	cleanup_free char *data = NULL;
-	cleanup_close int in = open(src, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-	struct stat st;
 	size_t len;
-	if (in < 0 || fstat(in, &st) < 0)
-		return pc_syserr(err, "fonts", "open %s", src);
-	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size > max)
-		return pc_fail(err, EINVAL, "fonts", "%s is not a regular file of at most %zu bytes", src, max);
-	if (read_fd_all(in, max, &data, &len) < 0)
-		return pc_syserr(err, "fonts", "read %s", src);
+	if (read_regular(src, max, &data, &len) < 0)
+		return errno == EINVAL || errno == EFBIG
+			       ? pc_fail(err, errno, "fonts", "%s is not a regular file of at most %zu bytes", src, max)
+			       : pc_syserr(err, "fonts", "read %s", src);
 	return write_new(dst, data, len, err);
 }
 
