@@ -69,21 +69,26 @@ def watch_files(cache):
     return {p: os.stat(p).st_ino for k in keys(cache) for p in glob.glob(f"{k}/watch.json")}
 
 
+def server(cache, *args):
+    """pycell mcp ARGS with this cache (RawMcp takes os.environ)."""
+    env_before = os.environ.get("PYCELL_CACHE_DIR")
+    os.environ["PYCELL_CACHE_DIR"] = str(cache)
+    try:
+        return RawMcp(list(args))
+    finally:
+        if env_before is None:
+            del os.environ["PYCELL_CACHE_DIR"]
+        else:
+            os.environ["PYCELL_CACHE_DIR"] = env_before
+
+
 def build(cache, *args, expect=True, timeout=60):
     """Start pycell mcp -v ARGS with this cache; when a build is expected,
     wait for the list it puts in place (a record that was not there
     before), else give it a second to show that none starts; stop it; its
     log."""
     before = watch_files(cache)
-    env_before = os.environ.get("PYCELL_CACHE_DIR")
-    os.environ["PYCELL_CACHE_DIR"] = str(cache)
-    try:
-        s = RawMcp(["-v", *args])
-    finally:
-        if env_before is None:
-            del os.environ["PYCELL_CACHE_DIR"]
-        else:
-            os.environ["PYCELL_CACHE_DIR"] = env_before
+    s = server(cache, "-v", *args)
     deadline = time.monotonic() + (timeout if expect else 1)
     while time.monotonic() < deadline and (watch_files(cache).items() <= before.items() if expect else True):
         time.sleep(0.1)
@@ -148,6 +153,18 @@ def test_a_run_finds_the_list_built_at_start_and_cannot_change_it(host_tmp):
     again = build(cache, expect=False)
     assert "fonts: building" not in again, again
     assert keys(cache) == [key]
+
+    # a session's cells: the same list, through the same link
+    s = server(cache)
+    try:
+        sid = s.tool("session_open", {})["structuredContent"]["session_id"]
+        sc = s.tool("run_python", {"session_id": sid, "code": PROBE})["structuredContent"]
+        assert sc["status"] == "ok", sc
+        got = json.loads(sc["stdout"])
+        assert (got["link"], got["sha"], got["log"]) == (
+            f"/run/pycell/fonts/{LIST}", want, [f"Using fontManager instance from /tmp/matplotlib/{LIST}"]), got
+    finally:
+        s.close()
 
 
 def test_a_font_added_makes_the_list_stale(host_tmp, policy_file):
