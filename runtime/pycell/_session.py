@@ -24,9 +24,16 @@ returns when the supervisor closes the socket.
 """
 
 import os
-import signal
 import sys
 import time
+
+# _signal and _socket, not signal and socket: those wrap the same calls in
+# enum classes (and socket brings selectors, select, array and
+# collections.abc), which every idle session paid for in memory of its own,
+# about 0.5 MiB, for two calls.  A cell that imports them still gets them.
+import _signal
+import _socket
+import resource
 
 from . import _cell
 
@@ -103,16 +110,28 @@ def _one(namespace, params):
         return _cell.exit_status(e)
 
 
+def _recv_fds(size, most):
+    """One packet of at most size bytes from the loop's socket and the
+    descriptors that came with it, at most most of them (the kernel closes
+    any more): socket.recv_fds without the socket module."""
+    packet, anc, _, _ = _sock.recvmsg(size, _socket.CMSG_LEN(most * 4))
+    fds = []
+    for level, kind, data in anc:
+        if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS:
+            fds += [int.from_bytes(data[i:i + 4], sys.byteorder, signed=True)
+                    for i in range(0, len(data) - len(data) % 4, 4)]
+    return packet, fds
+
+
 def _next_cell():
     """The next pycell/cell message's params and its two pipes; None when
     the supervisor is gone.  Anything else on the socket (a late reply to
     a tool call that timed out) is not for us."""
     import json
-    import socket
     while True:
         _check_channel()
         try:
-            packet, fds, _, _ = socket.recv_fds(_sock, MAX_PACKET, 2)
+            packet, fds = _recv_fds(MAX_PACKET, 2)
         except KeyboardInterrupt:
             continue   # a cell's interrupt that came after it ended
         except OSError:
@@ -169,9 +188,7 @@ def _use_fds(out, err):
 
 def serve():
     global _sock, _sock_id, _jail_out
-    import resource
-    import socket
-    _sock = socket.socket(fileno=os.dup(TOOL_FD))
+    _sock = _socket.socket(fileno=os.dup(TOOL_FD))
     st = os.fstat(_sock.fileno())
     _sock_id = (st.st_dev, st.st_ino)
     # the value, images and files of a cell go on the loop's copy too
@@ -182,7 +199,7 @@ def serve():
     namespace = sys.modules["__main__"].__dict__
     # the cells' timeouts interrupt them: a KeyboardInterrupt, whatever
     # the interpreter was started with
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    _signal.signal(_signal.SIGINT, _signal.default_int_handler)
     sys.argv[:] = [_cell.FILENAME]
     _send("pycell/session_ready")
     while True:

@@ -131,7 +131,7 @@ def _unkept_kind(value):
     import types
     kinds = [(types.GeneratorType, "generator"), (types.CoroutineType, "coroutine"),
              (types.AsyncGeneratorType, "async generator"), (types.FrameType, "frame")]
-    for mod, attr, kind in (("socket", "socket", "socket"), ("threading", "Thread", "thread"),
+    for mod, attr, kind in (("_socket", "socket", "socket"), ("threading", "Thread", "thread"),
                             ("subprocess", "Popen", "process"), ("io", "IOBase", "open file"),
                             ("mmap", "mmap", "mmap"), ("selectors", "BaseSelector", "selector"),
                             ("asyncio", "AbstractEventLoop", "event loop")):

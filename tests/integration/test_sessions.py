@@ -277,6 +277,21 @@ def test_two_sessions_see_nothing_of_each_other(client):
     assert r["return_value"] == [False, False, [], [1, 2]]
 
 
+def test_a_session_imports_nothing_a_warm_run_has_not(client):
+    """A session's loop (pycell._session) and what it uses are the
+    zygote's, shared by every jail: a session's first cell finds no module
+    that a warm run's python has not, and none of socket, signal and
+    selectors, whose enum classes cost every idle session half a MiB of
+    its own (tests/bench/data.py's density rows)."""
+    look = "import sys\nsorted(sys.modules)"
+    sid = client.open()
+    in_session = client.cell(sid, look)["return_value"]
+    in_run = client.ok("run_python", {"code": look})["return_value"]
+    assert sorted(set(in_session) - set(in_run)) == []
+    assert [m for m in ("socket", "signal", "selectors") if m in in_session] == []
+    assert "pycell._session" in in_run
+
+
 def test_a_closed_session_leaves_no_process(client):
     sid = client.open()
     r = client.cell(sid, "import subprocess\nsubprocess.Popen(['sleep', '600'], start_new_session=True,"
