@@ -84,28 +84,6 @@ static int copy_link(const char *src, const char *dst, struct pc_err *err)
 	return 1;
 }
 
-/* Copy a small host file (under /oldroot) into the new /etc; a missing
- * source is skipped: not every host has every one of these. */
-static int copy_host_file(const char *name, struct pc_err *err)
-{
-	char src[PATH_MAX], dst[PATH_MAX];
-	cleanup_free char *data = NULL;
-	size_t len;
-	int link;
-	snprintf(src, sizeof(src), OLD "/etc/%s", name);
-	snprintf(dst, sizeof(dst), NEW "/etc/%s", name);
-	/* a link (localtime -> /usr/share/zoneinfo/...) points into the jail's
-	 * own /usr: keep it a link, it would not resolve from here */
-	if ((link = copy_link(src, dst, err)) != 0)
-		return link < 0 ? -1 : 0;
-	if (read_file(src, 4 << 20, &data, &len) < 0) {
-		if (errno == ENOENT)
-			return 0;
-		return pc_syserr(err, "rootfs", "read /etc/%s", name);
-	}
-	return write_text(dst, data, len, 0444, err);
-}
-
 /* Bind host path src (as seen under /oldroot) to dst inside the new root,
  * creating the mount point as a file or directory to match. */
 static int bind_path(const char *src, const char *dst, bool optional, bool writable,
@@ -142,6 +120,28 @@ static int bind_path(const char *src, const char *dst, bool optional, bool writa
 	if (!writable)
 		return make_readonly(to, true, err);
 	return 0;
+}
+
+/* A host file of /etc in the new /etc: bound read-only, not copied (a
+ * copy was 124 KiB of every jail's tmpfs, the host's ld.so.cache and
+ * matplotlibrc most of it, kept for a session's life); a missing one is
+ * skipped: not every host has every one of these. */
+static int host_etc_file(const char *name, struct pc_err *err)
+{
+	char path[64], src[PATH_MAX], dst[PATH_MAX];
+	int link;
+	snprintf(path, sizeof(path), "/etc/%s", name);
+	snprintf(src, sizeof(src), OLD "%s", path);
+	snprintf(dst, sizeof(dst), NEW "%s", path);
+	/* a link (localtime -> /usr/share/zoneinfo/...) points into the jail's
+	 * own /usr: keep it a link, it would not resolve from here */
+	if ((link = copy_link(src, dst, err)) != 0)
+		return link < 0 ? -1 : 0;
+	if (errno == ENOENT)
+		return 0;
+	if (errno != EINVAL)
+		return pc_syserr(err, "rootfs", "readlink %s", path);
+	return bind_path(path, path, true, false, err);
 }
 
 /* /bin, /lib, ... are symlinks into /usr on merged-/usr hosts (Debian 12);
@@ -213,7 +213,7 @@ static int build_etc(const struct policy *p, struct pc_err *err)
 	if (write_text(NEW "/etc/hostname", buf, (size_t)n, 0444, err) < 0)
 		return -1;
 	for (size_t i = 0; i < ARRAY_SIZE(copies); i++)
-		if (copy_host_file(copies[i], err) < 0)
+		if (host_etc_file(copies[i], err) < 0)
 			return -1;
 	/* Debian reaches some libraries through alternatives links (numpy's
 	 * libblas.so.3 -> /etc/alternatives/libblas.so.3-x86_64-linux-gnu) */

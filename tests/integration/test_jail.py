@@ -89,7 +89,7 @@ def test_root_holds_only_the_jail():
         assert got[n] in (f"usr/{n}", f"/usr/{n}", None), f"/{n} -> {got[n]}"
 
 
-# Generated in the jail, and read-only copies of the host's (when it has them).
+# Generated in the jail, and the host's bound read-only (when it has them).
 ETC_GENERATED = {"passwd", "group", "hosts", "hostname"}
 ETC_COPIED = {"ld.so.cache", "nsswitch.conf", "services", "protocols", "localtime",
               "host.conf", "gai.conf",
@@ -134,7 +134,9 @@ READONLY_PROBES = [
     (f"/usr/lib/{TAG}", "create"),
     ("/usr/bin/python3", "chmod"),
     ("/usr/bin/python3", "link"),
-]
+] + [  # the host's files bound into /etc (not copied: rootfs.c, host_etc_file)
+    (f"/etc/{n}", "chmod") for n in ("ld.so.cache", "services", "matplotlibrc")
+    if os.path.isfile(f"/etc/{n}") and not os.path.islink(f"/etc/{n}")]
 
 READONLY_PROBE = f"""
     import os, json
