@@ -198,16 +198,17 @@ static int probe(const struct seccomp_filter *f, bool program, const struct call
 			_exit(101);
 		for (int i = 0; i < 6; i++)
 			a[i] = fix_arg(c->a[i], p2[0], buf);
+		/* A kernel without i386 system calls answers int $0x80 with
+		 * SIGSEGV: the default action, not a sanitizer's handler that
+		 * would end the child with its report and status 1 (set before
+		 * the filters, which need not allow rt_sigaction). */
+		if (c->nr == I386_GETPID && signal(SIGSEGV, SIG_DFL) == SIG_ERR)
+			_exit(101);
 		if (f && seccomp_filter_install(f, &err) < 0)
 			_exit(100);
 		if (f && program && seccomp_filter_install_program(f, &err) < 0)
 			_exit(100);
 		errno = 0;
-		/* A kernel without i386 system calls answers int $0x80 with
-		 * SIGSEGV: the default action, not a sanitizer's handler that
-		 * would end the child with its report and status 1. */
-		if (c->nr == I386_GETPID && signal(SIGSEGV, SIG_DFL) == SIG_ERR)
-			_exit(101);
 		if (c->nr == I386_GETPID)
 			r = i386_getpid() < 0 ? -1 : 0;
 		else
