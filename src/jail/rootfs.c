@@ -122,19 +122,19 @@ static int bind_path(const char *src, const char *dst, bool optional, bool writa
 	return 0;
 }
 
-/* A host file of /etc in the new /etc: bound read-only, not copied (a
- * copy was 124 KiB of every jail's tmpfs, the host's ld.so.cache and
- * matplotlibrc most of it, kept for a session's life); a missing one is
- * skipped: not every host has every one of these. */
-static int host_etc_file(const char *name, struct pc_err *err)
+/* A host path in the new root as the host has it: a symbolic link is
+ * copied as a link (/bin -> usr/bin on merged-/usr hosts, /etc/localtime
+ * -> /usr/share/zoneinfo/...: they point into the jail's own /usr and would
+ * not resolve from here), anything else is bound read-only, and a missing
+ * one is skipped (not every host has every one).  /etc's files are bound,
+ * not copied: a copy was 124 KiB of every jail's tmpfs (the host's
+ * ld.so.cache and matplotlibrc most of it), kept for a session's life. */
+static int link_or_bind(const char *path, struct pc_err *err)
 {
-	char path[64], src[PATH_MAX], dst[PATH_MAX];
+	char src[PATH_MAX], dst[PATH_MAX];
 	int link;
-	snprintf(path, sizeof(path), "/etc/%s", name);
 	snprintf(src, sizeof(src), OLD "%s", path);
 	snprintf(dst, sizeof(dst), NEW "%s", path);
-	/* a link (localtime -> /usr/share/zoneinfo/...) points into the jail's
-	 * own /usr: keep it a link, it would not resolve from here */
 	if ((link = copy_link(src, dst, err)) != 0)
 		return link < 0 ? -1 : 0;
 	if (errno == ENOENT)
@@ -142,24 +142,6 @@ static int host_etc_file(const char *name, struct pc_err *err)
 	if (errno != EINVAL)
 		return pc_syserr(err, "rootfs", "readlink %s", path);
 	return bind_path(path, path, true, false, err);
-}
-
-/* /bin, /lib, ... are symlinks into /usr on merged-/usr hosts (Debian 12);
- * copy the link, or bind the directory where the host has a real one. */
-static int usr_alias(const char *name, struct pc_err *err)
-{
-	char src[PATH_MAX], dst[PATH_MAX];
-	int link;
-	snprintf(src, sizeof(src), OLD "/%s", name);
-	snprintf(dst, sizeof(dst), NEW "/%s", name);
-	if ((link = copy_link(src, dst, err)) != 0)
-		return link < 0 ? -1 : 0;
-	if (errno == ENOENT)
-		return 0;
-	if (errno != EINVAL)
-		return pc_syserr(err, "rootfs", "readlink /%s", name);
-	snprintf(src, sizeof(src), "/%s", name);
-	return bind_path(src, src, true, false, err);
 }
 
 /* Debian's Python keeps part of itself in /etc: sitecustomize.py in
@@ -186,9 +168,9 @@ static int bind_python_etc(struct pc_err *err)
 
 static int build_etc(const struct policy *p, struct pc_err *err)
 {
-	static const char *const copies[] = { "ld.so.cache", "nsswitch.conf", "services",
-					      "protocols", "localtime", "host.conf", "gai.conf",
-					      "matplotlibrc" /* Debian's matplotlib reads only this one */ };
+	static const char *const host[] = { "/etc/ld.so.cache", "/etc/nsswitch.conf", "/etc/services",
+					    "/etc/protocols", "/etc/localtime", "/etc/host.conf", "/etc/gai.conf",
+					    "/etc/matplotlibrc" /* Debian's matplotlib reads only this one */ };
 	char buf[1024];
 	int n;
 	if (mkdir_p(NEW "/etc", 0755, err) < 0)
@@ -212,8 +194,8 @@ static int build_etc(const struct policy *p, struct pc_err *err)
 	n = snprintf(buf, sizeof(buf), "%s\n", p->hostname);
 	if (write_text(NEW "/etc/hostname", buf, (size_t)n, 0444, err) < 0)
 		return -1;
-	for (size_t i = 0; i < ARRAY_SIZE(copies); i++)
-		if (host_etc_file(copies[i], err) < 0)
+	for (size_t i = 0; i < ARRAY_SIZE(host); i++)
+		if (link_or_bind(host[i], err) < 0)
 			return -1;
 	/* Debian reaches some libraries through alternatives links (numpy's
 	 * libblas.so.3 -> /etc/alternatives/libblas.so.3-x86_64-linux-gnu) */
@@ -388,7 +370,7 @@ static int pivot_root(const char *new_root, const char *put_old)
 int rootfs_build(const struct jail_spec *s, uint32_t dns, struct pc_err *err)
 {
 	const struct policy *p = s->policy;
-	static const char *const aliases[] = { "bin", "sbin", "lib", "lib32", "lib64", "libx32" };
+	static const char *const aliases[] = { "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32" };
 	char font_list[NAME_MAX + 1];
 
 	/* Nothing we mount may propagate back to the host. */
@@ -408,7 +390,7 @@ int rootfs_build(const struct jail_spec *s, uint32_t dns, struct pc_err *err)
 	if (bind_path("/usr", "/usr", false, false, err) < 0)
 		return -1;
 	for (size_t i = 0; i < ARRAY_SIZE(aliases); i++)
-		if (usr_alias(aliases[i], err) < 0)
+		if (link_or_bind(aliases[i], err) < 0)
 			return -1;
 	if (build_etc(p, err) < 0 || build_resolv(dns, err) < 0 || build_dev(p, err) < 0)
 		return -1;
