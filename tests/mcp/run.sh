@@ -56,7 +56,7 @@ node --test --test-concurrency=1 test/*.test.js || rc=1
 # sees, which warm or cold starts do not change: they run once, here, not
 # again in run-cold.sh (PYCELL_MCP_SKIP_CONFORMANCE=1).
 if [ "${PYCELL_MCP_SKIP_CONFORMANCE:-}" = 1 ]; then
-	echo "mcp: SKIP the agent libraries and conformance: PYCELL_MCP_SKIP_CONFORMANCE=1 (run-cold.sh; run.sh runs them)"
+	echo "mcp: SKIP the agent libraries and conformance: PYCELL_MCP_SKIP_CONFORMANCE=1 (run-cold.sh, and CI's sanitizer pass; run.sh runs them in make check)"
 	exit $rc
 fi
 # Both need Node >= 22.

@@ -174,7 +174,7 @@ function rssKiB(pid) {
 }
 
 // PYCELL_SERVE_LOAD_CALLS: the calls of the load test (default 5000; CI's
-// sanitizer pass makes 1000, with as many to warm up, where LeakSanitizer
+// sanitizer pass makes 500, with as many to warm up, where LeakSanitizer
 // and not the RSS watches for leaks).
 const CALLS = Number(process.env.PYCELL_SERVE_LOAD_CALLS || 5000);
 // The load test starts its server --warm whatever PYCELL_MCP_FLAGS say (the
