@@ -30,7 +30,7 @@ import time
 # _signal and _socket, not signal and socket: those wrap the same calls in
 # enum classes (and socket brings selectors, select, array and
 # collections.abc), which every idle session paid for in memory of its own,
-# about 0.5 MiB, for two calls.  A cell that imports them still gets them.
+# about 0.3 MiB, for two calls.  A cell that imports them still gets them.
 import _signal
 import _socket
 import resource

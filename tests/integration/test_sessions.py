@@ -281,8 +281,8 @@ def test_a_session_imports_nothing_a_warm_run_has_not(client):
     """A session's loop (pycell._session) and what it uses are the
     zygote's, shared by every jail: a session's first cell finds no module
     that a warm run's python has not, and none of socket, signal and
-    selectors, whose enum classes cost every idle session half a MiB of
-    its own (tests/bench/data.py's density rows)."""
+    selectors, whose enum classes cost every idle session about 0.3 MiB
+    of its own (tests/bench/data.py's density rows)."""
     look = "import sys\nsorted(sys.modules)"
     sid = client.open()
     in_session = client.cell(sid, look)["return_value"]
