@@ -561,6 +561,27 @@ def test_a_ready_jails_warm_up_leaves_no_output(start):
         s.close()
 
 
+def test_what_a_cells_run_imports_is_the_zygotes():
+    """The modules a cell's way through pycell._cell imports (atexit,
+    errno, _ast: the warm-up's) are made once in the zygote, before its
+    gc.freeze (_cell.prime), not in every ready jail: a module made in the
+    jail is in one of the collector's generations, where gc.get_objects
+    finds it; one inherited from the zygote is frozen, where it does not.
+    The same in a session's first cell."""
+    s = Mcp(["--warm"], pycell_env())
+    code = ("import gc, sys\nyoung = {id(o) for o in gc.get_objects()}\n"
+            "[sorted(n for n, m in sys.modules.items() if id(m) in young), 'atexit' in sys.modules,"
+            " '_ast' in sys.modules]")
+    try:
+        for _ in range(2):
+            assert s.run(code)["return_value"] == [[], True, True]
+        sid = s.call("tools/call", {"name": "session_open", "arguments": {}})["structuredContent"]["session_id"]
+        sc = s.call("tools/call", {"name": "run_python", "arguments": {"code": code, "session_id": sid}})
+        assert sc["structuredContent"]["return_value"] == [[], True, True], sc
+    finally:
+        s.close()
+
+
 def test_a_cells_python_holds_only_its_four_descriptors():
     """A ready jail's python gets its cell over a socket of its own, which
     it closes once the cell came (and whose other end the supervisor
