@@ -359,7 +359,13 @@ static int load_python(const char *libname, const struct policy *p, const char *
 	 * imports, which ran with the flags' equivalents too) */
 	if (set_cell_environment(p, err) < 0)
 		return -1;
-	if (py.RunSimpleStringFlags("__import__('gc').freeze()\n", NULL) != 0)
+	/* a collection first: it also empties the interpreter's free lists
+	 * (tuples, floats, frames...), which a jail's first collection (its
+	 * warm-up's, then each warm run's end) would otherwise empty, writing
+	 * to every page they lie on: an idle session's python held 0.1 MiB
+	 * more of its own without it (measured; the holes the collection
+	 * leaves cost less than that) */
+	if (py.RunSimpleStringFlags("__import__('gc').collect()\n__import__('gc').freeze()\n", NULL) != 0)
 		return pc_fail(err, EINVAL, "warm", "gc.freeze failed");
 	return 0;
 }
