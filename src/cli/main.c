@@ -11,6 +11,7 @@
 #include "cli/options.h"
 #include "config/result.h"
 #include "jail/caps.h"
+#include "jail/init_mem.h"
 #include "jail/jail.h"
 #include "run/zygote.h"
 
@@ -43,6 +44,7 @@ int main(int argc, char **argv)
 	struct pc_err err = { 0 };
 
 	jail_note_cmdline(argv);
+	init_mem_note();
 	fault_init();
 
 	if (argc < 2) {

@@ -28,6 +28,7 @@
 #include "base/log.h"
 #include "jail/caps.h"
 #include "jail/cgroup.h"
+#include "jail/init_mem.h"
 #include "jail/jail.h"
 #include "jail/jail_program.h"
 #include "jail/net.h"
@@ -89,12 +90,24 @@ static void blank_cmdline(void)
 /* ------------------------------------------------------------ jail init */
 
 static volatile pid_t python_pid;
+static volatile sig_atomic_t shrink_due;
 
 static void forward_signal(int sig)
 {
 	if (python_pid > 0)
 		kill(python_pid, sig);
 }
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+	shrink_due = 1;
+}
+
+/* How long python runs before init gives back what it inherited
+ * (init_mem.h): longer than a warm cell, whose jail's teardown would free
+ * it anyway, off the answer's way */
+#define INIT_SHRINK_AFTER_S 1
 
 /* pid 1: forward termination signals, reap everything, and report
  * python's wait status.  When init exits the kernel kills whatever is left
@@ -113,12 +126,23 @@ static __attribute__((noreturn)) void jail_init(int sync_fd)
 	 * its descendants are done writing. */
 	for (int fd = 0; fd <= 3; fd++)
 		close(fd);
+	/* a coverage build's counters are written at the end, from memory
+	 * mapped after the start */
+	if (init_mem_noted() && coverage_fd() < 0) {
+		struct sigaction alarm_sa = { .sa_handler = on_alarm }; /* no SA_RESTART: waitpid returns */
+		sigaction(SIGALRM, &alarm_sa, NULL);
+		alarm(INIT_SHRINK_AFTER_S);
+	}
 	for (;;) {
 		pid_t p = waitpid(-1, &status, 0);
 		if (p == python_pid)
 			break;
 		if (p < 0 && errno != EINTR)
 			_exit(126);
+		if (shrink_due) {
+			shrink_due = 0;
+			init_mem_shrink();
+		}
 	}
 	getrusage(RUSAGE_CHILDREN, &ru);
 	m.wait_status = status;

@@ -4,6 +4,7 @@ exact outcome (errno, listing, id) so it fails if the property breaks."""
 import errno
 import json
 import os
+import signal
 import socket
 import subprocess
 import tempfile
@@ -799,6 +800,34 @@ KILLABLE_TREE = """
     os.wait()
     {python_then}
 """
+
+
+def test_init_reports_and_forwards_after_giving_back_its_memory():
+    """A run's init unmaps what it inherited and no longer needs once python
+    has run a second (src/jail/init_mem.h): after that it still forwards a
+    signal to python and reports how python ended."""
+    code = textwrap.dedent("""
+        import signal, sys, time
+        signal.signal(signal.SIGTERM, lambda *a: (print("got TERM", flush=True), sys.exit(7)))
+        print("ready", flush=True)
+        time.sleep(60)
+    """)
+    proc = start_pycell(["run", "-c", code], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE)
+    try:
+        assert proc.stdout.readline() == b"ready\n"
+        time.sleep(2)
+        inits = []
+        for p in children_of(proc.pid):
+            with open(f"/proc/{p}/comm") as f:
+                if f.read().strip() == "pycell-init":
+                    inits.append(p)
+        assert len(inits) == 1, inits
+        os.kill(inits[0], signal.SIGTERM)
+        out, err = proc.communicate(timeout=20)
+    finally:
+        proc.kill()
+    assert (proc.returncode, out) == (7, b"got TERM\n"), err
 
 
 def test_timeout_kills_forking_grandchild():

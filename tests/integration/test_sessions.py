@@ -292,6 +292,54 @@ def test_a_session_imports_nothing_a_warm_run_has_not(client):
     assert "pycell._session" in in_run
 
 
+def jail_init(pid):
+    """The pid of the one jail below pid that runs a program: its init."""
+    inits = []
+    for p in run_jails(pid):
+        try:
+            with open(f"/proc/{p}/status") as f:
+                nspid = [ln.split()[1:] for ln in f if ln.startswith("NSpid:")][0]
+        except (OSError, IndexError):
+            continue
+        if len(nspid) > 1 and nspid[-1] == "1":
+            inits.append(p)
+    assert len(inits) == 1, inits
+    return inits[0]
+
+
+def status_kib(pid, key):
+    with open(f"/proc/{pid}/status") as f:
+        return [int(ln.split()[1]) for ln in f if ln.startswith(key + ":")][0]
+
+
+@pytest.mark.skipif(bool(os.environ.get("PYCELL_SANITIZERS")),
+                    reason="a sanitizer build's init keeps all it inherited: the runtime's own memory "
+                           "is mapped after the start (src/jail/init_mem.h)")
+def test_a_sessions_init_gives_back_what_it_inherited(client):
+    """A session's init is a clone of the zygote; once python has run a
+    second, it unmaps all but what the process had at its start (libpython
+    and python's memory among what goes), and its page tables shrink; the
+    session goes on, and its end is still init's to report."""
+    sid = client.open()
+    init = jail_init(client.proc.pid)
+    with open(f"/proc/{init}/maps") as f:
+        assert "libpython" in f.read()
+    before = status_kib(init, "VmPTE")
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        with open(f"/proc/{init}/maps") as f:
+            if "libpython" not in f.read():
+                break
+        time.sleep(0.1)
+    with open(f"/proc/{init}/maps") as f:
+        assert "libpython" not in f.read()
+    assert status_kib(init, "VmPTE") < before
+    assert client.cell(sid, "6 * 7")["return_value"] == 42
+    r = client.cell(sid, "import os\nos._exit(3)")
+    assert r["status"] == "error" and r["exit_code"] == 3, r
+    assert_no_jails_soon(client)
+
+
 def test_a_closed_session_leaves_no_process(client):
     sid = client.open()
     r = client.cell(sid, "import subprocess\nsubprocess.Popen(['sleep', '600'], start_new_session=True,"

@@ -1,0 +1,153 @@
+/* pycell: what a jail's init keeps of the address space it was cloned
+ * with (see init_mem.h). */
+#include "config.h"
+
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "jail/init_mem.h"
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(memory_sanitizer) || __has_feature(thread_sanitizer)
+#define SANITIZED 1
+#endif
+#endif
+
+/* A process just started has some 30 mappings; more than this and the
+ * note is not taken. */
+#define NOTE_MAX 128
+/* Below the stack pointer at the shrink: what the rest of init's calls
+ * may use (the signal handler's frame among them). */
+#define STACK_SLACK (256 << 10)
+
+struct range {
+	uintptr_t start, end;
+};
+
+static struct range noted[NOTE_MAX];
+static size_t n_noted;
+static uintptr_t noted_brk; /* the program break at the note */
+static size_t stack_i;      /* the noted mapping holding the stack */
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	return -1;
+}
+
+/* The hex number at *p, up to the first non-hex character; *p moves past it. */
+static uintptr_t hex(const char **p, const char *end)
+{
+	uintptr_t v = 0;
+	int d;
+	while (*p < end && (d = hexval(**p)) >= 0) {
+		v = v * 16 + (uintptr_t)d;
+		(*p)++;
+	}
+	return v;
+}
+
+void init_mem_note(void)
+{
+#ifndef SANITIZED
+	static char buf[32 << 10];
+	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+	size_t len = 0;
+	ssize_t n;
+	bool have_stack = false;
+	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return;
+	while (len < sizeof(buf) && (n = read(fd, buf + len, sizeof(buf) - len)) > 0)
+		len += (size_t)n;
+	close(fd);
+	if (len == sizeof(buf))
+		return; /* more than it can hold: no note */
+	for (const char *p = buf, *end = buf + len; p < end;) {
+		const char *eol = p;
+		struct range r;
+		while (eol < end && *eol != '\n')
+			eol++;
+		r.start = hex(&p, eol);
+		if (p == eol || *p != '-' || n_noted == NOTE_MAX) {
+			n_noted = 0;
+			return;
+		}
+		p++;
+		r.end = hex(&p, eol);
+		if (r.end <= r.start) {
+			n_noted = 0;
+			return;
+		}
+		if (sp >= r.start && sp < r.end) {
+			stack_i = n_noted;
+			have_stack = true;
+		}
+		noted[n_noted++] = r;
+		p = eol + 1;
+	}
+	if (!have_stack)
+		n_noted = 0;
+	noted_brk = (uintptr_t)sbrk(0);
+#endif
+}
+
+bool init_mem_noted(void)
+{
+	return n_noted > 0;
+}
+
+static void keep(struct range *k, size_t *n, uintptr_t start, uintptr_t end)
+{
+	size_t i = *n;
+	/* insertion by start (a few dozen ranges) */
+	while (i > 0 && k[i - 1].start > start) {
+		k[i] = k[i - 1];
+		i--;
+	}
+	k[i] = (struct range){ start, end };
+	(*n)++;
+}
+
+void init_mem_shrink(void)
+{
+	struct range k[NOTE_MAX + 2];
+	size_t n = 0;
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+	uintptr_t at = 0;
+
+	if (!n_noted)
+		return;
+	for (size_t i = 0; i < n_noted; i++) {
+		struct range r = noted[i];
+		/* the stack, as far down as it has grown since, and some more */
+		if (i == stack_i && sp - STACK_SLACK < r.start)
+			r.start = (sp - STACK_SLACK) & ~(page - 1);
+		keep(k, &n, r.start, r.end);
+	}
+	/* the heap, as far as it has grown since: malloc's own, which init
+	 * no longer calls, but the C library's state points into it */
+	if (noted_brk && noted_brk != (uintptr_t)-1) {
+		uintptr_t now = (uintptr_t)sbrk(0);
+		if (now > noted_brk)
+			keep(k, &n, noted_brk & ~(page - 1), (now + page - 1) & ~(page - 1));
+	}
+	/* every gap below the highest kept mapping: nothing the process
+	 * mapped after its start lies above the stack, vdso and vsyscall */
+	for (size_t i = 0; i < n; i++) {
+		if (k[i].start > at)
+			munmap((void *)at, k[i].start - at);
+		if (k[i].end > at)
+			at = k[i].end;
+	}
+}
