@@ -10,12 +10,15 @@
 
 #include "jail/init_mem.h"
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(memory_sanitizer) || __has_feature(thread_sanitizer)
-#define SANITIZED 1
+/* a sanitizer's runtime maps memory of its own after the start, and uses it */
+#ifndef __has_feature
+#define __has_feature(x) 0
 #endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) || __has_feature(address_sanitizer) || \
+	__has_feature(memory_sanitizer) || __has_feature(thread_sanitizer)
+#define SANITIZED true
+#else
+#define SANITIZED false
 #endif
 
 /* A process just started has some 30 mappings; more than this and the
@@ -57,15 +60,14 @@ static uintptr_t hex(const char **p, const char *end)
 
 void init_mem_note(void)
 {
-#ifndef SANITIZED
 	static char buf[32 << 10];
 	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
 	size_t len = 0;
 	ssize_t n;
 	bool have_stack = false;
-	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	int fd;
 
-	if (fd < 0)
+	if (SANITIZED || (fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC)) < 0)
 		return;
 	while (len < sizeof(buf) && (n = read(fd, buf + len, sizeof(buf) - len)) > 0)
 		len += (size_t)n;
@@ -98,7 +100,6 @@ void init_mem_note(void)
 	if (!have_stack)
 		n_noted = 0;
 	noted_brk = (uintptr_t)sbrk(0);
-#endif
 }
 
 bool init_mem_noted(void)
