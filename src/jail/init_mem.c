@@ -2,12 +2,13 @@
  * with (see init_mem.h). */
 #include "config.h"
 
-#include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "base/util.h"
 #include "jail/init_mem.h"
 
 /* a sanitizer's runtime maps memory of its own after the start, and uses it */
@@ -21,9 +22,10 @@
 #define SANITIZED false
 #endif
 
-/* A process just started has some 30 mappings; more than this and the
- * note is not taken. */
+/* A process just started has some 30 mappings; more than this (or more
+ * text) and the note is not taken. */
 #define NOTE_MAX 128
+#define NOTE_TEXT_MAX (32 << 10)
 /* Below the stack pointer at the shrink: what the rest of init's calls
  * may use (the signal handler's frame among them). */
 #define STACK_SLACK (256 << 10)
@@ -37,69 +39,37 @@ static size_t n_noted;
 static uintptr_t noted_brk; /* the program break at the note */
 static size_t stack_i;      /* the noted mapping holding the stack */
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	return -1;
-}
-
-/* The hex number at *p, up to the first non-hex character; *p moves past it. */
-static uintptr_t hex(const char **p, const char *end)
-{
-	uintptr_t v = 0;
-	int d;
-	while (*p < end && (d = hexval(**p)) >= 0) {
-		v = v * 16 + (uintptr_t)d;
-		(*p)++;
-	}
-	return v;
-}
-
 void init_mem_note(void)
 {
-	static char buf[32 << 10];
 	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
-	size_t len = 0;
-	ssize_t n;
+	cleanup_free char *text = NULL;
+	size_t len;
 	bool have_stack = false;
-	int fd;
 
-	if (SANITIZED || (fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC)) < 0)
+	if (SANITIZED || read_file("/proc/self/maps", NOTE_TEXT_MAX, &text, &len) < 0)
 		return;
-	while (len < sizeof(buf) && (n = read(fd, buf + len, sizeof(buf) - len)) > 0)
-		len += (size_t)n;
-	close(fd);
-	if (len == sizeof(buf))
-		return; /* more than it can hold: no note */
-	for (const char *p = buf, *end = buf + len; p < end;) {
-		const char *eol = p;
+	for (char *p = text; *p;) {
+		char *eol = strchrnul(p, '\n');
 		struct range r;
-		while (eol < end && *eol != '\n')
-			eol++;
-		r.start = hex(&p, eol);
-		if (p == eol || *p != '-' || n_noted == NOTE_MAX) {
-			n_noted = 0;
-			return;
-		}
-		p++;
-		r.end = hex(&p, eol);
-		if (r.end <= r.start) {
-			n_noted = 0;
-			return;
-		}
+		r.start = (uintptr_t)strtoull(p, &p, 16);
+		if (*p != '-' || n_noted == NOTE_MAX)
+			goto no_note;
+		r.end = (uintptr_t)strtoull(p + 1, &p, 16);
+		if (r.end <= r.start)
+			goto no_note;
 		if (sp >= r.start && sp < r.end) {
 			stack_i = n_noted;
 			have_stack = true;
 		}
 		noted[n_noted++] = r;
-		p = eol + 1;
+		p = *eol ? eol + 1 : eol;
 	}
 	if (!have_stack)
-		n_noted = 0;
+		goto no_note;
 	noted_brk = (uintptr_t)sbrk(0);
+	return;
+no_note:
+	n_noted = 0;
 }
 
 bool init_mem_noted(void)
