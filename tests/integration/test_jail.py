@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import (DATADIR, EXIT_SETUP_FAILED, EXIT_TIMEOUT, HOST_ID_BASE, HOST_IS_ROOT,
-                      JAIL_GID, JAIL_UID, PYCELL, check_no_leftovers, children_of, descendants,
+                      JAIL_GID, JAIL_UID, PYCELL, check_no_leftovers, children_of,
                       jail_procs, kill_tree, parse_result, proc_stat, pycell_run, run_json,
                       start_pycell, wait_for_jail_python, RUN_FLAGS, pycell_env)
 
@@ -817,14 +817,8 @@ def test_init_reports_and_forwards_after_giving_back_its_memory():
     try:
         assert proc.stdout.readline() == b"ready\n"
         time.sleep(2)
-        inits = []   # the CLI's child, or with --warm its zygote's
-        for p in descendants(proc.pid):
-            try:
-                with open(f"/proc/{p}/comm") as f:
-                    if f.read().strip() == "pycell-init":
-                        inits.append(p)
-            except OSError:
-                pass
+        # the CLI's child, or with --warm its zygote's
+        inits = [p["pid"] for p in jail_procs(proc.pid) if p["name"] == "pycell-init"]
         assert len(inits) == 1, inits
         os.kill(inits[0], signal.SIGTERM)
         out, err = proc.communicate(timeout=20)

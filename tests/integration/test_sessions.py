@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import TOOLS, run_jails
+from conftest import TOOLS, jail_procs, proc_status, run_jails
 from test_mcp_raw import Server
 from test_serve import serve, sha  # noqa: F401 (serve is a fixture)
 
@@ -292,24 +292,27 @@ def test_a_session_imports_nothing_a_warm_run_has_not(client):
     assert "pycell._session" in in_run
 
 
-def jail_init(pid):
-    """The pid of the one jail below pid that runs a program: its init."""
-    inits = []
-    for p in run_jails(pid):
-        try:
-            with open(f"/proc/{p}/status") as f:
-                nspid = [ln.split()[1:] for ln in f if ln.startswith("NSpid:")][0]
-        except (OSError, IndexError):
-            continue
-        if len(nspid) > 1 and nspid[-1] == "1":
-            inits.append(p)
+def maps(pid):
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            return f.read()
+    except OSError:   # it ended meanwhile
+        return ""
+
+
+def zygote_jail_init(pid):
+    """The pid of the init of the one jail below pid that runs a program
+    (a ready jail's is named pycell-ready) and is a clone of the zygote,
+    which maps libpython (a cold run's does not: the font list's, built
+    once, may be running)."""
+    inits = [p["pid"] for p in jail_procs(pid)
+             if p["name"] == "pycell-init" and p["nspid"][-1] == 1 and "libpython" in maps(p["pid"])]
     assert len(inits) == 1, inits
     return inits[0]
 
 
-def status_kib(pid, key):
-    with open(f"/proc/{pid}/status") as f:
-        return [int(ln.split()[1]) for ln in f if ln.startswith(key + ":")][0]
+def vm_pte_kib(pid):
+    return int(proc_status(pid)["VmPTE"].split()[0])
 
 
 @pytest.mark.skipif(bool(os.environ.get("PYCELL_SANITIZERS")),
@@ -321,19 +324,13 @@ def test_a_sessions_init_gives_back_what_it_inherited(client):
     and python's memory among what goes), and its page tables shrink; the
     session goes on, and its end is still init's to report."""
     sid = client.open()
-    init = jail_init(client.proc.pid)
-    with open(f"/proc/{init}/maps") as f:
-        assert "libpython" in f.read()
-    before = status_kib(init, "VmPTE")
+    init = zygote_jail_init(client.proc.pid)
+    before = vm_pte_kib(init)
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        with open(f"/proc/{init}/maps") as f:
-            if "libpython" not in f.read():
-                break
+    while "libpython" in maps(init) and time.monotonic() < deadline:
         time.sleep(0.1)
-    with open(f"/proc/{init}/maps") as f:
-        assert "libpython" not in f.read()
-    assert status_kib(init, "VmPTE") < before
+    assert "libpython" not in maps(init) and maps(init) != ""
+    assert vm_pte_kib(init) < before
     assert client.cell(sid, "6 * 7")["return_value"] == 42
     r = client.cell(sid, "import os\nos._exit(3)")
     assert r["status"] == "error" and r["exit_code"] == 3, r
