@@ -11,7 +11,9 @@
 #   4. pycell serve: an MCP call over HTTP with a token, a session, a stop
 #      (SIGTERM) that leaves no process and no container; compose.yaml holds
 #      the same settings
-#   5. the Kubernetes manifest by podman kube play: three replicas serving
+#   5. the same image under Docker (its own daemon: tests/container/docker.sh)
+#      and rootless podman (tests/container/rootless.sh)
+#   6. the Kubernetes manifest by podman kube play: three replicas serving
 #      calls, one removed under load, no call lost; kube down leaves nothing
 #      (what the check changes of the manifest for podman 4.3, and why:
 #      tests/container/play.py, tests/container/unmask-proc)
@@ -31,11 +33,19 @@ SUITE=container LOG=$top/tests/container/container.log
 skip_unless_root "building and running images here needs root (rootful podman)"
 # catatonit: podman kube play's pause image (a Recommends of podman's,
 # which --no-install-recommends leaves out)
+# docker.io: Debian's Docker, its daemon run by this check alone (the
+# package's services are not started: a policy-rc.d says no while it
+# installs, where the host has none); uidmap: newuidmap for rootless podman
 need=()
-for p in podman runc catatonit mmdebstrap python3-yaml debhelper; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
+for p in podman runc catatonit mmdebstrap python3-yaml debhelper docker.io uidmap; do
+	dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
+done
 if [ ${#need[@]} -gt 0 ]; then
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null ||
-		{ bad "apt-get install ${need[*]}"; finish; exit; }
+	rcd=
+	[ -e /usr/sbin/policy-rc.d ] || { printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d; chmod 755 /usr/sbin/policy-rc.d; rcd=1; }
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null; rc=$?
+	[ -z "$rcd" ] || rm -f /usr/sbin/policy-rc.d
+	[ $rc = 0 ] || { bad "apt-get install ${need[*]}"; finish; exit; }
 fi
 
 work=$(mktemp -d /tmp/pycell-ctr.XXXXXX)
@@ -44,6 +54,8 @@ IMAGE=localhost/pycell:check
 BASE=localhost/pycell-base:bookworm
 added_subid=
 cleanup() {
+	declare -F docker_stop >/dev/null && docker_stop
+	declare -F rootless_stop >/dev/null && rootless_stop
 	for r in 0 1 2; do podman kube down "$work/kube-$r.yaml" >/dev/null 2>&1; done
 	podman rm -f -t 0 pycell-check-serve pycell-check-notoken >/dev/null 2>&1
 	podman secret rm pycell-tokens >/dev/null 2>&1
@@ -79,6 +91,7 @@ export CONTAINERS_CONF=$work/containers.conf
 # what this check must leave as it found it: the host's links, routes,
 # firewall and forwarding
 host_net() { ip -o link | sed 's/ state .*//'; ip route; ip -6 route; nft list ruleset 2>/dev/null
+	iptables-save 2>/dev/null | grep -v '^#'; ip6tables-save 2>/dev/null | grep -v '^#'
 	sysctl -n net.ipv4.ip_forward net.ipv6.conf.all.forwarding; }
 net_before=$(host_net)
 
@@ -199,6 +212,9 @@ echo "== compose.yaml"
 # above were made with
 check "compose.yaml: the image, the flags checked above, the secret, a loopback port" \
 	python3 "$top/tests/container/play.py" compose "$top/contrib/container/compose.yaml"
+
+. "$top/tests/container/docker.sh"
+. "$top/tests/container/rootless.sh"
 
 echo "== the Kubernetes manifest (podman kube play)"
 # hostUsers: false is podman's --userns=auto, which takes each pod's ids
