@@ -22,6 +22,13 @@ export DOCKER_HOST=unix://$dk/docker.sock
 dk_cgroup=$(sed -n 's/^[0-9]*:memory://p' /proc/self/cgroup)/pycell-check-docker
 dk_cgroup=/${dk_cgroup#/}
 echo '{}' >"$dk/daemon.json"
+# what dockerd and containerd's shims make outside their roots whatever
+# they are told (the daemon's key, the plugins' and the shims' socket
+# folders): removed after them where the host had none
+dk_host_paths=
+for f in /etc/docker/key.json /run/docker /run/containerd; do
+	[ -e "$f" ] || dk_host_paths+=" $f"
+done
 setsid dockerd --config-file "$dk/daemon.json" --data-root "$dk/data" --exec-root "$dk/x" \
 	-H "$DOCKER_HOST" --pidfile "$dk/dockerd.pid" \
 	--bridge=none --iptables=false --ip6tables=false --ip-forward=false --ip-masq=false \
@@ -39,6 +46,7 @@ docker_stop() {
 	kill -KILL "$dk_pid" 2>/dev/null
 	dk_pid=
 	for h in /sys/fs/cgroup/*/; do rmdir "$h${dk_cgroup#/}" 2>/dev/null; done
+	for f in $dk_host_paths; do rm -rf "$f"; done
 }
 
 if podman save --format docker-archive "$IMAGE" 2>"$dk/save.log" | $DOCKER load -q >"$dk/load.log" 2>&1; then
@@ -90,4 +98,5 @@ docker_stop
 dk_left() { pgrep -af "$dk/"; grep " $dk/" /proc/self/mountinfo; }
 for _ in $(seq 50); do [ -z "$(dk_left)" ] && break; sleep 0.2; done
 check "the daemon stopped leaves no process and no mount of its own" test -z "$(dk_left | tee /dev/stderr)"
+check "nor a file outside its folders" sh -c "for f in $dk_host_paths; do [ ! -e \$f ] || exit 1; done"
 unset DOCKER_HOST
