@@ -217,7 +217,8 @@ static const char *v2_fix(const struct cgroup_info *ci)
 		       "pycell in a delegated cgroup (systemd-run --scope -p Delegate=yes -- pycell ...)";
 	case CG2_NOT_WRITABLE:
 		return "run pycell as root with CAP_DAC_OVERRIDE (a hierarchy's root directory is mode 0555), or in "
-		       "a cgroup delegated to its user (Delegate=yes)";
+		       "a cgroup delegated to its user (Delegate=yes; in a container, a runtime that mounts the "
+		       "container's cgroup read-write and gives it to pycell's user)";
 	default:
 		return NULL;
 	}

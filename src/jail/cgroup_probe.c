@@ -221,7 +221,9 @@ static bool only_us_in(const char *dir)
  * itself into a leaf, <own>/pycell-supervisor, and enables the controllers
  * in <own> for the run leaves beside it: what systemd's DelegateSubgroup=
  * does.  A cgroup shared with other processes is not touched (moving them
- * is not ours to do), nor is the root cgroup, which is the host's. */
+ * is not ours to do), nor is the host's root cgroup.  The root of a cgroup
+ * namespace is another matter: it is "/" to us but a cgroup like any other
+ * (a container's, under a runtime that delegates it), and is taken as one. */
 static unsigned delegate_to_children(struct cgroup_env *e, const char *own, unsigned want)
 {
 	cleanup_free char *sup = cg_path_join(own, SUPERVISOR_CG);
@@ -272,7 +274,8 @@ static void probe_v2(struct cgroup_env *e, const struct self_cgroups *s, bool bp
 	if (avail & ~enabled) {
 		const char *base = strrchr(own, '/');
 		cleanup_free char *up = base ? xasprintf("%.*s", (int)(base - own), own) : NULL;
-		if (strcmp(s->v2_path, "/") == 0) {
+		/* the host's root cgroup alone has no cgroup.type */
+		if (strcmp(s->v2_path, "/") == 0 && !cg_has(own, "cgroup.type")) {
 			v2_state(e, CG2_ROOT_NOT_ENABLED, "pycell runs in the root cgroup and %s/cgroup.subtree_control "
 				  "does not enable them", own);
 		} else if (base && strcmp(base + 1, SUPERVISOR_CG) == 0) {

@@ -417,12 +417,10 @@ def own_cgroup2():
     return None
 
 
-def test_v2_delegated_cgroup_gets_a_supervisor_leaf():
-    """pycell alone in a cgroup whose controllers it may hand on (what
-    systemd Delegate=yes gives a service): it moves itself into
-    <cgroup>/pycell-supervisor, enables memory/pids/cpu in <cgroup> and puts
-    each run beside it.  Runs only where our own cgroup2 already enables the
-    controllers for its children (the check-vm VM)."""
+def delegated_cgroup():
+    """A child of our own cgroup2 for a test's pycell, with memory, pids and
+    cpu available to it; skips where there is none to make (only the
+    check-vm VM enables the controllers for our cgroup's children)."""
     mount = doctor()["cgroups"]["v2_mount"]
     own = own_cgroup2()
     if os.geteuid() != 0 or not mount or own is None:
@@ -434,10 +432,15 @@ def test_v2_delegated_cgroup_gets_a_supervisor_leaf():
                     "(cgroup v2 delegation is tested in the make check-vm VM)")
     deleg = own_dir / f"pycell-test-deleg-{os.getpid()}"
     deleg.mkdir()
-    try:
-        def enter():
-            (deleg / "cgroup.procs").write_text("0")
+    return deleg
 
+
+def bomb_in(deleg, enter):
+    """pycell run's memory bomb from a child moved into DELEG by ENTER:
+    enforced by cgroup2, memory_limit; once pycell run has exited, its
+    teardown child (pycell-teardown, in the supervisor leaf) removes the
+    run's cgroup and exits too, leaving the leaf alone and empty."""
+    try:
         proc = subprocess.Popen([PYCELL, "run", "--json", "--memory", "48M", "-c", MEMORY_BOMB],
                                 env=pycell_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, preexec_fn=enter)
@@ -445,8 +448,6 @@ def test_v2_delegated_cgroup_gets_a_supervisor_leaf():
         res = json.loads(out)
         assert limit(res, "memory_bytes")["enforced_by"] == "cgroup2", (res, err)
         assert res["status"] == "memory_limit"
-        # pycell run has exited; its teardown child (pycell-teardown, in
-        # the supervisor leaf) removes the run's cgroup, then exits too
         deadline = time.monotonic() + 5
         while True:
             children = [p.name for p in deleg.iterdir() if p.is_dir()]
@@ -462,3 +463,44 @@ def test_v2_delegated_cgroup_gets_a_supervisor_leaf():
             if sub.is_dir():
                 sub.rmdir()
         deleg.rmdir()
+
+
+def test_v2_delegated_cgroup_gets_a_supervisor_leaf():
+    """pycell alone in a cgroup whose controllers it may hand on (what
+    systemd Delegate=yes gives a service): it moves itself into
+    <cgroup>/pycell-supervisor, enables memory/pids/cpu in <cgroup> and puts
+    each run beside it.  Runs only where our own cgroup2 already enables the
+    controllers for its children (the check-vm VM)."""
+    deleg = delegated_cgroup()
+
+    def enter():
+        (deleg / "cgroup.procs").write_text("0")
+    bomb_in(deleg, enter)
+
+
+CLONE_NEWNS, CLONE_NEWCGROUP = 0x00020000, 0x02000000
+MS_REC, MS_PRIVATE, MNT_DETACH = 0x4000, 0x40000, 2
+
+
+def test_v2_delegated_cgroup_seen_from_a_cgroup_namespace():
+    """The same cgroup as a container on cgroup v2 sees its own (podman's,
+    Docker's and Kubernetes' default there): a cgroup namespace rooted at
+    it and a cgroup2 mount of that namespace, so /proc/self/cgroup says
+    "0::/".  That "/" is not the host's root cgroup (it has cgroup.type,
+    which only a real root lacks): pycell takes it as the delegated cgroup
+    it is, and the memory bomb ends as memory_limit.  (Before: "pycell runs
+    in the root cgroup", nothing enforced.)"""
+    deleg = delegated_cgroup()
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def enter():
+        (deleg / "cgroup.procs").write_text("0")
+        for ok in (libc.unshare(CLONE_NEWCGROUP | CLONE_NEWNS) == 0,
+                   libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None) == 0,
+                   libc.umount2(b"/sys/fs/cgroup", MNT_DETACH) == 0,
+                   libc.mount(b"cgroup2", b"/sys/fs/cgroup", b"cgroup2", 0, None) == 0):
+            if not ok:
+                raise OSError(ctypes.get_errno(), "the cgroup namespace and its cgroup2 mount")
+        if Path("/proc/self/cgroup").read_text() != "0::/\n":
+            raise OSError(0, "not at the root of a cgroup namespace")
+    bomb_in(deleg, enter)
