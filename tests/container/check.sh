@@ -24,7 +24,8 @@
 # last check holds the host's links, routes, firewall and forwarding to
 # what they were.  The memory bomb is not tested here: this host's cgroups
 # (v1, hybrid) cannot be delegated to a container, and pycell says so in
-# every run's result (checked below).
+# every run's result (checked below); make check-vm runs this image on
+# cgroup v2 with a delegated cgroup, where it is (tests/vm/container.sh).
 # Prints "container: N passed, M failed" last.
 set -uo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)

@@ -7,7 +7,8 @@
 # VM, cgroup2 is mounted with memory, pids and cpu enabled for children of
 # the root cgroup (what a systemd host with cgroup v2 gives a service), and
 # the limit tests run there: tests/unit/test_cgroup and the pytest files in
-# $PYCELL_VM_TESTS.  The VM's console is copied to stdout and to
+# $PYCELL_VM_TESTS, then pycell's container image with a delegated cgroup
+# (tests/vm/container.sh).  The VM's console is copied to stdout and to
 # $PYCELL_VM_LOG.
 #
 # The kernel comes from the Debian package linux-image-amd64 depends on,
@@ -29,6 +30,12 @@
 #   PYCELL_VM_LOG      console log (default $PYCELL_BUILDDIR/tests/vm/check-vm.log)
 #   PYCELL_VM_APPEND   kernel arguments instead of "quiet loglevel=3" (debugging)
 #   PYCELL_VM_TSC_KHZ  the host's TSC rate (default: "cpu MHz" of /proc/cpuinfo)
+#   PYCELL_VM_IMAGE    pycell's container image (default localhost/pycell:check,
+#                      the one make check-container builds): in "tests" mode
+#                      its file system is exported (podman export, cached
+#                      in $PYCELL_VM_CACHE by image id) and run in the VM by
+#                      tests/vm/container.sh; "none", or no podman or no such
+#                      image: not run, saying why
 #   PYCELL_VM_MODE     "tests" (default: the above) or "systemd": boot the
 #                      host's systemd as the VM's pid 1 with contrib/systemd/'s
 #                      units and run tests/vm/systemd-test.sh under it (log
@@ -137,12 +144,39 @@ chmod 755 "$stage/init"
 cp "$kroot/modules/"* "$stage/modules/"
 mknod "$stage/dev/console" c 5 1 2>/dev/null || true
 
+# ------------------------------------------------------------ the image
+rootfs=
+image=${PYCELL_VM_IMAGE:-localhost/pycell:check}
+if [ "$mode" != tests ] || [ "$image" = none ]; then
+	:
+elif ! command -v podman >/dev/null 2>&1 || ! id=$(podman image inspect -f '{{.Id}}' "$image" 2>/dev/null); then
+	say "SKIP: the container on cgroup v2: no image $image (make check-container builds it)"
+else
+	rootfs=$cache/rootfs-$id
+	if [ ! -d "$rootfs" ]; then
+		rm -rf "$cache"/rootfs-*
+		cid=$(podman create -q --entrypoint /bin/true "$image") || hard "podman create $image failed"
+		mkdir "$rootfs.tmp"
+		podman export "$cid" | tar -C "$rootfs.tmp" -xf - || { podman rm -f "$cid" >/dev/null; hard "podman export $image failed"; }
+		podman rm -f "$cid" >/dev/null
+		# what podman run --rootfs makes in the root unless it is there
+		# (it is read-only in the VM)
+		[ -e "$rootfs.tmp/etc/mtab" ] || [ -L "$rootfs.tmp/etc/mtab" ] || ln -s ../proc/self/mounts "$rootfs.tmp/etc/mtab"
+		for f in etc/hosts etc/hostname etc/resolv.conf run/.containerenv; do
+			[ -e "$rootfs.tmp/$f" ] || : >"$rootfs.tmp/$f"
+		done
+		mv "$rootfs.tmp" "$rootfs"
+	fi
+	say "the container on cgroup v2: $image's file system, $rootfs"
+fi
+
 cat >"$stage/vm.conf" <<EOF
 TREE='$top'
 BUILD='$build'
 TESTS='$tests'
 PYTEST_ARGS='${PYCELL_VM_PYTEST_ARGS:-}'
 MODE='$mode'
+ROOTFS='$rootfs'
 EOF
 (cd "$stage" && find . | "$busybox" cpio -o -H newc -R 0:0 2>/dev/null) | gzip -1 >"$work/initrd.gz"
 

@@ -4,13 +4,15 @@
 # enabled for children of the root cgroup, then the limit tests.  Ends with
 # the line "PYCELL-VM-EXIT <status>" that check-vm.sh reads, and powers off.
 # Arguments: source tree, build tree, pytest files, extra pytest arguments,
-# and the mode: "systemd" hands over to tests/vm/systemd-boot.sh once the
-# tmpfs mounts are made.
+# the mode: "systemd" hands over to tests/vm/systemd-boot.sh once the
+# tmpfs mounts are made, and the file system of pycell's container image
+# (tests/vm/container.sh runs it after the tests; none: not run).
 TREE=$1
 BUILD=$2
 TESTS=$3
 ARGS=$4
 MODE=${5:-tests}
+ROOTFS=${6:-}
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export HOME=/tmp TMPDIR=/tmp LANG=C.UTF-8 PYTHONDONTWRITEBYTECODE=1
 
@@ -87,4 +89,7 @@ done
 prc=$?
 echo "PYCELL-VM-SUMMARY pytest exit $prc"
 [ $prc -eq 0 ] || rc=1
+if [ -n "$ROOTFS" ]; then
+	sh "$TREE/tests/vm/container.sh" "$TREE" "$ROOTFS" || rc=1
+fi
 finish $rc

@@ -40,4 +40,4 @@ mount -t sysfs sysfs /newroot/sys
 mount -t devtmpfs devtmpfs /newroot/dev
 umount /proc /sys
 umount -l /dev
-exec switch_root /newroot /bin/sh "$TREE/tests/vm/guest.sh" "$TREE" "$BUILD" "$TESTS" "$PYTEST_ARGS" "$MODE"
+exec switch_root /newroot /bin/sh "$TREE/tests/vm/guest.sh" "$TREE" "$BUILD" "$TESTS" "$PYTEST_ARGS" "$MODE" "$ROOTFS"
