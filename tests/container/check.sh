@@ -146,18 +146,29 @@ check "seccomp.py: a bad input is refused, naming the file" sh -c \
 SEC="--security-opt seccomp=$work/seccomp.json"
 UNMASK="--security-opt systempaths=unconfined"
 LEAST="--cap-drop ALL --read-only --tmpfs /tmp"
-out=$(podman run --rm $SEC $UNMASK $LEAST "$IMAGE" run -c 'print("hello")' 2>/dev/null); rc=$?
-check "a run with README's flags: exit 0, \"hello\"" test "$rc:$out" = "0:hello"
-out=$(podman run --rm $SEC $UNMASK $LEAST "$IMAGE" run --warm -c 'import socket; print(socket.gethostname())' 2>/dev/null); rc=$?
-check "a warm run: exit 0, the jail's hostname" test "$rc:$out" = "0:pycell"
-err=$(podman run --rm $UNMASK $LEAST "$IMAGE" run -c 'print(1)' 2>&1 >/dev/null); rc=$?
-check "the runtime's default profile stops the jail: exit 125, sethostname refused" \
-	sh -c "[ $rc = 125 ] && echo \"\$1\" | grep -q 'sethostname pycell: Operation not permitted'" - "$err"
-err=$(podman run --rm $SEC $LEAST "$IMAGE" run -c 'print(1)' 2>&1 >/dev/null); rc=$?
-check "a masked /proc stops the jail: exit 125, mount proc refused" \
-	sh -c "[ $rc = 125 ] && echo \"\$1\" | grep -q 'mount proc on /newroot/proc: Operation not permitted'" - "$err"
-out=$(podman run --rm $SEC $UNMASK $LEAST "$IMAGE" doctor 2>&1); rc=$?
-check "pycell doctor: runs can be jailed" sh -c "[ $rc = 0 ] && echo \"\$1\" | grep -q '^runs can be jailed on this host'" - "$out"
+# README's flags under one runtime: RUN (a command taking `podman run`'s
+# arguments: podman's, the rootless user's, Docker's) with SECOPT (the
+# profile made from its default): a cold and a warm run, each flag shown
+# needed (REFUSED: what the jail's error names when the runtime's default
+# profile is used instead, said as WHY), and doctor.  Also used by
+# tests/container/rootless.sh and docker.sh.
+flag_checks() {
+	local run=$1 sec=$2 refused=$3 why=$4 out err rc
+	out=$($run --rm $sec $UNMASK $LEAST "$IMAGE" run -c 'import os; print("hello", os.getuid())' 2>/dev/null); rc=$?
+	check "a run with README's flags: exit 0, \"hello\" from the jail's uid 1000" test "$rc:$out" = "0:hello 1000"
+	out=$($run --rm $sec $UNMASK $LEAST "$IMAGE" run --warm -c 'import socket; print(socket.gethostname())' 2>/dev/null); rc=$?
+	check "a warm run: exit 0, the jail's hostname" test "$rc:$out" = "0:pycell"
+	err=$($run --rm $UNMASK $LEAST "$IMAGE" run -c 'print(1)' 2>&1 >/dev/null); rc=$?
+	check "the runtime's default profile stops the jail: exit 125, $why" \
+		sh -c "[ $rc = 125 ] && echo \"\$1\" | grep -q '$refused'" - "$err"
+	err=$($run --rm $sec $LEAST "$IMAGE" run -c 'print(1)' 2>&1 >/dev/null); rc=$?
+	check "a masked /proc stops the jail: exit 125, mount proc refused" \
+		sh -c "[ $rc = 125 ] && echo \"\$1\" | grep -q 'mount proc on /newroot/proc: Operation not permitted'" - "$err"
+	out=$($run --rm $sec $UNMASK $LEAST "$IMAGE" doctor 2>&1); rc=$?
+	check "pycell doctor: runs can be jailed" sh -c "[ $rc = 0 ] && echo \"\$1\" | grep -q '^runs can be jailed on this host'" - "$out"
+}
+podman_run() { podman run "$@"; }
+flag_checks podman_run "$SEC" 'sethostname pycell: Operation not permitted' "sethostname refused"
 out=$(podman run --rm $SEC $UNMASK $LEAST "$IMAGE" run --json -c 'print(1)' 2>/dev/null)
 check "a run's result says the memory limit is not enforced (no cgroup delegated here)" python3 -c '
 import json, sys
