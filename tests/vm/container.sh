@@ -53,7 +53,7 @@ while True:
     chunks.append(bytearray(1 << 20))'
 # README's flags; --rootfs takes no image configuration: its user and
 # environment are given as the Containerfile sets them
-# (the hooks above are for a container with DELEG's annotation only)
+# (the hooks above are for a container with the annotation EXTRA gives)
 ctr() { podman run --rm --user 999:999 --env PYCELL_CACHE_DIR=/tmp/pycell-cache \
 	--security-opt seccomp="$W/seccomp.json" --security-opt systempaths=unconfined \
 	--cap-drop ALL --read-only --tmpfs /tmp $EXTRA --rootfs "$ROOTFS" "$@"; }
