@@ -54,6 +54,13 @@ chmod 711 "$work"
 IMAGE=localhost/pycell:check
 BASE=localhost/pycell-base:bookworm
 added_subid=
+# podman's cgroupfs manager makes libpod_parent at the root of each
+# hierarchy, a cgroup for conmon in it and, in the unified one, one per
+# pod, and leaves them: what this check added is removed after it
+podman_cgroups() { find /sys/fs/cgroup -path '*/libpod_parent*' -type d 2>/dev/null | sort; }
+cg_before=$(podman_cgroups)
+podman_cgroups_added() { comm -13 <(echo "$cg_before") <(podman_cgroups); }
+remove_podman_cgroups() { podman_cgroups_added | sort -r | while read -r d; do rmdir "$d" 2>/dev/null; done; }
 cleanup() {
 	declare -F docker_stop >/dev/null && docker_stop
 	declare -F rootless_stop >/dev/null && rootless_stop
@@ -64,6 +71,7 @@ cleanup() {
 	if [ -n "$added_subid" ]; then
 		sed -i '/^containers:2147483647:2147483648$/d' /etc/subuid /etc/subgid
 	fi
+	remove_podman_cgroups
 	rm -rf "$work"
 }
 trap cleanup EXIT
@@ -283,5 +291,8 @@ check "and no pod or container" sh -c "[ -z \"\$(podman pod ps -q --filter name=
 	[ -z \"\$(podman ps -aq --filter name=pycell-r)\" ]"
 podman volume rm -f run-r0 tmp-r0 run-r1 tmp-r1 run-r2 tmp-r2 >/dev/null 2>&1
 podman rmi localhost/pycell:0.1.0 >/dev/null 2>&1
+remove_podman_cgroups
+check "the cgroups podman made and left (libpod_parent, conmon's, the pods') removed" \
+	test -z "$(podman_cgroups_added | tee /dev/stderr)"
 check "the host's links, routes, firewall and forwarding are as they were" test "$(host_net)" = "$net_before"
 finish
