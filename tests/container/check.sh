@@ -291,7 +291,8 @@ check "and no pod or container" sh -c "[ -z \"\$(podman pod ps -q --filter name=
 	[ -z \"\$(podman ps -aq --filter name=pycell-r)\" ]"
 podman volume rm -f run-r0 tmp-r0 run-r1 tmp-r1 run-r2 tmp-r2 >/dev/null 2>&1
 podman rmi localhost/pycell:0.1.0 >/dev/null 2>&1
-remove_podman_cgroups
+# (a conmon may take a moment to leave its cgroup)
+for _ in $(seq 25); do remove_podman_cgroups; [ -z "$(podman_cgroups_added)" ] && break; sleep 0.2; done
 check "the cgroups podman made and left (libpod_parent, conmon's, the pods') removed" \
 	test -z "$(podman_cgroups_added | tee /dev/stderr)"
 check "the host's links, routes, firewall and forwarding are as they were" test "$(host_net)" = "$net_before"
