@@ -208,22 +208,34 @@ check "no token file given: pycell serve stops at once, naming it" \
 # the token file as README gives it: the pycell user's (999), 0600, bound
 # read-only (podman 4.3 cannot mount a --secret on a read-only root)
 install -o 999 -g 999 -m 0600 "$work/tokens.json" "$work/tokens-999.json"
-podman run -d --name pycell-check-serve $SEC $UNMASK $LEAST \
-	-v "$work/tokens-999.json:/run/secrets/pycell-tokens:ro" "$IMAGE" >"$work/serve.id" 2>&1 ||
-	cat "$work/serve.id"
-pid=$(podman inspect -f '{{.State.Pid}}' pycell-check-serve 2>/dev/null)
 mcp() { python3 "$top/tests/container/mcpnet.py" "$@"; }
-check "ready: /healthz answers 200" mcp --pid "$pid" --wait-ready
-check "tools/call run_python with the token: ok, 42" mcp --pid "$pid" --token "$work/token" --expect-42
-check "without a token: 401" mcp --pid "$pid" --expect-401
-check "a session keeps its globals" mcp --pid "$pid" --token "$work/token" --session
-procs=$(cat /proc/"$pid"/task/*/children 2>/dev/null; echo "$pid")
-cid=$(podman inspect -f '{{.Id}}' pycell-check-serve)
-podman stop -t 45 pycell-check-serve >/dev/null
-check "SIGTERM: pycell serve exits 0" sh -c "[ \"\$(podman inspect -f '{{.State.ExitCode}}' pycell-check-serve)\" = 0 ]"
-podman rm pycell-check-serve >/dev/null
-check "the stop leaves no process" sh -c "for p in $procs; do [ ! -e /proc/\$p ] || exit 1; done"
-check "and no cgroup of the container" sh -c "[ -z \"\$(find /sys/fs/cgroup -maxdepth 4 -name '*$cid*' 2>/dev/null)\" ]"
+# pycell serve under one runtime: CLI (a command taking podman's or Docker's
+# subcommands) starts container NAME with README's flags, OPTS (its profile)
+# and the token file TOKENS bound read-only; ready, a call with the token
+# returning 42, MORE (a function given the server's pid) if any, then a stop
+# (SIGTERM) exiting 0 and leaving no process.  serve_cid: the container's id.
+# Also used by tests/container/rootless.sh and docker.sh.
+serve_checks() {
+	local cli=$1 name=$2 opts=$3 tokens=$4 more=${5:-} pid procs
+	$cli run -d --name "$name" $opts $UNMASK $LEAST \
+		-v "$tokens:/run/secrets/pycell-tokens:ro" "$IMAGE" >"$work/$name.id" 2>&1 || cat "$work/$name.id"
+	pid=$($cli inspect -f '{{.State.Pid}}' "$name" 2>/dev/null)
+	check "ready: /healthz answers 200" mcp --pid "$pid" --wait-ready
+	check "tools/call run_python with the token: ok, 42" mcp --pid "$pid" --token "$work/token" --expect-42
+	[ -z "$more" ] || $more "$pid"
+	procs=$(cat /proc/"$pid"/task/*/children 2>/dev/null; echo "$pid")
+	serve_cid=$($cli inspect -f '{{.Id}}' "$name" 2>/dev/null)
+	$cli stop -t 45 "$name" >/dev/null 2>&1
+	check "SIGTERM: pycell serve exits 0" test "$($cli inspect -f '{{.State.ExitCode}}' "$name" 2>/dev/null)" = 0
+	$cli rm "$name" >/dev/null 2>&1
+	check "the stop leaves no process" sh -c "for p in $procs; do [ ! -e /proc/\$p ] || exit 1; done"
+}
+more_serve_checks() {
+	check "without a token: 401" mcp --pid "$1" --expect-401
+	check "a session keeps its globals" mcp --pid "$1" --token "$work/token" --session
+}
+serve_checks podman pycell-check-serve "$SEC" "$work/tokens-999.json" more_serve_checks
+check "and no cgroup of the container" sh -c "[ -z \"\$(find /sys/fs/cgroup -maxdepth 4 -name '*$serve_cid*' 2>/dev/null)\" ]"
 
 echo "== compose.yaml"
 # podman-compose 1.0.3 always attaches a bridge network of its own (a bridge

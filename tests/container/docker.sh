@@ -71,17 +71,8 @@ docker_run() { $DOCKER run $DNET "$@"; }
 # Docker's default answers the jail's clone3 with ENOSYS (without CAP_SYS_ADMIN)
 flag_checks docker_run "$DSEC" 'clone3 into new namespaces: .*Function not implemented' "clone3 answered ENOSYS"
 
-$DOCKER run -d --name pycell-check-docker $DNET $DSEC $UNMASK $LEAST \
-	-v "$work/tokens-999.json:/run/secrets/pycell-tokens:ro" "$IMAGE" >"$dk/serve.id" 2>&1 ||
-	cat "$dk/serve.id"
-pid=$($DOCKER inspect -f '{{.State.Pid}}' pycell-check-docker 2>/dev/null)
-check "pycell serve under Docker ready: /healthz answers 200" mcp --pid "$pid" --wait-ready
-check "tools/call run_python with the token: ok, 42" mcp --pid "$pid" --token "$work/token" --expect-42
-procs=$(cat /proc/"$pid"/task/*/children 2>/dev/null; echo "$pid")
-$DOCKER stop -t 45 pycell-check-docker >/dev/null
-check "docker stop: pycell serve exits 0" sh -c "[ \"\$($DOCKER inspect -f '{{.State.ExitCode}}' pycell-check-docker)\" = 0 ]"
-$DOCKER rm pycell-check-docker >/dev/null
-check "the stop leaves no process" sh -c "for p in $procs; do [ ! -e /proc/\$p ] || exit 1; done"
+docker_cli() { $DOCKER "$@"; }
+serve_checks docker_cli pycell-check-docker "$DNET $DSEC" "$work/tokens-999.json"
 check "and no cgroup of the container" sh -c \
 	"[ -z \"\$(find /sys/fs/cgroup/*/${dk_cgroup#/} -mindepth 1 -type d 2>/dev/null)\" ]"
 docker_stop

@@ -47,18 +47,7 @@ flag_checks rl_run "$RSEC" 'sethostname pycell: Operation not permitted' "sethos
 # the token file as the container's uid 999 owns it: the user's subordinate
 # id 998 (the container's uid 0 is the user itself, 1.. its range)
 install -o $((RL_SUBID + 998)) -g $((RL_SUBID + 998)) -m 0600 "$work/tokens.json" "$rl/tokens-999.json"
-rlp run -d --name pycell-check-rootless $RSEC $UNMASK $LEAST \
-	-v "$rl/tokens-999.json:/run/secrets/pycell-tokens:ro" "$IMAGE" >"$rl/serve.id" 2>&1 ||
-	cat "$rl/serve.id"
-pid=$(rlp inspect -f '{{.State.Pid}}' pycell-check-rootless 2>/dev/null)
-check "pycell serve, rootless, ready: /healthz answers 200" mcp --pid "$pid" --wait-ready
-check "tools/call run_python with the token: ok, 42" mcp --pid "$pid" --token "$work/token" --expect-42
-procs=$(cat /proc/"$pid"/task/*/children 2>/dev/null; echo "$pid")
-rlp stop -t 45 pycell-check-rootless >/dev/null 2>&1
-rl_exit0() { [ "$(rlp inspect -f '{{.State.ExitCode}}' pycell-check-rootless 2>/dev/null)" = 0 ]; }
-check "podman stop: pycell serve exits 0" rl_exit0
-rlp rm pycell-check-rootless >/dev/null 2>&1
-check "the stop leaves no process" sh -c "for p in $procs; do [ ! -e /proc/\$p ] || exit 1; done"
+serve_checks rlp pycell-check-rootless "$RSEC" "$rl/tokens-999.json"
 rootless_stop
 check "the user's processes, ids and account removed" sh -c \
 	"! id '$RL_USER' >/dev/null 2>&1 && ! grep -q '^$RL_USER:' /etc/subuid /etc/subgid"
