@@ -160,8 +160,8 @@ static void on_sync(struct loop_watch *w, uint32_t events, void *data)
 	struct run *r = data;
 	struct jail_msg m;
 	for (;;) {
-		ssize_t n = recv(r->jail.sync_fd, &m, sizeof(m), MSG_DONTWAIT);
-		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		ssize_t n = jail_msg_recv(r->jail.sync_fd, &m);
+		if (n < 0 && errno == EAGAIN)
 			return;
 		if (n <= 0) {
 			unwatch_close(r, &r->w_sync, &r->jail.sync_fd);

@@ -1,9 +1,12 @@
 /* pycell: the warm request (run/warm_req.c): every member of struct
  * jail_spec has a row that says how a jail the zygote makes gets it, and
  * each row holds: what the request carries comes out of it equal, what
- * the zygote keeps is its own, what a warm jail never has is refused. */
+ * the zygote keeps is its own, what a warm jail never has is refused.
+ * And the jail's messages to the supervisor (jail_msg_recv). */
 #include "config.h"
 
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -273,6 +276,39 @@ START_TEST(test_never_rows_are_refused)
 }
 END_TEST
 
+/* A jail that fails a step sends its error and ends, perhaps before it
+ * read the supervisor's last message (the cgroups, jail_cgroups_done):
+ * the kernel then answers the supervisor's next recv with ECONNRESET,
+ * once, ahead of the error.  jail_msg_recv reads past it: the error, then
+ * the end.  (run.c took the reset for the end, and a missing interpreter
+ * came out as "killed" about one run in eight under ASan.) */
+START_TEST(test_a_reset_does_not_hide_the_error)
+{
+	struct jail_msg sent = { .type = JAIL_MSG_ERROR }, got;
+	int sv[2];
+
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+	snprintf(sent.err.step, sizeof(sent.err.step), "python");
+	ck_assert_int_eq(send(sv[1], &sent, sizeof(sent), 0), (ssize_t)sizeof(sent));
+	ck_assert_int_eq(send(sv[0], "c", 1, 0), 1); /* never read by the jail */
+	close(sv[1]);
+	ck_assert_int_eq(jail_msg_recv(sv[0], &got), (ssize_t)sizeof(got));
+	ck_assert_int_eq(got.type, JAIL_MSG_ERROR);
+	ck_assert_str_eq(got.err.step, "python");
+	ck_assert_int_eq(jail_msg_recv(sv[0], &got), 0);
+	close(sv[0]);
+
+	/* the kernel's side of it, so this test keeps testing something */
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+	ck_assert_int_eq(send(sv[1], &sent, sizeof(sent), 0), (ssize_t)sizeof(sent));
+	ck_assert_int_eq(send(sv[0], "c", 1, 0), 1);
+	close(sv[1]);
+	ck_assert_int_eq(recv(sv[0], &got, sizeof(got), MSG_DONTWAIT), -1);
+	ck_assert_int_eq(errno, ECONNRESET);
+	close(sv[0]);
+}
+END_TEST
+
 Suite *warm_suite(void)
 {
 	Suite *s = suite_create("warm");
@@ -280,6 +316,9 @@ Suite *warm_suite(void)
 	tcase_add_test(t, test_table_covers_the_spec);
 	tcase_add_test(t, test_every_row_holds_through_the_request);
 	tcase_add_loop_test(t, test_never_rows_are_refused, 0, (int)warm_n_members);
+	suite_add_tcase(s, t);
+	t = tcase_create("messages");
+	tcase_add_test(t, test_a_reset_does_not_hide_the_error);
 	suite_add_tcase(s, t);
 	return s;
 }
