@@ -858,15 +858,6 @@ int jail_clone(const struct jail_spec *s, struct jail *j, struct pc_err *err)
 	return 0;
 }
 
-ssize_t jail_msg_recv(int sync_fd, struct jail_msg *m)
-{
-	ssize_t n;
-	do
-		n = recv(sync_fd, m, sizeof(*m), MSG_DONTWAIT);
-	while (n < 0 && (errno == ECONNRESET || errno == EINTR));
-	return n;
-}
-
 int jail_cgroups_done(const struct jail *j, const int *tasks, int n, struct pc_err *err)
 {
 	if (send_fds(j->sync_fd, "c", 1, tasks, n) < 0 && errno != EPIPE && errno != ECONNRESET)
