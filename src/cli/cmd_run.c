@@ -294,7 +294,7 @@ int cmd_run(int argc, char **argv)
 		/* the cgroups' removals the loop was to finish, then nothing
 		 * but memory is left: the kernel frees it at once, where free()
 		 * through pages copied at the fork (a fault each) and the
-		 * libraries' exit handlers took some 2 ms of CPU a run.  A
+		 * libraries' exit handlers took 0.4 ms of CPU a run.  A
 		 * sanitizer build goes on, for LeakSanitizer's look at exit. */
 		cgroup_env_free(env.cgroups);
 		_exit(status);
