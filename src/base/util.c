@@ -378,6 +378,15 @@ int send_fds(int sock, const void *buf, size_t len, const int *fds, int n)
 	return sendmsg(sock, &mh, MSG_NOSIGNAL) == (ssize_t)len ? 0 : -1;
 }
 
+ssize_t recv_packet(int sock, void *buf, size_t len, int flags)
+{
+	ssize_t n;
+	do
+		n = recv(sock, buf, len, flags);
+	while (n < 0 && (errno == ECONNRESET || errno == EINTR));
+	return n;
+}
+
 ssize_t recv_fds(int sock, void *buf, size_t len, int *fds, int max, int *got)
 {
 	char ctl[CMSG_SPACE(sizeof(int) * FDS_MAX)];

@@ -164,6 +164,12 @@ int parse_uint(const char *s, unsigned long min, unsigned long max, unsigned lon
 /* One packet with n (at most FDS_MAX) fds over a unix socket (SCM_RIGHTS). */
 #define FDS_MAX 16
 int send_fds(int sock, const void *buf, size_t len, const int *fds, int n);
+/* recv(2) of one packet from a unix SEQPACKET socket, past what would
+ * hide its last packets: a peer that ended with a packet of ours unread
+ * makes the kernel answer ECONNRESET once, ahead of what the peer sent
+ * before it ended (a jail's setup error, python's last tool messages).
+ * The bytes, 0 at the end, or -1 with errno (EAGAIN, ...); EINTR retried. */
+ssize_t recv_packet(int sock, void *buf, size_t len, int flags);
 /* Receive one packet and up to max (at most FDS_MAX) fds, close-on-exec;
  * *got says how many.  More than max, or a truncated packet, is an error
  * (EPROTO) and every received fd is closed. */

@@ -101,14 +101,6 @@ struct jail_msg {
 	struct pc_err err;        /* JAIL_MSG_ERROR */
 };
 
-/* The next message on a jail's sync fd, without waiting: the bytes read
- * (sizeof(*m) for a whole message), 0 at its end, or -1 with errno
- * (EAGAIN: none yet).  A jail that ended with a message of ours unread
- * (jail_cgroups_done's) makes the kernel answer ECONNRESET once, ahead of
- * what the jail sent before it ended: that is read past, not taken for the
- * end, or a setup error would be lost. */
-ssize_t jail_msg_recv(int sync_fd, struct jail_msg *m);
-
 /* The most program bytes (all files) a ready jail takes. */
 #define JAIL_PARK_FILES_MAX (16u << 20)
 

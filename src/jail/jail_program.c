@@ -1,6 +1,5 @@
 /* pycell: a ready jail's program, the supervisor's and the zygote's side
- * (jail.h): the files packed in one memfd, handed to the jail, read back;
- * and the jail's messages, read by the supervisor. */
+ * (jail.h): the files packed in one memfd, handed to the jail, read back. */
 #include "config.h"
 
 #include <errno.h>
@@ -74,13 +73,4 @@ int jail_receive_program(int prog_fd, uint64_t *len, bool *linger)
 	*len = m.len;
 	*linger = m.linger == 1;
 	return fd;
-}
-
-ssize_t jail_msg_recv(int sync_fd, struct jail_msg *m)
-{
-	ssize_t n;
-	do
-		n = recv(sync_fd, m, sizeof(*m), MSG_DONTWAIT);
-	while (n < 0 && (errno == ECONNRESET || errno == EINTR));
-	return n;
 }

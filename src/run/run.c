@@ -160,7 +160,7 @@ static void on_sync(struct loop_watch *w, uint32_t events, void *data)
 	struct run *r = data;
 	struct jail_msg m;
 	for (;;) {
-		ssize_t n = jail_msg_recv(r->jail.sync_fd, &m);
+		ssize_t n = recv_packet(r->jail.sync_fd, &m, sizeof(m), MSG_DONTWAIT);
 		if (n < 0 && errno == EAGAIN)
 			return;
 		if (n <= 0) {
@@ -375,9 +375,9 @@ static void on_tool(struct loop_watch *w, uint32_t events, void *data)
 	struct run *r = data;
 	char *buf = xmalloc(TOOL_MSG_MAX + 1);
 	for (int i = 0; i < 64; i++) {
-		ssize_t n = recv(r->tool_fd, buf, TOOL_MSG_MAX + 1, MSG_DONTWAIT | MSG_TRUNC);
+		ssize_t n = recv_packet(r->tool_fd, buf, TOOL_MSG_MAX + 1, MSG_DONTWAIT | MSG_TRUNC);
 		json_t *msg, *method, *id;
-		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		if (n < 0 && errno == EAGAIN)
 			break;
 		/* SEQPACKET: 0 is an empty packet, or the end once the peer
 		 * hung up or shut down, which EPOLLIN alone does not say: ask */

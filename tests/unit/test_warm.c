@@ -2,7 +2,7 @@
  * jail_spec has a row that says how a jail the zygote makes gets it, and
  * each row holds: what the request carries comes out of it equal, what
  * the zygote keeps is its own, what a warm jail never has is refused.
- * And the jail's messages to the supervisor (jail_msg_recv). */
+ * And the jail's messages to the supervisor (recv_packet). */
 #include "config.h"
 
 #include <errno.h>
@@ -279,9 +279,10 @@ END_TEST
 /* A jail that fails a step sends its error and ends, perhaps before it
  * read the supervisor's last message (the cgroups, jail_cgroups_done):
  * the kernel then answers the supervisor's next recv with ECONNRESET,
- * once, ahead of the error.  jail_msg_recv reads past it: the error, then
+ * once, ahead of the error.  recv_packet reads past it: the error, then
  * the end.  (run.c took the reset for the end, and a missing interpreter
- * came out as "killed" about one run in eight under ASan.) */
+ * came out as "killed" about one run in eight under ASan.  The tool
+ * socket reads python's last messages the same way.) */
 START_TEST(test_a_reset_does_not_hide_the_error)
 {
 	struct jail_msg sent = { .type = JAIL_MSG_ERROR }, got;
@@ -292,10 +293,10 @@ START_TEST(test_a_reset_does_not_hide_the_error)
 	ck_assert_int_eq(send(sv[1], &sent, sizeof(sent), 0), (ssize_t)sizeof(sent));
 	ck_assert_int_eq(send(sv[0], "c", 1, 0), 1); /* never read by the jail */
 	close(sv[1]);
-	ck_assert_int_eq(jail_msg_recv(sv[0], &got), (ssize_t)sizeof(got));
+	ck_assert_int_eq(recv_packet(sv[0], &got, sizeof(got), MSG_DONTWAIT), (ssize_t)sizeof(got));
 	ck_assert_int_eq(got.type, JAIL_MSG_ERROR);
 	ck_assert_str_eq(got.err.step, "python");
-	ck_assert_int_eq(jail_msg_recv(sv[0], &got), 0);
+	ck_assert_int_eq(recv_packet(sv[0], &got, sizeof(got), MSG_DONTWAIT), 0);
 	close(sv[0]);
 
 	/* the kernel's side of it, so this test keeps testing something */
