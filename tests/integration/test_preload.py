@@ -69,27 +69,35 @@ def test_preloaded_modules_are_every_runs_and_sessions(policy_file):
 
 
 NUMPY_DRAWS = textwrap.dedent("""\
-    import numpy as np, tempfile
+    import numpy as np, random, secrets, tempfile, uuid
     [int(np.random.randint(0, 2**62)), int(np.random.default_rng().integers(0, 2**62)),
-     np.random.get_state()[1][:4].tolist(), next(tempfile._get_candidate_names())]
+     np.random.get_state()[1][:4].tolist(), str(np.random.SeedSequence().entropy),
+     next(tempfile._get_candidate_names()), random.getrandbits(62), secrets.token_hex(8), uuid.uuid4().hex]
     """)
+DRAWN = ("numpy.random", "default_rng", "RandomState's key", "SeedSequence's entropy", "tempfile's names",
+         "random", "secrets", "uuid4")
 
 
 def test_nothing_a_preloaded_module_drew_repeats(policy_file):
     """numpy's global RandomState is drawn at import, in the zygote: every
     clone reseeds it from the kernel (runtime/pycell/_warm.py's _reseed), as
-    tempfile's names; two warm runs and two sessions never draw the same."""
+    tempfile's names, and random is reseeded by its own at-fork hook; what
+    draws from the kernel at each call (default_rng, SeedSequence, secrets,
+    uuid4) is shown to as well: two warm runs and two sessions never draw the
+    same."""
     need_data_stack()
-    pol = policy_file({"python": {"preload": ["numpy", "tempfile"]}})
+    mods = ["numpy", "tempfile", "random", "secrets", "uuid"]
+    pol = policy_file({"python": {"preload": mods}})
     s = Mcp(["--policy", pol], pycell_env())
     try:
-        assert info(s)["preload"]["loaded"] == ["numpy", "tempfile"]
+        assert info(s)["preload"]["loaded"] == mods
         a, b = (s.run(NUMPY_DRAWS)["return_value"] for _ in range(2))
         sids = [s.call("tools/call", {"name": "session_open", "arguments": {}})["structuredContent"]["session_id"]
                 for _ in range(2)]
         c, d = (s.call("tools/call", {"name": "run_python", "arguments": {"code": NUMPY_DRAWS, "session_id": sid}})
                 ["structuredContent"]["return_value"] for sid in sids)
-        for i, what in enumerate(("numpy.random", "default_rng", "RandomState's key", "tempfile's names")):
+        assert len(a) == len(DRAWN), a
+        for i, what in enumerate(DRAWN):
             drawn = [json.dumps(x[i]) for x in (a, b, c, d)]
             assert len(set(drawn)) == 4, (what, drawn)
     finally:
