@@ -156,6 +156,8 @@ int cmd_mcp(int argc, char **argv)
 		conf_free(&conf);
 		return cli_input_error("mcp", &err);
 	}
+	/* the session's jails and its sessions need descriptors */
+	cli_raise_nofile("mcp", env.policy.sessions.max);
 	if (o.warm > 0 || (o.warm == 0 && conf.warm_enabled)) {
 		/* a zygote that cannot start leaves the server on cold starts */
 		if (run_env_warm(&env, &err) < 0)

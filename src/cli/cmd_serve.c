@@ -630,7 +630,7 @@ int cmd_serve(int argc, char **argv)
 	const char **names = NULL;
 	struct front_signals sigs;
 	bool blocked = false;
-	struct rlimit nofile;
+	unsigned long sessions = 0;
 	size_t n = 0;
 	int rc, sock;
 
@@ -679,12 +679,10 @@ int cmd_serve(int argc, char **argv)
 		rc = cli_input_error("serve", &err);
 		goto out;
 	}
-	/* connections and jails need descriptors: the soft limit goes up to
-	 * the hard one */
-	if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
-		nofile.rlim_cur = nofile.rlim_max;
-		setrlimit(RLIMIT_NOFILE, &nofile);
-	}
+	/* connections, jails and sessions need descriptors */
+	for (size_t i = 0; i < n; i++)
+		sessions += envs[i]->policy.sessions.max;
+	cli_raise_nofile("serve", sessions);
 
 	front_signals_block(&sigs);
 	blocked = true;

@@ -14,4 +14,13 @@ int cli_conf_setup(const char *path, struct pycell_conf *c, struct pc_err *err);
 /* Put c, already loaded (a reload's), in force. */
 void cli_conf_apply(const struct pycell_conf *c);
 
+/* What a server holds for each open session (pipes, sockets, timers, its
+ * pidfd, and its cgroup dirs: 14 with the v1 and v2 hierarchies both, as
+ * counted at 1,000 sessions; fewer on cgroup v2 alone). */
+#define SESSION_FDS 14
+/* A server's descriptors: the soft RLIMIT_NOFILE raised to the hard one,
+ * and a warning, naming what to raise, when that is still short of what
+ * `sessions` open sessions (the policies' sessions.max, summed) need. */
+void cli_raise_nofile(const char *cmd, unsigned long sessions);
+
 #endif

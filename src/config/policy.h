@@ -118,7 +118,10 @@ struct policy {
 
 	struct pkg_policy packages;
 
-	/* sessions: a jail with a live interpreter kept across cells */
+	/* sessions: a jail with a live interpreter kept across cells; at most
+	 * SESSIONS_MAX, the memory cgroups the kernel can number at once
+	 * (65,535 ids), each session's jail having one */
+#define SESSIONS_MAX 65535
 	struct session_limits {
 		uint32_t max;           /* open at once per server; 0: no sessions */
 		uint32_t max_per_client; /* open at once per client (token or connection) */

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import TOOLS, jail_procs, proc_status, run_jails
+from conftest import TOOLS, RawMcp, jail_procs, proc_status, run_jails
 from test_mcp_raw import Server
 from test_serve import serve, sha  # noqa: F401 (serve is a fixture)
 
@@ -480,3 +480,28 @@ def test_a_handle_works_only_for_the_token_that_opened_it(serve, tmp_path):  # n
     assert call(20, "session_list", {}, B)["structuredContent"] == {"sessions": []}
     assert [x["session_id"] for x in call(21, "session_list", {}, A)["structuredContent"]["sessions"]] == [sid]
     assert call(22, "session_close", {"session_id": sid}, A)["structuredContent"] == {"session_id": sid, "cells": 2}
+
+
+def test_a_server_has_the_descriptors_its_sessions_need(tmp_path):
+    """pycell mcp raises its soft RLIMIT_NOFILE to the hard one (a session
+    holds about 14 descriptors of the server's), says so when even that is
+    short of sessions.max, and a session past it fails to open naming why,
+    the server serving on and ending cleanly."""
+    pol = tmp_path / "sessions.json"
+    pol.write_text(json.dumps({"extends": "default", "sessions": {"max": 50, "max_per_client": 50}}))
+    s = RawMcp(["--policy", str(pol)], prefix=("prlimit", "--nofile=200:2000"))
+    with open(f"/proc/{s.p.pid}/limits") as f:
+        assert re.search(r"^Max open files +2000 +2000 ", f.read(), re.M)
+    assert b"open files" not in s.close()
+
+    s = RawMcp(["--policy", str(pol)], prefix=("prlimit", "--nofile=120:120"))
+    opened = 0
+    while (r := s.tool("session_open", {})).get("isError") is not True:
+        opened += 1
+        assert opened < 50, "every session opened with 120 descriptors"
+    assert opened > 0
+    assert r["content"][0]["text"].startswith("The session could not be opened: "), r
+    assert r["content"][0]["text"].endswith(": Too many open files"), r
+    err = s.close()
+    assert (b"pycell: warning: mcp: sessions.max (50 in all) needs about 956 open files (14 a session), and "
+            b"this process may open 120: sessions past that fail to open") in err

@@ -226,6 +226,10 @@ static const struct { const char *json; const char *msg; } bad[] = {
 	{ "{'tools': {'max_argument_bytes': '100'}}", "policy t.json: tools.max_argument_bytes: expected a size from 1K to 16M, got \"100\"" },
 	{ "{'tools': {'max_argument_bytes': 'big'}}", "policy t.json: tools.max_argument_bytes: expected a size such as 512M, got \"big\"" },
 	{ "{'tools': {'max_result_bytes': '1G'}}", "policy t.json: tools.max_result_bytes: expected a size from 1K to 64M, got \"1G\"" },
+	/* sessions: as many as the kernel numbers memory cgroups */
+	{ "{'sessions': {'max': 65536}}", "policy t.json: sessions.max: expected an integer from 0 to 65535, got 65536" },
+	{ "{'sessions': {'max_per_client': 0}}", "policy t.json: sessions.max_per_client: expected an integer from 1 to 65535, got 0" },
+	{ "{'sessions': {'max_per_client': 65536}}", "policy t.json: sessions.max_per_client: expected an integer from 1 to 65535, got 65536" },
 	/* identity */
 	{ "{'identity': 1000}", "policy t.json: identity: expected an object, got 1000" },
 	{ "{'identity': {'uid': 0}}", "policy t.json: identity.uid: expected an integer from 1 to 65534, got 0" },
