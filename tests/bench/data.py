@@ -11,12 +11,18 @@ Beside them, in the same run: bare python3 running the same code (one
 process per run, its imports included: what a user pays without pycell),
 and the floor, the same code exec'd in one python3 that has the modules
 imported already (what the cell's own work costs).  Ratios are to bare
-python3.  The session rows open N sessions on one `pycell mcp` (a policy
-that extends the one measured, with sessions.max N) and take the PSS of
-every process of every session's jail (/proc/PID/smaps_rollup) and the
-drop in MemAvailable, per session, idle and after a cell that imported
-pandas and built a small DataFrame.  Needs what bench.py needs, and
-python3-pandas and python3-matplotlib.
+python3.  The session rows open N sessions on one `pycell mcp` (or spread
+over --servers S of them; a policy that extends the one measured, with
+sessions.max N) and take the PSS of every process of every session's jail
+(/proc/PID/smaps_rollup) and the drop in MemAvailable, per session, idle
+and after a cell that imported pandas and built a small DataFrame, and the
+servers' descriptors per session; the opening stops early, and says so,
+when MemAvailable falls under --mem-floor.  10,000 sessions:
+
+    tests/bench/data.py --phases density --policies default --sessions 10000
+                        --servers 8 --pandas-sessions 0
+
+Needs what bench.py needs, and python3-pandas and python3-matplotlib.
 """
 
 import argparse
@@ -171,7 +177,7 @@ class Bench:
     def warm_cpu(self):
         out = {}
         n = self.args.cpu_runs
-        for pol in ("default", "data"):
+        for pol in self.args.policies:
             c = self.mcp(pol)
             try:
                 for _ in range(5):
@@ -189,41 +195,71 @@ class Bench:
 
     # ---------------------------------------------------------- session density
     def density(self):
-        """N idle sessions; then a pandas cell in K of them (K = min(N, 100):
-        a session that imported pandas without the preload holds 35 MiB,
-        and a thousand of those do not fit this machine)."""
+        """N idle sessions (fewer if MemAvailable falls to --mem-floor first:
+        the row says how many opened); then a pandas cell in K of them (K =
+        min(N, --pandas-sessions): a session that imported pandas without the
+        preload holds 35 MiB, and a thousand of those do not fit this
+        machine).  Also the server's open files per session and the time the
+        opening took."""
         n = self.args.sessions
-        k = min(n, 100)
+        nsrv = self.args.servers
         out = {}
-        for pol in ("default", "data"):
+        for pol in self.args.policies:
             path = self.tmp / (pol + "-sessions.json")
-            path.write_text(json.dumps({"extends": pol, "sessions": {"max": n, "max_per_client": n,
+            per = -(-n // nsrv)
+            path.write_text(json.dumps({"extends": pol, "sessions": {"max": per, "max_per_client": per,
                                                                         "idle_timeout": "1h"}}))
-            c = self.mcp(str(path))
+            servers = []
             try:
+                for _ in range(nsrv):
+                    servers.append(self.mcp(str(path)))
                 time.sleep(1)
+                pids = [c.proc.pid for c in servers]
                 avail0 = mem_available()
-                before = set(descendants(c.proc.pid))
+                fds0 = sum(len(os.listdir("/proc/%d/fd" % p)) for p in pids)
+                before = {p for q in pids for p in descendants(q)}
                 sids = []
-                for _ in range(n):
+                stopped = None
+                t0 = time.perf_counter()
+                for i in range(n):
+                    if mem_available() < self.args.mem_floor * MIB:
+                        stopped = "MemAvailable fell below %d MiB" % self.args.mem_floor
+                        break
+                    c = servers[i % nsrv]
                     _, res = c.request("tools/call", {"name": "session_open", "arguments": {}})
-                    sids.append(res["structuredContent"]["session_id"])
+                    if res.get("isError"):
+                        stopped = res["content"][0]["text"]
+                        break
+                    sids.append((c, res["structuredContent"]["session_id"]))
+                    if (i + 1) % 1000 == 0:
+                        print("sessions %s: %d open, MemAvailable %.0f MiB" % (pol, i + 1, mem_available() / MIB),
+                              file=sys.stderr)
+                open_s = time.perf_counter() - t0
+                m = len(sids)
+                if not m:
+                    raise BenchError("%s: no session opened: %s" % (pol, stopped))
                 time.sleep(2)
-                idle_pids = [p for p in descendants(c.proc.pid) if p not in before]
+                idle_pids = [p for q in pids for p in descendants(q) if p not in before]
                 avail1 = mem_available()
-                idle = {"pss": sum(pss(p) for p in idle_pids) / n, "avail": (avail0 - avail1) / n}
-                for sid in sids[:k]:
+                fds = (sum(len(os.listdir("/proc/%d/fd" % p)) for p in pids) - fds0) / m
+                idle = {"pss": sum(pss(p) for p in idle_pids) / m, "avail": (avail0 - avail1) / m}
+                k = min(m, self.args.pandas_sessions)
+                pandas = None
+                for c, sid in sids[:k]:
                     c.request("tools/call", {"name": "run_python", "arguments": {"code": SMALL_FRAME,
                                                                                  "session_id": sid}})
-                time.sleep(2)
-                after = [p for p in descendants(c.proc.pid) if p not in before]
-                # every session's processes now, less the idle ones' share
-                total = sum(pss(p) for p in after)
-                pandas = {"pss": (total - idle["pss"] * (n - k)) / k,
-                          "avail": idle["avail"] + (avail1 - mem_available()) / k}
-                out[pol] = {"n": n, "k": k, "idle": idle, "pandas": pandas, "procs": len(after)}
+                if k:
+                    time.sleep(2)
+                    after = [p for q in pids for p in descendants(q) if p not in before]
+                    # every session's processes now, less the idle ones' share
+                    total = sum(pss(p) for p in after)
+                    pandas = {"pss": (total - idle["pss"] * (m - k)) / k,
+                              "avail": idle["avail"] + (avail1 - mem_available()) / k}
+                out[pol] = {"n": m, "asked": n, "stopped": stopped, "k": k, "idle": idle, "pandas": pandas,
+                            "procs": len(idle_pids), "fds": fds, "open_s": open_s}
             finally:
-                c.close()
+                for c in servers:
+                    c.close()
             print("sessions %s: %s" % (pol, out[pol]), file=sys.stderr)
         return out
 
@@ -255,16 +291,25 @@ def report(args, rows, cpu, dens):
     for pol, v in cpu.items():
         L.append("| %s | %s | %s |" % (pol, fmt(v["cpu"]), fmt(v["wall"])))
     L.append("")
-    L.append("%d sessions on one `pycell mcp`: per session, the PSS of its jail's processes and the drop "
-             "in MemAvailable (page tables, namespaces, tmpfs and cgroups included), idle, and for %d of "
-             "them after a cell that imported pandas and built a 100-row DataFrame.\n"
-             % (args.sessions, min(args.sessions, 100)))
-    L.append("| policy | idle PSS | idle MemAvailable | pandas PSS | pandas MemAvailable |")
-    L.append("|---|---|---|---|---|")
-    for pol, v in dens.items():
-        L.append("| %s | %.1f MiB | %.1f MiB | %.1f MiB | %.1f MiB |" % (
-            pol, v["idle"]["pss"] / MIB, v["idle"]["avail"] / MIB, v["pandas"]["pss"] / MIB,
-            v["pandas"]["avail"] / MIB))
+    if dens:
+        L.append("%d sessions asked of %s: per session, the PSS of its jail's processes and the "
+                 "drop in MemAvailable (page tables, namespaces, tmpfs and cgroups included), idle, and for "
+                 "%d of them after a cell that imported pandas and built a 100-row DataFrame; the server's "
+                 "open files per session; the time to open them all, one after another.\n"
+                 % (args.sessions, "one `pycell mcp`" if args.servers == 1 else
+                    "%d `pycell mcp` servers (in turn)" % args.servers, min(args.sessions, args.pandas_sessions)))
+        L.append("| policy | sessions open | idle PSS | idle MemAvailable | pandas PSS | pandas MemAvailable | "
+                 "server fds | opened in |")
+        L.append("|---|---|---|---|---|---|---|---|")
+        for pol, v in dens.items():
+            pd_ = v["pandas"]
+            L.append("| %s | %d%s | %.1f MiB | %.1f MiB | %s | %s | %.1f | %.0f s |" % (
+                pol, v["n"], "" if v["n"] == v["asked"] else " of %d" % v["asked"], v["idle"]["pss"] / MIB,
+                v["idle"]["avail"] / MIB, "%.1f MiB" % (pd_["pss"] / MIB) if pd_ else "-",
+                "%.1f MiB" % (pd_["avail"] / MIB) if pd_ else "-", v["fds"], v["open_s"]))
+        for pol, v in dens.items():
+            if v["stopped"]:
+                L.append("\n%s stopped at %d sessions: %s" % (pol, v["n"], v["stopped"]))
     return "\n".join(L) + "\n"
 
 
@@ -276,8 +321,21 @@ def main():
     ap.add_argument("--quick", action="store_true", help="3 iterations, 10 sessions, 20 CPU runs")
     ap.add_argument("--phases", default="latency,cpu,density",
                     help="which tables (default latency,cpu,density)")
+    ap.add_argument("--policies", default="default,data",
+                    help="the policies of the cpu and density tables (default default,data)")
+    ap.add_argument("--pandas-sessions", type=int, default=100,
+                    help="sessions given the pandas cell in the density table (default 100; 0: none)")
+    ap.add_argument("--servers", type=int, default=1,
+                    help="pycell mcp servers the density table's sessions are spread over (default 1; a "
+                         "server holds about 14 open files a session, and its RLIMIT_NOFILE bounds them)")
+    ap.add_argument("--mem-floor", type=int, default=1024,
+                    help="MiB: the density table opens no more sessions once MemAvailable is below this "
+                         "(default 1024), and says so")
     ap.add_argument("--out", help="write the report here too (markdown)")
     args = ap.parse_args()
+    args.policies = [p for p in args.policies.split(",") if p]
+    if not set(args.policies) <= {"default", "data"}:
+        ap.error("--policies: default, data or both, got %s" % ",".join(args.policies))
     if args.quick:
         args.iterations, args.sessions, args.cpu_runs = 3, 10, 20
     if subprocess.run([PYTHON, "-c", "import numpy, pandas, matplotlib"], capture_output=True).returncode:

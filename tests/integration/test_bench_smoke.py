@@ -14,6 +14,7 @@ import pytest
 from conftest import DATADIR, PYCELL, REPO, check_no_leftovers, children_of, kill_tree
 
 BENCH = REPO / "tests" / "bench" / "bench.py"
+DATA = REPO / "tests" / "bench" / "data.py"
 PY = "/usr/bin/python3"
 NUM = r"-?\d+(?:\.\d+)?"
 
@@ -27,19 +28,19 @@ NOT_UNDER_SANITIZERS = pytest.mark.skipif(
     reason="sanitizer build: the benchmark's tables are the normal build's (the first CI stage fills them)")
 
 
-def bench(args, timeout=600):
+def bench(args, timeout=600, script=BENCH):
     env = dict(os.environ, PYCELL=PYCELL, PYCELL_DATADIR=DATADIR, PYTHONDONTWRITEBYTECODE="1")
     before = set(children_of(os.getpid()))
-    proc = subprocess.Popen([PY, str(BENCH), *args], env=env, stdout=subprocess.PIPE,
+    proc = subprocess.Popen([PY, str(script), *args], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, start_new_session=True)
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         kill_tree(proc.pid)
         out, err = proc.communicate()
-        raise AssertionError(f"bench.py {args} did not finish in {timeout} s; "
+        raise AssertionError(f"{script.name} {args} did not finish in {timeout} s; "
                              f"stderr {err[-3000:]!r}")
-    check_no_leftovers(before, "bench.py")
+    check_no_leftovers(before, script.name)
     return proc.returncode, out.decode(), err.decode()
 
 
@@ -259,3 +260,24 @@ def pycell_run_quiet(args):
     p = subprocess.run([PYCELL, *args], env=dict(os.environ, PYCELL_DATADIR=DATADIR), capture_output=True,
                        timeout=120)
     return p.returncode, p.stdout.decode(), p.stderr.decode().strip()
+
+
+@NOT_UNDER_SANITIZERS
+def test_data_density_over_two_servers():
+    """data.py's session table, its sessions spread over two servers and the
+    pandas cell in one of them: every session asked opened, a number in
+    every cell, the servers' descriptors per session counted."""
+    if subprocess.run([PY, "-c", "import numpy, pandas, matplotlib"], capture_output=True).returncode:
+        pytest.skip("the data stack is not installed for /usr/bin/python3 (python3-pandas, python3-matplotlib)")
+    rc, out, err = bench(["--quick", "--phases", "density", "--policies", "default", "--servers", "2",
+                          "--pandas-sessions", "1"], script=DATA)
+    assert rc == 0, err[-3000:]
+    rows = [line for line in out.splitlines() if line.startswith("| default |")]
+    assert len(rows) == 1, out
+    cells = [c.strip() for c in rows[0].strip().strip("|").split("|")]
+    assert len(cells) == 8 and cells[1] == "10", cells
+    for c in cells[2:6]:
+        assert re.fullmatch(NUM + " MiB", c), cells
+    assert re.fullmatch(NUM, cells[6]) and float(cells[6]) >= 7, cells
+    assert re.fullmatch(NUM + " s", cells[7]), cells
+    assert "stopped at" not in out, out
