@@ -334,8 +334,13 @@ def main():
     ap.add_argument("--out", help="write the report here too (markdown)")
     args = ap.parse_args()
     args.policies = [p for p in args.policies.split(",") if p]
-    if not set(args.policies) <= {"default", "data"}:
-        ap.error("--policies: default, data or both, got %s" % ",".join(args.policies))
+    if not args.policies or not set(args.policies) <= {"default", "data"}:
+        ap.error("--policies: default, data or both, got %r" % ",".join(args.policies))
+    for name in ("servers", "sessions", "cpu_runs"):
+        if getattr(args, name) < 1:
+            ap.error("--%s: at least 1, got %d" % (name.replace("_", "-"), getattr(args, name)))
+    if args.pandas_sessions < 0 or args.mem_floor < 0:
+        ap.error("--pandas-sessions and --mem-floor: 0 or more")
     if args.quick:
         args.iterations, args.sessions, args.cpu_runs = 3, 10, 20
     if subprocess.run([PYTHON, "-c", "import numpy, pandas, matplotlib"], capture_output=True).returncode:
