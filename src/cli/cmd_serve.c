@@ -404,6 +404,7 @@ static void reload(struct serve *s)
 	struct http_config hl = { 0 };
 	const char *tf;
 	size_t n = 0, n_new = 0;
+	unsigned long sessions = 0;
 
 	service_notify_reloading();
 	if (conf_load(s->o->config, &c, &err) < 0)
@@ -456,6 +457,11 @@ static void reload(struct serve *s)
 				log_error("serve: reload: policy %s: %s", s->ps[i].name, err.msg);
 		}
 	}
+	/* the policies' sessions.max may have grown: their descriptors, as at
+	 * start (a policy no longer named keeps the sessions it has) */
+	for (size_t i = 0; i < s->n_ps; i++)
+		sessions += s->ps[i].env->policy.sessions.max;
+	cli_raise_nofile("serve: reload", sessions);
 	http_limits(s, &c, &hl);
 	http_server_set_limits(s->http, &hl);
 	tokens_free(&s->toks);

@@ -1319,6 +1319,26 @@ def zygotes(pid):
     return out
 
 
+def test_a_reload_that_grows_sessions_max_counts_their_descriptors(serve, tmp_path):
+    """A reload whose policy allows more sessions raises the soft
+    RLIMIT_NOFILE to the hard one again and says, as at start, when even
+    that is short of what the sessions need (14 descriptors a session)."""
+    pol = tmp_path / "sessions.json"
+    pol.write_text(json.dumps({"extends": "default", "sessions": {"max": 5, "max_per_client": 5}}))
+    conf = tmp_path / "pycell.conf"
+    conf.write_text(json.dumps({"policy": str(pol), "http": {"listen": "127.0.0.1:0"}}))
+    s = serve("--config", str(conf))
+    assert b"open files" not in s.stderr()
+    subprocess.run(["prlimit", "--pid", str(s.proc.pid), "--nofile=200:300"], check=True)
+    pol.write_text(json.dumps({"extends": "default", "sessions": {"max": 100, "max_per_client": 100}}))
+    s.proc.send_signal(signal.SIGHUP)
+    wait_for(lambda: b"reload: no tokens" in s.stderr(), what="the reload")
+    assert (b"pycell: warning: serve: reload: sessions.max (100 in all) needs about 1656 open files "
+            b"(14 a session), and this process may open 300: sessions past that fail to open") in s.stderr()
+    with open(f"/proc/{s.proc.pid}/limits") as f:
+        assert re.search(r"^Max open files +300 +300 ", f.read(), re.M)
+
+
 @pytest.mark.parametrize("start", ["--cold", "--warm"])
 def test_sighup_rereads_the_configuration_and_the_policies(serve, tmp_path, start):
     """SIGHUP (systemctl reload) rereads the configuration, the token file
