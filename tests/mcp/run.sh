@@ -16,7 +16,9 @@
 #      and the SSE ones directly against `pycell serve`.
 # Installs the npm packages (package-lock.json) when node_modules is missing.
 # Env: PYCELL (default <top>/pycell), PYCELL_DATADIR (default <top>),
-# PYCELL_TEST_POLICY (optional policy for every server), PYCELL_MCP_SKIP_CONFORMANCE=1.
+# PYCELL_TEST_POLICY (optional policy for every server), PYCELL_MCP_SKIP_CONFORMANCE=1,
+# PYCELL_MCP_TESTS (names of test/*.test.js to run, e.g. "protocol sessions";
+# default all of them).
 # Exit: 0 pass, 1 a test failed, 77 skip (no node), 99 hard error.
 set -u
 
@@ -49,8 +51,22 @@ if [ ! -d node_modules/@modelcontextprotocol/sdk ] || [ ! -d node_modules/@model
 	rm -f npm-ci.log
 fi
 
+files=
+if [ -n "${PYCELL_MCP_TESTS:-}" ]; then
+	for name in $PYCELL_MCP_TESTS; do
+		if [ ! -f "test/$name.test.js" ]; then
+			echo "mcp: PYCELL_MCP_TESTS names '$name', but there is no test/$name.test.js" >&2
+			exit 99
+		fi
+		files="$files test/$name.test.js"
+	done
+	echo "mcp: the node suites of PYCELL_MCP_TESTS only:$files"
+else
+	files=$(echo test/*.test.js)
+fi
 rc=0
-node --test --test-concurrency=1 test/*.test.js || rc=1
+# shellcheck disable=SC2086 # a list of file names without blanks
+node --test --test-concurrency=1 $files || rc=1
 
 # The agent libraries and the conformance scenarios test what a client
 # sees, which warm or cold starts do not change: they run once, here, not

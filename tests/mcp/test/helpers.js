@@ -24,7 +24,7 @@ const POLICY = process.env.PYCELL_TEST_POLICY ? ["--policy", process.env.PYCELL_
 
 // PYCELL_MCP_FLAGS: more server options for every test, e.g. "--cold"
 // (run-cold.sh reruns the suites with every jail started anew).
-const FLAGS = (process.env.PYCELL_MCP_FLAGS || "").split(/\s+/).filter(Boolean);
+export const FLAGS = (process.env.PYCELL_MCP_FLAGS || "").split(/\s+/).filter(Boolean);
 
 // The tools pycell(1) lists in pycell mcp's section (".TP", then ".B name"),
 // in its order: what tools/list shows when the policy enables them all.
