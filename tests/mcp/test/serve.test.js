@@ -174,8 +174,8 @@ function rssKiB(pid) {
 }
 
 // PYCELL_SERVE_LOAD_CALLS: the calls of the load test (default 5000; CI's
-// first pass makes 2500, its sanitizer pass 500, with as many to warm up,
-// where LeakSanitizer and not the RSS watches for leaks).
+// first pass makes 2500, with as many to warm up; CI's sanitizer pass, where
+// LeakSanitizer and not the RSS watches for leaks, runs other suites).
 const CALLS = Number(process.env.PYCELL_SERVE_LOAD_CALLS || 5000);
 // The load test starts its server --warm whatever PYCELL_MCP_FLAGS say (the
 // last of --cold and --warm wins): in run-cold.sh's pass it would be the
