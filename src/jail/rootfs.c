@@ -233,10 +233,11 @@ static int build_dev(const struct policy *p, struct pc_err *err)
 		{ "fd", "/proc/self/fd" }, { "stdin", "/proc/self/fd/0" },
 		{ "stdout", "/proc/self/fd/1" }, { "stderr", "/proc/self/fd/2" },
 	};
+	/* a directory of the root tmpfs, read-only with it: a file system
+	 * less in every jail (each costs the kernel bookkeeping in every
+	 * memory cgroup, growing with the jails there are) */
 	if (mkdir(NEW "/dev", 0755) < 0)
 		return pc_syserr(err, "rootfs", "mkdir /dev");
-	if (tmpfs(NEW "/dev", 64 << 10, "0755", NULL, MS_NOEXEC, err) < 0)
-		return -1;
 	for (size_t i = 0; i < ARRAY_SIZE(devs); i++) {
 		char src[64];
 		snprintf(src, sizeof(src), "/dev/%s", devs[i]);
@@ -267,10 +268,10 @@ static int build_dev(const struct policy *p, struct pc_err *err)
 		if (tmpfs(NEW "/dev/shm", p->limits.tmp_bytes, "1777", NULL, MS_NOEXEC, err) < 0)
 			return -1;
 	}
-	return make_readonly(NEW "/dev", false, err);
+	return 0;
 }
 
-/* The program files into dir (the run dir's tmpfs), read-only. */
+/* The program files into dir (the run dir), read-only. */
 static int write_program(const char *dir, const struct jail_spec *s, struct pc_err *err)
 {
 	char path[PATH_MAX];
@@ -342,14 +343,11 @@ static int fonts_link(const struct policy *p, const char *name, struct pc_err *e
  * package bound read-only at lib/; the whole directory read-only.  A
  * ready jail's holds the runtime only: its python reads the program from
  * a memfd.  The font list's name, when one is bound, in font_list. */
+/* The run dir: a directory of the root tmpfs (rootfs_size counts its
+ * files), read-only with it. */
 static int build_run_dir(const struct jail_spec *s, char *font_list, size_t list_size, struct pc_err *err)
 {
-	uint64_t size = 64 << 10;
-	for (int i = 0; i < s->n_files; i++)
-		size += s->files[i].len + 4096;
 	if (mkdir_p(NEW JAIL_RUN_DIR, 0755, err) < 0)
-		return -1;
-	if (tmpfs(NEW JAIL_RUN_DIR, size, "0755", NULL, 0, err) < 0)
 		return -1;
 	if (write_program(NEW JAIL_RUN_DIR, s, err) < 0)
 		return -1;
@@ -357,9 +355,17 @@ static int build_run_dir(const struct jail_spec *s, char *font_list, size_t list
 		return -1;
 	if (s->packages_dir && bind_path(s->packages_dir, JAIL_PACKAGES_DIR, false, false, err) < 0)
 		return -1;
-	if (fonts_bind(s, font_list, list_size, err) < 0)
-		return -1;
-	return make_readonly(NEW JAIL_RUN_DIR, false, err);
+	return fonts_bind(s, font_list, list_size, err);
+}
+
+/* The root tmpfs: /etc's files, the mount points, and the run dir's
+ * program files. */
+static uint64_t rootfs_size(const struct jail_spec *s)
+{
+	uint64_t size = 1 << 20;
+	for (int i = 0; i < s->n_files; i++)
+		size += s->files[i].len + 4096;
+	return size;
 }
 
 static int pivot_root(const char *new_root, const char *put_old)
@@ -385,7 +391,7 @@ int rootfs_build(const struct jail_spec *s, uint32_t dns, struct pc_err *err)
 	if (chdir("/") < 0)
 		return pc_syserr(err, "rootfs", "chdir /");
 
-	if (tmpfs(NEW, 1 << 20, "0755", NULL, 0, err) < 0)
+	if (tmpfs(NEW, rootfs_size(s), "0755", NULL, 0, err) < 0)
 		return -1;
 	if (bind_path("/usr", "/usr", false, false, err) < 0)
 		return -1;

@@ -251,6 +251,36 @@ def test_old_root_detached():
     assert got.count("/") == 1
 
 
+def test_the_jail_mounts_six_file_systems_and_dev_and_the_run_dir_are_its_read_only_root():
+    """Every file system a jail mounts costs the kernel bookkeeping in every
+    memory cgroup, growing with the jails there are: a jail mounts six
+    (besides its binds), and /dev and /run/pycell are directories of the
+    read-only root, which nothing may write."""
+    got = probe("""
+        import json, os
+        fs = {}
+        for line in open("/proc/self/mountinfo"):
+            left, right = line.split(" - ")
+            f = left.split()
+            if f[3] == "/":    # a file system's own root, not a bind of a part of it
+                fs[f[4]] = [right.split()[0], f[2]]
+        writes = {}
+        for path in ("/dev/x", "/run/pycell/x", "/run/pycell/main.py", "/x"):
+            try:
+                open(path, "w").close()
+                writes[path] = 0
+            except OSError as e:
+                writes[path] = e.errno
+        print(json.dumps({"fs": fs, "writes": writes}))
+    """)
+    kinds = {m: v[0] for m, v in got["fs"].items()}
+    assert kinds == {"/": "tmpfs", "/dev/pts": "devpts", "/dev/shm": "tmpfs", "/proc": "proc",
+                     "/tmp": "tmpfs", "/workspace": "tmpfs"}
+    assert len({v[1] for v in got["fs"].values()}) == 6    # six superblocks
+    assert got["writes"] == {"/dev/x": errno.EROFS, "/run/pycell/x": errno.EROFS,
+                             "/run/pycell/main.py": errno.EROFS, "/x": errno.EROFS}
+
+
 def test_workspace_is_cwd_writable_and_fresh():
     # writes only where the cwd is /workspace, so a broken jail cannot
     # litter the directory pycell was started in
