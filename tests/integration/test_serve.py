@@ -34,7 +34,12 @@ class Serve:
             path.write_text(json.dumps({"tokens": tokens}))
             path.chmod(0o600)
             self.args += ["--tokens", str(path)]
-        self.errlog = open(tmp_path / "serve.err", "w+b") if tmp_path else subprocess.PIPE
+        # a file of this server's own, appended to: the server's writes
+        # share the file's offset with stderr()'s seek(0) and read, and
+        # would land at its start otherwise
+        if tmp_path:
+            (tmp_path / "serve.err").unlink(missing_ok=True)
+        self.errlog = open(tmp_path / "serve.err", "a+b") if tmp_path else subprocess.PIPE
         self.proc = subprocess.Popen([PYCELL, "serve", *self.args], stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL, stderr=self.errlog,
                                      env={**os.environ, "PYCELL_DATADIR": DATADIR})
@@ -1169,7 +1174,8 @@ def test_socket_activation_notify_watchdog_reload_and_stop(tmp_path, host_tmp, k
     else:
         path = str(host_tmp / "serve-activated.sock")
         addr, url = path, f"unix:{path}"
-    errlog = open(tmp_path / "serve.err", "w+b")
+    (tmp_path / "serve.err").unlink(missing_ok=True)
+    errlog = open(tmp_path / "serve.err", "a+b")
     proc = subprocess.Popen([SOCKET_ACTIVATE, "-l", addr, "-E", f"PYCELL_DATADIR={DATADIR}",
                              "-E", f"NOTIFY_SOCKET={notify.path}", "-E", "WATCHDOG_USEC=400000",
                              PYCELL, "serve", "--tokens", str(toks), "-v"],
@@ -1452,7 +1458,7 @@ os.makedirs("/run/systemd/journal", exist_ok=True)
 j = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
 j.bind("/run/systemd/journal/socket")
 j.settimeout(0.3)
-err = open(out + ".stderr", "w+b")
+err = open(out + ".stderr", "a+b")
 st = os.fstat(err.fileno())
 env = dict(os.environ, PYCELL_DATADIR=datadir, JOURNAL_STREAM=f"{st.st_dev}:{st.st_ino}")
 p = subprocess.Popen([pycell, "serve", "--listen", "127.0.0.1:0", "-v"], stderr=err, stdout=subprocess.DEVNULL,
