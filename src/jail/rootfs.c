@@ -340,11 +340,10 @@ static int fonts_link(const struct policy *p, const char *name, struct pc_err *e
 }
 
 /* /run/pycell: the program (and cell-mode variables), then the runtime
- * package bound read-only at lib/; the whole directory read-only.  A
- * ready jail's holds the runtime only: its python reads the program from
- * a memfd.  The font list's name, when one is bound, in font_list. */
-/* The run dir: a directory of the root tmpfs (rootfs_size counts its
- * files), read-only with it. */
+ * package bound read-only at lib/; a directory of the root tmpfs
+ * (rootfs_size counts its files), read-only with it.  A ready jail's
+ * holds the runtime only: its python reads the program from a memfd.  The
+ * font list's name, when one is bound, in font_list. */
 static int build_run_dir(const struct jail_spec *s, char *font_list, size_t list_size, struct pc_err *err)
 {
 	if (mkdir_p(NEW JAIL_RUN_DIR, 0755, err) < 0)
