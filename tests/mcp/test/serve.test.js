@@ -11,7 +11,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { Client as Client2, StreamableHTTPClientTransport as Transport2 } from "@modelcontextprotocol/client";
 
-import { alive, assertTickProgress, descendants, readyJails, startServe, tickCode, waitFor, TOOLS } from "./helpers.js";
+import { FLAGS, alive, assertTickProgress, descendants, readyJails, startServe, tickCode, waitFor, TOOLS } from "./helpers.js";
 
 const sleepCode = (s) => `import time\ntime.sleep(${s})`;
 
@@ -180,7 +180,7 @@ const CALLS = Number(process.env.PYCELL_SERVE_LOAD_CALLS || 5000);
 // The load test starts its server --warm whatever PYCELL_MCP_FLAGS say (the
 // last of --cold and --warm wins): in run-cold.sh's pass it would be the
 // same test again, three and a half minutes of it, so it runs once, in run.sh.
-const LOAD_SKIP = (process.env.PYCELL_MCP_FLAGS || "").split(/\s+/).includes("--cold") ?
+const LOAD_SKIP = FLAGS.includes("--cold") ?
   "run-cold.sh: the load test's server is --warm whatever the flags, so run.sh's pass is the one" : false;
 
 let loadRss = null;
