@@ -26,6 +26,15 @@ V = "2026-07-28"
 META = {"io.modelcontextprotocol/protocolVersion": V, "io.modelcontextprotocol/clientCapabilities": {}}
 
 
+def server_log(path):
+    """A file for a server's stderr, of this server's own (a second server
+    in the same directory gets a new one) and appended to: the server's
+    writes share the file's offset with a reader's seek(0), and would land
+    at its start otherwise."""
+    path.unlink(missing_ok=True)
+    return open(path, "a+b")
+
+
 class Serve:
     def __init__(self, *args, tokens=None, tmp_path=None):
         self.args = list(args)
@@ -34,12 +43,7 @@ class Serve:
             path.write_text(json.dumps({"tokens": tokens}))
             path.chmod(0o600)
             self.args += ["--tokens", str(path)]
-        # a file of this server's own, appended to: the server's writes
-        # share the file's offset with stderr()'s seek(0) and read, and
-        # would land at its start otherwise
-        if tmp_path:
-            (tmp_path / "serve.err").unlink(missing_ok=True)
-        self.errlog = open(tmp_path / "serve.err", "a+b") if tmp_path else subprocess.PIPE
+        self.errlog = server_log(tmp_path / "serve.err") if tmp_path else subprocess.PIPE
         self.proc = subprocess.Popen([PYCELL, "serve", *self.args], stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL, stderr=self.errlog,
                                      env={**os.environ, "PYCELL_DATADIR": DATADIR})
@@ -1174,8 +1178,7 @@ def test_socket_activation_notify_watchdog_reload_and_stop(tmp_path, host_tmp, k
     else:
         path = str(host_tmp / "serve-activated.sock")
         addr, url = path, f"unix:{path}"
-    (tmp_path / "serve.err").unlink(missing_ok=True)
-    errlog = open(tmp_path / "serve.err", "a+b")
+    errlog = server_log(tmp_path / "serve.err")
     proc = subprocess.Popen([SOCKET_ACTIVATE, "-l", addr, "-E", f"PYCELL_DATADIR={DATADIR}",
                              "-E", f"NOTIFY_SOCKET={notify.path}", "-E", "WATCHDOG_USEC=400000",
                              PYCELL, "serve", "--tokens", str(toks), "-v"],
