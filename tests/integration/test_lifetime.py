@@ -21,7 +21,7 @@ import time
 
 import pytest
 
-from conftest import (HOST_IS_ROOT, PYCELL, children_of, descendants, proc_stat, pycell_run,
+from conftest import (HOST_IS_ROOT, PYCELL, children_of, descendants, proc_stat, pycell_env, pycell_run,
                       reap_orphans, start_pycell)
 from test_limits import run_dir_parents, run_dirs_of
 from test_tools import Tools
@@ -290,3 +290,40 @@ def test_a_run_cgroup_of_a_live_supervisor_without_a_lock_is_left_alone():
         assert_served_and_left_alone(victim, dirs, "a live supervisor's run was killed")
     finally:
         remove_leftover(dirs, victim, owner)
+
+
+def test_a_live_supervisor_in_another_pid_namespace_keeps_its_runs():
+    """The real lock, not one the test takes: a `pycell run` in a pid
+    namespace of its own, whose pid is one that is free here (so its run
+    dirs are named after a pid the sweep finds gone), runs a jail that
+    sleeps; a `pycell run` here sweeps meanwhile; the first run's python is
+    not killed, because its supervisor holds the flock on every run dir of
+    its own (v2: the dir, v1: its tasks file) from creation to removal.
+    Then the next sweep here removes what that run left (its supervisor
+    was not pid 1 of its namespace, whose end killed the helper that
+    removes them)."""
+    parents = need_root_cgroups()
+    ns_pid = dead_pid()
+    code = "import time\ntime.sleep(4)\nprint('alive')\n"
+    # pid 1 of the namespace is sh; the pid it gives pycell is ns_last_pid + 1
+    sh = f'echo {ns_pid - 1} > /proc/sys/kernel/ns_last_pid && "$@"'
+    proc = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", "sh", "-c", sh, "sh", PYCELL, "run", "-c",
+                             code], env=pycell_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 10
+        while len(run_dirs_of([ns_pid])) < len(parents) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(run_dirs_of([ns_pid])) == len(parents), "no run cgroups named pycell-%d-N" % ns_pid
+        assert not alive([ns_pid])
+        rc, out, _ = pycell_run(["run", "-c", "print('served')"])
+        assert (rc, out) == (0, b"served\n")
+        out, err = proc.communicate(timeout=30)
+        assert (proc.returncode, out) == (0, b"alive\n"), err
+        rc, out, _ = pycell_run(["run", "-c", "print('served')"])
+        assert (rc, out) == (0, b"served\n")
+        assert run_dirs_of([ns_pid]) == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
