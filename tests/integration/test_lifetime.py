@@ -24,6 +24,7 @@ import pytest
 from conftest import (HOST_IS_ROOT, PYCELL, children_of, descendants, proc_stat, pycell_env, pycell_run,
                       reap_orphans, start_pycell)
 from test_limits import run_dir_parents, run_dirs_of
+from test_serve import wait_for
 from test_tools import Tools
 
 START = [pytest.param(("--cold",), id="cold"), pytest.param(("--warm",), id="warm")]
@@ -311,10 +312,7 @@ def test_a_live_supervisor_in_another_pid_namespace_keeps_its_runs():
                              code], env=pycell_env(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 10
-        while len(run_dirs_of([ns_pid])) < len(parents) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert len(run_dirs_of([ns_pid])) == len(parents), "no run cgroups named pycell-%d-N" % ns_pid
+        wait_for(lambda: len(run_dirs_of([ns_pid])) == len(parents), what="run cgroups named pycell-%d-N" % ns_pid)
         assert not alive([ns_pid])
         rc, out, _ = pycell_run(["run", "-c", "print('served')"])
         assert (rc, out) == (0, b"served\n")
