@@ -146,23 +146,23 @@ def _reseed():
         _reseed_numpy(m)
 
 
-def _reseed_numpy(random):
+def _reseed_numpy(np_random):
     """numpy's global RandomState given a Mersenne Twister state of the
     kernel's words, as numpy.random.seed() makes one from its 128 bits
     (the first word 0x80000000, so the state is never all zeros, the rest
     drawn, pos 624 and no Gaussian kept), but 19,936 bits straight from
     os.urandom: seed() draws through SeedSequence's Python-level mixing,
-    whose every object touched is a page copied in each clone (0.4 MiB of
-    an idle session's own memory, tests/bench/RESULTS-data.md).  seed()
+    whose every object touched is a page copied in each clone (an idle
+    data session's PSS 3.2 -> 2.9 MiB, tests/bench/RESULTS-data.md).  seed()
     still when the global generator refuses the state (one not MT19937)."""
     import array
     import os
     key = array.array("I", os.urandom(624 * 4))
     key[0] = 0x80000000
     try:
-        random.set_state(("MT19937", key, 624, 0, 0.0))
+        np_random.set_state(("MT19937", key, 624, 0, 0.0))
     except Exception:
-        random.seed()
+        np_random.seed()
 
 
 def preload_modules(names, own):
