@@ -55,6 +55,9 @@ static struct {
 	void (*ErrPrint)(void);
 	void (*DecRef)(void *);
 	const char *(*UnicodeAsUTF8)(void *);
+	unsigned (*TypeClearCache)(void);
+	void *(*ObjectMalloc)(size_t);
+	int (*DebugMallocStats)(FILE *); /* not the stable API: may be NULL */
 } py;
 
 /* The Python of warm starts is runtime/pycell/_warm.py (preload,
@@ -304,6 +307,89 @@ static void prime_after_fork(void)
 #endif
 }
 
+/* The free blocks of pymalloc's pools that hold objects, allocated and
+ * never freed.  A jail's python puts its new objects in those blocks
+ * first: one allocation in each of a hundred pools spread over the
+ * zygote's heap, each a page copied on write.  Filled, they make a jail's
+ * objects start pools of their own, a few pages.  The counts are from
+ * pymalloc's statistics table (class, size, pools, blocks used, blocks
+ * free), which an interpreter built without pymalloc does not print:
+ * then nothing is done.  At most FILL_MAX bytes, against a heap of mostly
+ * empty pools.  The bytes allocated. */
+#define FILL_MAX (16u << 20)
+static size_t fill_pools(void)
+{
+	char *buf = NULL, *line, *save = NULL;
+	size_t len = 0, bytes = 0;
+	bool table = false;
+	FILE *f;
+
+	if (!py.DebugMallocStats || !(f = open_memstream(&buf, &len)))
+		return 0;
+	if (py.DebugMallocStats(f) == 0) {
+		fclose(f);
+		free(buf);
+		return 0;
+	}
+	fclose(f);
+	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		unsigned cls, size;
+		unsigned long pools, used, avail;
+		if (!table) {
+			table = strncmp(line, "-----", 5) == 0;
+			continue;
+		}
+		if (sscanf(line, "%u %u %lu %lu %lu", &cls, &size, &pools, &used, &avail) != 5 || !size)
+			break;
+		for (; avail && bytes + size <= FILL_MAX; avail--, bytes += size)
+			py.ObjectMalloc(size);
+	}
+	free(buf);
+	return bytes;
+}
+
+/* The last of the zygote's start, once every module is in: what a jail's
+ * python would otherwise write to the zygote's pages in its first moments
+ * (each write a page copied into that jail, its own as long as it lives)
+ * is written here instead, once.
+ * - The interpreter's type-attribute cache (4,096 entries, each holding a
+ *   reference to an attribute name) is full of the names the preload
+ *   looked up; a jail's lookups evict them, each eviction a write to the
+ *   evicted name's reference count, on a page of its own.  Emptied, and
+ *   filled again by one more sample cell (pycell._cell.prime) and the
+ *   at-fork hooks with the names a jail looks up.
+ * - A collection, which also empties the interpreter's free lists
+ *   (tuples, floats, frames...) that a jail's first collection would
+ *   otherwise empty, writing to every page they lie on; the pools filled
+ *   (fill_pools); then gc.freeze(): what the zygote allocated is never
+ *   collected, so a collection in a run does not walk it and copy every
+ *   page of it.
+ * Measured (tests/bench/RESULTS-data.md): an idle session's python with
+ * the data stack copied 680 pages of the zygote before, 430 after. */
+static int settle(const char *runtime_dir, struct pc_err *err)
+{
+	void *prime = python_function("pycell._cell", "prime"), *res;
+	size_t filled;
+	if (!prime)
+		return pc_fail(err, EINVAL, "warm", "the pycell runtime in %s lacks pycell._cell.prime", runtime_dir);
+	py.TypeClearCache();
+	res = py.CallFunction(prime, NULL);
+	py.DecRef(prime);
+	if (!res) {
+		py.ErrPrint();
+		return pc_fail(err, EINVAL, "warm", "the sample cell failed (its traceback is on standard error)");
+	}
+	py.DecRef(res);
+	prime_after_fork();
+	if (py.RunSimpleStringFlags("__import__('gc').collect()\n", NULL) != 0)
+		return pc_fail(err, EINVAL, "warm", "gc.collect failed");
+	filled = fill_pools();
+	log_debug("zygote: %zu bytes of pymalloc's free blocks filled", filled);
+	if (py.RunSimpleStringFlags("__import__('gc').freeze()\n", NULL) != 0)
+		return pc_fail(err, EINVAL, "warm", "gc.freeze failed");
+	return 0;
+}
+
 static int load_python(const char *libname, const struct policy *p, const char *runtime_dir, const char *scratch,
 		       char **report, struct pc_err *err)
 {
@@ -330,7 +416,10 @@ static int load_python(const char *libname, const struct policy *p, const char *
 	SYM(ErrPrint, "PyErr_Print");
 	SYM(DecRef, "Py_DecRef");
 	SYM(UnicodeAsUTF8, "PyUnicode_AsUTF8");
+	SYM(TypeClearCache, "PyType_ClearCache");
+	SYM(ObjectMalloc, "PyObject_Malloc");
 #undef SYM
+	*(void **)&py.DebugMallocStats = dlsym(h, "_PyObject_DebugMallocStats");
 	/* the interpreter starts with the environment a cold run's python
 	 * sees, plus the flags' equivalents */
 	clearenv();
@@ -380,16 +469,7 @@ static int load_python(const char *libname, const struct policy *p, const char *
 	 * imports, which ran with the flags' equivalents too) */
 	if (set_cell_environment(p, err) < 0)
 		return -1;
-	prime_after_fork();
-	/* a collection first: it also empties the interpreter's free lists
-	 * (tuples, floats, frames...), which a jail's first collection (its
-	 * warm-up's, then each warm run's end) would otherwise empty, writing
-	 * to every page they lie on: an idle session's python held 0.1 MiB
-	 * more of its own without it (measured; the holes the collection
-	 * leaves cost less than that) */
-	if (py.RunSimpleStringFlags("__import__('gc').collect()\n__import__('gc').freeze()\n", NULL) != 0)
-		return pc_fail(err, EINVAL, "warm", "gc.freeze failed");
-	return 0;
+	return settle(runtime_dir, err);
 }
 
 /* The jails this zygote made that may still live, as pidfds: when the
