@@ -8,8 +8,8 @@
  *
  * libpython is loaded with dlopen, so the supervisor itself never maps it
  * (its RSS stays small) and no Python headers are needed to build: the
- * dozen functions used are declared below with their documented
- * signatures (stable C API). */
+ * functions used are declared below with their documented signatures
+ * (the stable C API, and pymalloc's statistics, which may be absent). */
 #include "config.h"
 
 #include <dlfcn.h>
