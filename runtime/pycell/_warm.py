@@ -7,8 +7,9 @@ the path it has in a jail (/run/pycell/lib/pycell/_warm.py) so tracebacks
 name no host path.  It is trusted code: it never runs a program itself,
 and it holds nothing of the supervisor (no configuration, no tokens).
 
-    preload(host, jail)   in the zygote: pycell, pycell._cell, pycell._session,
-                          and a first cell's setup (_cell.prime)
+    preload(host, jail)   in the zygote: pycell, pycell._cell, pycell._session
+                          (a first cell's setup, _cell.prime, is the zygote's
+                          last step: src/run/zygote.c settle)
     preload_modules(names) in the zygote: the policy's python.preload
     set_environment(env)  in the zygote: os.environ as a run's python has it
     script_prelude(path)  in a warm jail's python, before a script
@@ -46,8 +47,6 @@ def preload(host, jail=LIB):
     sys.modules["pycell"]._cell = sys.modules["pycell._cell"]
     sys.modules["pycell"]._session = sys.modules["pycell._session"]
     sys.modules["pycell"]._warm = sys.modules[__name__]
-    # and what a cell's first run makes, made once for every clone
-    sys.modules["pycell._cell"].prime()
 
 
 # What the zygote's environment says while the policy's modules load: the

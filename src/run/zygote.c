@@ -356,8 +356,9 @@ static size_t fill_pools(void)
  *   reference to an attribute name) is full of the names the preload
  *   looked up; a jail's lookups evict them, each eviction a write to the
  *   evicted name's reference count, on a page of its own.  Emptied, and
- *   filled again by one more sample cell (pycell._cell.prime) and the
- *   at-fork hooks with the names a jail looks up.
+ *   filled again by a sample cell (pycell._cell.prime, which also makes
+ *   what a cell's first run makes and keeps) and the at-fork hooks with
+ *   the names a jail looks up.
  * - A collection, which also empties the interpreter's free lists
  *   (tuples, floats, frames...) that a jail's first collection would
  *   otherwise empty, writing to every page they lie on; the pools filled
