@@ -226,6 +226,9 @@ def test_preload_names_what_a_policy_left_out(policy_file):
     if r.returncode != 0:
         pytest.skip("the data stack is not installed for /usr/bin/python3: the data policy's check is not "
                     "made here")
+    if os.environ.get("PYCELL_TEST_VM"):
+        pytest.skip("the check-vm VM: the data policy's zygote imports pandas for half a minute of emulated "
+                    "CPU there, and a preload does not depend on the cgroup version (the host's pass checks it)")
     rc, out, err = doctor("--json", "--policy", "data")
     pre = {c["name"]: c for c in json.loads(out)["checks"]}["preload"]
     assert (pre["status"], pre["detail"]) == ("ok", "policy data: all 3 modules imported by its zygote"), pre

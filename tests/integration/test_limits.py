@@ -374,10 +374,13 @@ def test_the_program_runs_in_every_run_cgroup(start):
 
 # ------------------------------------------------------- nothing left behind
 
-def test_200_runs_leave_no_cgroup_or_process():
+def test_many_runs_leave_no_cgroup_or_process():
     """200 runs, 4 at a time, mixing clean exits, fork bombs and memory bombs;
     afterwards no run cgroup of any of those supervisors exists and no
-    process of theirs is alive."""
+    process of theirs is alive.  In the check-vm VM (PYCELL_TEST_VM), 60
+    runs of the same mix: its emulated CPU took 94 s for 200 there, where
+    the cgroup v2 teardown it checks is the same at every run."""
+    runs = 60 if os.environ.get("PYCELL_TEST_VM") else 200
     jobs = [
         (["run", "--json", "-c", "pass"], "ok"),
         (["run", "--json", "--pids", "12", "-c", FORK_COUNT], "ok"),
@@ -396,15 +399,15 @@ def test_200_runs_leave_no_cgroup_or_process():
         return i, want, res, err
 
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
-        for i, want, res, err in pool.map(one, range(200)):
+        for i, want, res, err in pool.map(one, range(runs)):
             if want is None:   # the memory bomb: memory_limit where a cgroup enforces it
                 enforced = limit(res, "memory_bytes")["enforced_by"] in CGROUP_ENFORCERS
                 want = "memory_limit" if enforced else res["status"]
             assert res["status"] == want, (i, res["status"], err[-500:])
-    assert len(pids) == 200
+    assert len(pids) == runs
     # `pycell run` returns once the result is out; a child of it finishes
     # the teardown (cmd_run.c, teardown_later) within the grace
-    check_no_leftovers(before, "200 runs")
+    check_no_leftovers(before, f"{runs} runs")
     assert run_dirs_of(pids) == []
 
 
