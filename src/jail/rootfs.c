@@ -262,12 +262,35 @@ static int build_dev(const struct policy *p, struct pc_err *err)
 		return -1;
 	if (symlink("pts/ptmx", NEW "/dev/ptmx") < 0)
 		return pc_syserr(err, "rootfs", "symlink /dev/ptmx");
-	if (p->dev_shm) {
-		if (mkdir(NEW "/dev/shm", 01777) < 0)
-			return pc_syserr(err, "rootfs", "mkdir /dev/shm");
-		if (tmpfs(NEW "/dev/shm", p->limits.tmp_bytes, "1777", NULL, MS_NOEXEC, err) < 0)
-			return -1;
-	}
+	if (p->dev_shm && mkdir(NEW "/dev/shm", 01777) < 0)
+		return pc_syserr(err, "rootfs", "mkdir /dev/shm");
+	return 0;
+}
+
+/* /tmp, and /dev/shm with it: one tmpfs of limits.tmp (a file system
+ * less, as /dev's), mounted on the base tmpfs (detached with it) and
+ * bound at both places, each its own directory of it. */
+#define SHARED_TMP "/tmpfs"
+static int build_tmp(const struct policy *p, struct pc_err *err)
+{
+	struct mount_attr noexec = { .attr_set = MOUNT_ATTR_NOEXEC };
+	if (mkdir(NEW "/tmp", 01777) < 0)
+		return pc_syserr(err, "rootfs", "mkdir /tmp");
+	if (!p->dev_shm)
+		return tmpfs(NEW "/tmp", p->limits.tmp_bytes, "1777", NULL, 0, err);
+	if (mkdir(SHARED_TMP, 0755) < 0)
+		return pc_syserr(err, "rootfs", "mkdir in the base tmpfs");
+	if (tmpfs(SHARED_TMP, p->limits.tmp_bytes, "0755", NULL, 0, err) < 0)
+		return -1;
+	/* chmod: the umask takes the sticky and write bits from mkdir's */
+	if (mkdir(SHARED_TMP "/tmp", 0700) < 0 || chmod(SHARED_TMP "/tmp", 01777) < 0 ||
+	    mkdir(SHARED_TMP "/shm", 0700) < 0 || chmod(SHARED_TMP "/shm", 01777) < 0)
+		return pc_syserr(err, "rootfs", "mkdir /tmp and /dev/shm in their tmpfs");
+	if (do_mount(SHARED_TMP "/tmp", NEW "/tmp", NULL, MS_BIND, NULL, err) < 0 ||
+	    do_mount(SHARED_TMP "/shm", NEW "/dev/shm", NULL, MS_BIND, NULL, err) < 0)
+		return -1;
+	if (mount_setattr(AT_FDCWD, NEW "/dev/shm", 0, &noexec, sizeof(noexec)) < 0)
+		return pc_syserr(err, "mount", "make /dev/shm noexec");
 	return 0;
 }
 
@@ -403,10 +426,10 @@ int rootfs_build(const struct jail_spec *s, uint32_t dns, struct pc_err *err)
 		return pc_syserr(err, "rootfs", "mkdir /proc");
 	if (do_mount("proc", NEW "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL, err) < 0)
 		return -1;
-	if (mkdir(NEW "/tmp", 01777) < 0 || mkdir(NEW JAIL_WORKSPACE, 0755) < 0)
-		return pc_syserr(err, "rootfs", "mkdir /tmp, /workspace");
-	if (tmpfs(NEW "/tmp", p->limits.tmp_bytes, "1777", NULL, 0, err) < 0)
+	if (build_tmp(p, err) < 0)
 		return -1;
+	if (mkdir(NEW JAIL_WORKSPACE, 0755) < 0)
+		return pc_syserr(err, "rootfs", "mkdir /workspace");
 	if (tmpfs(NEW JAIL_WORKSPACE, p->limits.workspace_bytes, "0755", p, 0, err) < 0)
 		return -1;
 	for (size_t i = 0; i < p->n_binds; i++) {

@@ -251,34 +251,45 @@ def test_old_root_detached():
     assert got.count("/") == 1
 
 
-def test_the_jail_mounts_six_file_systems_and_dev_and_the_run_dir_are_its_read_only_root():
+def test_the_jail_mounts_five_file_systems_and_dev_and_the_run_dir_are_its_read_only_root():
     """Every file system a jail mounts costs the kernel bookkeeping in every
-    memory cgroup, growing with the jails there are: a jail mounts six
-    (besides its binds), and /dev and /run/pycell are directories of the
-    read-only root, which nothing may write."""
+    memory cgroup, growing with the jails there are: a jail mounts five
+    (besides its binds): /tmp and /dev/shm are two directories of one tmpfs
+    (its tmp and shm, apart: neither sees the other's files), and /dev and
+    /run/pycell are directories of the read-only root, which nothing may
+    write."""
     got = probe("""
         import json, os
         fs = {}
         for line in open("/proc/self/mountinfo"):
             left, right = line.split(" - ")
             f = left.split()
-            if f[3] == "/":    # a file system's own root, not a bind of a part of it
-                fs[f[4]] = [right.split()[0], f[2]]
+            # a file system's own root, not a bind of a part of it (but
+            # /tmp and /dev/shm, which are)
+            if f[3] == "/" or f[4] in ("/tmp", "/dev/shm"):
+                fs[f[4]] = [right.split()[0], f[2], f[3], "noexec" in f[5].split(",")]
         writes = {}
-        for path in ("/dev/x", "/run/pycell/x", "/run/pycell/main.py", "/x"):
+        for path in ("/dev/x", "/run/pycell/x", "/run/pycell/main.py", "/x", "/tmp/t", "/dev/shm/s"):
             try:
                 open(path, "w").close()
                 writes[path] = 0
             except OSError as e:
                 writes[path] = e.errno
-        print(json.dumps({"fs": fs, "writes": writes}))
+        print(json.dumps({"fs": fs, "writes": writes, "tmp": sorted(os.listdir("/tmp")),
+                          "shm": sorted(os.listdir("/dev/shm")), "sizes": [os.statvfs(d).f_blocks * os.statvfs(d).f_frsize
+                                                                           for d in ("/tmp", "/dev/shm")]}))
     """)
     kinds = {m: v[0] for m, v in got["fs"].items()}
     assert kinds == {"/": "tmpfs", "/dev/pts": "devpts", "/dev/shm": "tmpfs", "/proc": "proc",
                      "/tmp": "tmpfs", "/workspace": "tmpfs"}
-    assert len({v[1] for v in got["fs"].values()}) == 6    # six superblocks
+    assert len({v[1] for v in got["fs"].values()}) == 5    # five superblocks
+    fs = got["fs"]
+    assert fs["/tmp"][1] == fs["/dev/shm"][1] and (fs["/tmp"][2], fs["/dev/shm"][2]) == ("/tmp", "/shm"), fs
+    assert (fs["/tmp"][3], fs["/dev/shm"][3]) == (False, True), fs     # /dev/shm is noexec, as it was
+    assert got["sizes"] == [64 << 20, 64 << 20]      # limits.tmp, the two together
+    assert (got["tmp"], got["shm"]) == (["matplotlib", "t"], ["s"]), got
     assert got["writes"] == {"/dev/x": errno.EROFS, "/run/pycell/x": errno.EROFS,
-                             "/run/pycell/main.py": errno.EROFS, "/x": errno.EROFS}
+                             "/run/pycell/main.py": errno.EROFS, "/x": errno.EROFS, "/tmp/t": 0, "/dev/shm/s": 0}
 
 
 def test_workspace_is_cwd_writable_and_fresh():
