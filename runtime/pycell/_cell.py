@@ -29,6 +29,7 @@ _tool_fd = TOOL_FD   # where the value and blobs go; -1 in warm_up (nowhere)
 MAX_VALUE_BYTES = 1 << 20
 
 _source = None  # the cell's text, for tracebacks
+warmed = False  # whether this process ran warm_up (a ready jail made ahead of its cell)
 
 _PyCF_ONLY_AST = 0x400
 _PyCF_ALLOW_TOP_LEVEL_AWAIT = 0x2000
@@ -716,10 +717,12 @@ def warm_up():
     tmpfs, empty until the cell's files come."""
     # atexit and os: what finish and warm_main import; the first import of
     # a module in a process writes to its objects
+    global warmed
     import atexit  # noqa: F401
     import gc
     import os  # noqa: F401
     _sample_cell(True)
+    warmed = True
     sys.stdout.flush()
     sys.stderr.flush()
     gc.collect()

@@ -255,15 +255,16 @@ def script_prelude(warm_file):
     return 0
 
 
-def ready():
+def ready(warm=1):
     """In a ready jail before its cell arrives: what `python -c "import
     pycell._cell ..."` would have for sys.argv and sys.path[0] (os.environ
-    is the zygote's, set_environment's), then the cell runtime's warm-up.
-    0."""
+    is the zygote's, set_environment's), then, in a jail made ahead of its
+    request (warm), the cell runtime's warm-up.  0."""
     sys.argv[:] = ["-c"]
     sys.path.insert(0, "")
     _forget_lib()
-    sys.modules["pycell._cell"].warm_up()
+    if warm:
+        sys.modules["pycell._cell"].warm_up()
     return 0
 
 

@@ -247,7 +247,7 @@ int ts_resume_start(struct tool_session *p, struct pc_err *err)
 	mcp_run_request(s, &req, p->owner, true);
 	p->env = s->env;   /* its state runs under the policy in force now */
 	p->t_jail = now_ms();
-	p->live = session_open(s->loop, &req, mcp_pool_for(s, p->owner), ts_on_ready, ts_on_gone, p, err);
+	p->live = session_open(s->loop, &req, ts_on_ready, ts_on_gone, p, err);
 	if (!p->live) {
 		close(fd);
 		state_unclaim(s->cfg.state, p->id);
@@ -474,7 +474,7 @@ void mcp_tool_session_fork(const struct mcp_req *r, const json_t *args, const js
 		q->not_kept = steal_ptr(&rec.not_kept);
 	}
 	mcp_run_request(s, &req, principal, true);
-	q->live = session_open(s->loop, &req, mcp_pool_for(s, principal), ts_on_ready, ts_on_gone, q, &err);
+	q->live = session_open(s->loop, &req, ts_on_ready, ts_on_gone, q, &err);
 	if (!q->live) {
 		/* the source's snapshot goes on, into its own copy, for nobody */
 		ts_restore_failed(q, &err);

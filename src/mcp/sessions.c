@@ -171,7 +171,7 @@ static void on_packages(void *ctx, const char *dir, const struct pc_err *err)
 		mcp_run_request(s, &req, p->owner, true);
 		req.packages_dir = p->pkg_dir;
 		p->t_jail = now_ms();
-		p->live = session_open(s->loop, &req, NULL, ts_on_ready, ts_on_gone, p, &open_err);
+		p->live = session_open(s->loop, &req, ts_on_ready, ts_on_gone, p, &open_err);
 		err = p->live ? NULL : &open_err;
 	}
 	if (err) {
@@ -486,7 +486,7 @@ void mcp_tool_session_open(const struct mcp_req *r, const json_t *args, const js
 	if (n_pkgs)
 		p->pkg_op = packages_get(s->loop, &req, pkgs, n_pkgs, on_packages, p, &err);
 	else
-		p->live = session_open(s->loop, &req, mcp_pool_for(s, principal), ts_on_ready, ts_on_gone, p, &err);
+		p->live = session_open(s->loop, &req, ts_on_ready, ts_on_gone, p, &err);
 	if (!p->live && !p->pkg_op) {
 		TOOL_ERROR(r, "The session could not be opened: %s: %s", err.step, err.msg);
 		tool_session_free(p);

@@ -338,8 +338,8 @@ static void on_timer(struct loop_watch *w, uint32_t events, void *data)
 	(void)events;
 }
 
-struct session *session_open(struct loop *l, const struct run_request *q, struct run_pool *pool,
-			     session_ready_fn ready, session_gone_fn gone, void *ctx, struct pc_err *err)
+struct session *session_open(struct loop *l, const struct run_request *q, session_ready_fn ready,
+			     session_gone_fn gone, void *ctx, struct pc_err *err)
 {
 	struct session *s = xcalloc(1, sizeof(*s));
 	struct run_request req = *q;
@@ -380,8 +380,11 @@ struct session *session_open(struct loop *l, const struct run_request *q, struct
 	req.on_tool_message = on_tool_message;
 	req.on_tool_done = on_tool_done;
 	req.tool_ctx = s;
-	if (pool && !req.packages_dir && (s->run = run_pool_start(pool, &req)))
-		return s;
+	/* Not from the pool: its jails have warmed up for a run (pycell._cell.
+	 * warm_up), and an idle session would keep the pages that wrote, 0.25
+	 * MiB with the default policy, 0.35 with the data stack; a jail of
+	 * its own gets the session's loop at once and does not (jail_spec.
+	 * warm_up), for a start some ms longer (tests/bench/data.py) */
 	if (run_start(l, &req, &s->run, err) < 0) {
 		session_free(s);
 		return NULL;

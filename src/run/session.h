@@ -4,8 +4,8 @@
  * limits (memory, pids, CPU) hold for the whole session.
  *
  * The jail is a run (run.h) whose cell is the session loop of the runtime
- * (runtime/pycell/_session.py), started cold or from the warm pool like
- * any run.  Cells travel to it over the tool socket (pycell/cell) and each
+ * (runtime/pycell/_session.py), started cold or by the zygote like any
+ * run (not from the pool of ready jails: session_open).  Cells travel to it over the tool socket (pycell/cell) and each
  * ends with pycell/cell_end after python has flushed its output, which is
  * then drained from the pipes: what a cell printed is its own.  A cell's
  * timeout sends SIGINT (KeyboardInterrupt in the cell); a cell that is
@@ -16,7 +16,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "run/pool.h"
 #include "run/run.h"
 
 #define SESSION_GRACE_MS 2000
@@ -51,9 +50,10 @@ struct session_cell {
 };
 
 /* Start a session's jail as req (its policy, filter, cgroups, tool bridge;
- * its code, mode, output and timeout are the session's), from pool when
- * it has a ready jail.  NULL (err set) when nothing could be started. */
-struct session *session_open(struct loop *l, const struct run_request *req, struct run_pool *pool,
+ * its code, mode, output and timeout are the session's): a jail of its
+ * own, not a ready one of the pool (session.c says why).  NULL (err set)
+ * when nothing could be started. */
+struct session *session_open(struct loop *l, const struct run_request *req,
 			     session_ready_fn ready, session_gone_fn gone, void *ctx, struct pc_err *err);
 /* From a cell's done callback: its whole output (to the policy's cap),
  * when the cell's own cap was smaller; false when there is none. */

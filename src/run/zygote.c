@@ -67,7 +67,7 @@ static struct {
  * called without compiling anything (PyRun_SimpleString compiles its
  * text: some 170 copy-on-write faults of a jail's python, each a TLB
  * flush, for the call of ready alone) */
-static void *ready_fn, *prelude_fn;    /* _warm.ready(), _warm.script_prelude(PATH) */
+static void *ready_fn, *prelude_fn;    /* _warm.ready(WARM_UP), _warm.script_prelude(PATH) */
 static void *warm_main_fn, *finish_fn; /* _cell.warm_main(FD, LEN), _warm.finish() */
 
 static bool linger;   /* jail_spec.linger, from the program message */
@@ -86,17 +86,17 @@ static int call_status(void *res, int failed)
 	return (int)st;
 }
 
-/* A ready jail's pid 2 (prog_fd >= 0): get ready, wait for the cell,
- * run it; the status comes back from pycell._cell.warm_main, not as
+/* A ready jail's pid 2 (prog_fd >= 0): get ready (warmed up too when
+ * made ahead: jail_spec.warm_up), wait for the cell, run it; the status comes back from pycell._cell.warm_main, not as
  * SystemExit, which would tear the interpreter down, and no name is bound
  * in __main__.  Once the cell is here, nothing is compiled but the cell. */
-static int run_cell(int prog_fd)
+static int run_cell(const struct jail_spec *s, int prog_fd)
 {
 	uint64_t len;
 	int fd;
 
 	prctl(PR_SET_NAME, "pycell-ready");
-	if (call_status(py.CallFunction(ready_fn, NULL), 1) != 0)
+	if (call_status(py.CallFunction(ready_fn, "i", (int)s->warm_up), 1) != 0)
 		_exit(125);
 	fd = jail_receive_program(prog_fd, &len, &linger);
 	if (fd < 0)
@@ -162,7 +162,7 @@ static __attribute__((noreturn)) void zygote_run_inline(const struct jail_spec *
 	/* also runs the interpreter's at-fork hooks: random reseeds there, so
 	 * runs from one zygote do not share its state (test_warm.py) */
 	py.AfterForkChild();
-	status = prog_fd >= 0 ? run_cell(prog_fd) : run_script(s);
+	status = prog_fd >= 0 ? run_cell(s, prog_fd) : run_script(s);
 	/* 120 when a standard stream could not be flushed, as python's exit */
 	if (call_status(py.CallFunction(finish_fn, NULL), 120) != 0)
 		status = 120;
