@@ -279,7 +279,7 @@ static int build_tmp(const struct policy *p, struct pc_err *err)
 	if (!p->dev_shm)
 		return tmpfs(NEW "/tmp", p->limits.tmp_bytes, "1777", NULL, 0, err);
 	if (mkdir(SHARED_TMP, 0755) < 0)
-		return pc_syserr(err, "rootfs", "mkdir in the base tmpfs");
+		return pc_syserr(err, "rootfs", "mkdir " SHARED_TMP " in the base tmpfs");
 	if (tmpfs(SHARED_TMP, p->limits.tmp_bytes, "0755", NULL, 0, err) < 0)
 		return -1;
 	/* chmod: the umask takes the sticky and write bits from mkdir's */

@@ -5,9 +5,10 @@
  *
  * The jail is a run (run.h) whose cell is the session loop of the runtime
  * (runtime/pycell/_session.py), started cold or by the zygote like any
- * run (not from the pool of ready jails: session_open).  Cells travel to it over the tool socket (pycell/cell) and each
- * ends with pycell/cell_end after python has flushed its output, which is
- * then drained from the pipes: what a cell printed is its own.  A cell's
+ * run (not from the pool of ready jails: session_open).  Cells travel to
+ * it over the tool socket (pycell/cell) and each ends with
+ * pycell/cell_end after python has flushed its output, which is then
+ * drained from the pipes: what a cell printed is its own.  A cell's
  * timeout sends SIGINT (KeyboardInterrupt in the cell); a cell that is
  * still running SESSION_GRACE_MS later has the session killed. */
 #ifndef PYCELL_SESSION_H
