@@ -114,6 +114,8 @@ if ! podman image exists "$BASE"; then
 	else
 		tail -n 20 "$work/mmdebstrap.log"; bad "mmdebstrap | podman import"; finish; exit
 	fi
+else
+	echo "    the base image $BASE is here from an earlier check: not made again (podman rmi it to)"
 fi
 mkdir "$work/ctx"
 if [ -n "${PYCELL_DEB:-}" ]; then
