@@ -61,10 +61,12 @@ struct jail_spec {
 	 * whole sequence, python included; python then waits for its program
 	 * (jail_deliver), which init passes on over a socket of their own. */
 	bool park;
-	/* A ready jail made ahead of its request (spec->park): its python goes
-	 * once through a sample cell while it waits (pycell._cell.warm_up), so
-	 * that the pages a cell writes are its own copies before the cell's
-	 * time starts.  Not for one whose cell comes at once, which would only
+	/* A ready jail made ahead of its request (spec->park, asked with
+	 * spawn_ahead: the zygote sets it for a request on its socket for
+	 * those, the supervisor never does): its python goes once through a
+	 * sample cell while it waits (pycell._cell.warm_up), so that the
+	 * pages a cell writes are its own copies before the cell's time
+	 * starts.  Not for one whose cell comes at once, which would only
 	 * wait for it, or a session's, whose idle loop would keep the copies
 	 * (0.25 MiB with the default policy, 0.35 with the data stack). */
 	bool warm_up;

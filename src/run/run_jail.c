@@ -216,7 +216,6 @@ static void fill_spec(struct run *r, bool park, const struct spawn_plan *pl, con
 	spec->argv = r->argv;
 	spec->envp = r->envp;
 	spec->park = park;
-	spec->warm_up = park;
 	if (!park)
 		program_files(spec, prog, vars);
 	spec->runtime_dir = q->runtime_dir;

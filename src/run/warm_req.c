@@ -39,7 +39,7 @@ const struct warm_member warm_members[] = {
 	MEMBER(net_setup, WARM_NEVER),      /* an egress run is cold */
 	MEMBER(net_ctx, WARM_NEVER),
 	MEMBER(park, WARM_REQUEST),
-	MEMBER(warm_up, WARM_REQUEST),
+	MEMBER(warm_up, WARM_ZYGOTE),       /* the zygote's: a request on its socket for jails asked ahead */
 	MEMBER(run_inline, WARM_ZYGOTE),    /* the zygote's interpreter runs the program */
 	MEMBER(linger, WARM_PROGRAM),       /* with the cell, at its delivery (jail_deliver) */
 	MEMBER(bare, WARM_NEVER),           /* a zygote's jail always has its namespaces */
@@ -126,10 +126,8 @@ int warm_request_pack(const struct jail_spec *s, struct spawn_req *req, int fds[
 	if (s->cgroup.n_tasks < 0 || s->cgroup.n_tasks > CGROUP_MAX_TASKS)
 		return pc_fail(err, EINVAL, "warm", "%d cgroup tasks files: at most %d", s->cgroup.n_tasks,
 			       CGROUP_MAX_TASKS);
-	if (s->warm_up && !s->park)
-		return pc_fail(err, EINVAL, "warm", "only a ready jail warms up");
-	*req = (struct spawn_req){ .type = Z_SPAWN, .park = s->park, .warm_up = s->warm_up,
-				   .cgroup_into = s->cgroup.into, .n_cgroup_tasks = (uint32_t)s->cgroup.n_tasks };
+	*req = (struct spawn_req){ .type = Z_SPAWN, .park = s->park, .cgroup_into = s->cgroup.into,
+				   .n_cgroup_tasks = (uint32_t)s->cgroup.n_tasks };
 	if (s->park) {
 		memfd = memfd_create("pycell-ready", MFD_CLOEXEC);
 		if (memfd < 0)
@@ -155,7 +153,6 @@ int warm_request_pack(const struct jail_spec *s, struct spawn_req *req, int fds[
 int warm_request_check(const struct spawn_req *req, ssize_t n, int nfds, struct pc_err *err)
 {
 	if (n != (ssize_t)sizeof(*req) || req->type != Z_SPAWN || req->cgroup_into > 1 || req->park > 1 ||
-	    req->warm_up > (uint32_t)req->park ||
 	    (req->park ? req->files_len != 0 : req->files_len == 0) || req->n_cgroup_tasks > CGROUP_MAX_TASKS ||
 	    nfds != REQ_FIXED_FDS + (int)req->cgroup_into + (int)req->n_cgroup_tasks)
 		return pc_fail(err, EPROTO, "warm", "bad request to the zygote");
@@ -179,6 +176,5 @@ int warm_request_unpack(const struct spawn_req *req, const int *fds, const char 
 	for (int i = 0; i < s->cgroup.n_tasks; i++)
 		s->cgroup.tasks[i] = fds[cg++];
 	s->park = req->park;
-	s->warm_up = req->warm_up;
 	return 0;
 }

@@ -87,9 +87,9 @@ static int call_status(void *res, int failed)
 }
 
 /* A ready jail's pid 2 (prog_fd >= 0): get ready (warmed up too when
- * made ahead: jail_spec.warm_up), wait for the cell, run it; the status comes back from pycell._cell.warm_main, not as
- * SystemExit, which would tear the interpreter down, and no name is bound
- * in __main__.  Once the cell is here, nothing is compiled but the cell. */
+ * made ahead: jail_spec.warm_up), wait for the cell, run it; the status
+ * comes back from pycell._cell.warm_main, not as SystemExit, which would
+ * tear the interpreter down, and no name is bound in __main__.  Once the cell is here, nothing is compiled but the cell. */
 static int run_cell(const struct jail_spec *s, int prog_fd)
 {
 	uint64_t len;
@@ -543,6 +543,9 @@ static int zygote_serve_one(int ctl, struct jail_spec *tmpl)
 			munmap(buf, req.files_len);
 		goto close_fds;
 	}
+	/* a jail asked ahead (spawn_ahead) warms up; one whose cell comes
+	 * at once does not */
+	s.warm_up = s.park && ctl == ZYGOTE_AHEAD_FD;
 	if (jail_clone(&s, &j, &reply.err) == 0) {
 		int out[3] = { j.pidfd, j.sync_fd, j.prog_fd };
 		reply.ok = 1;

@@ -49,7 +49,6 @@ struct spawn_req {
 	uint32_t cgroup_into;
 	uint32_t n_cgroup_tasks;
 	uint32_t park;        /* a ready jail for a cell: no files (an empty memfd) */
-	uint32_t warm_up;     /* park only: its python warms up before it waits (jail_spec) */
 };
 
 struct spawn_reply {

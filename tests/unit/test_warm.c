@@ -68,7 +68,6 @@ static void supervisor_spec(struct jail_spec *s, bool park)
 	s->runtime_dir = "/usr/share/pycell/runtime";
 	s->fonts_dir = "/var/cache/pycell/fonts/0123";
 	s->park = park;
-	s->warm_up = park;   /* a ready jail made ahead */
 	/* a cell's spec has its files when it is made ready at once (run.c's
 	 * served path): they go with its delivery, not with the request */
 	s->files[0] = (struct jail_file){ "main.py", "print(1)\n", 9 };
@@ -277,40 +276,6 @@ START_TEST(test_never_rows_are_refused)
 }
 END_TEST
 
-/* Only a ready jail warms up: a script's spec asking for it is refused by
- * the supervisor's half, and such a request by the zygote's. */
-START_TEST(test_only_a_ready_jail_warms_up)
-{
-	struct jail_spec in;
-	struct spawn_req req;
-	struct pc_err err = { 0 };
-	int fds[REQ_MAX_FDS], nfds;
-
-	supervisor_spec(&in, false);
-	in.warm_up = true;
-	ck_assert_int_eq(warm_request_pack(&in, &req, fds, &nfds, &err), -1);
-	ck_assert_str_eq(err.msg, "only a ready jail warms up");
-	supervisor_spec(&in, false);
-	in.linger = false;
-	ck_assert_msg(warm_request_pack(&in, &req, fds, &nfds, &err) == 0, "%s: %s", err.step, err.msg);
-	close(fds[REQ_FD_MEMFD]);
-	ck_assert_int_eq(warm_request_check(&req, sizeof(req), nfds, &err), 0);
-	req.warm_up = 1;
-	ck_assert_int_eq(warm_request_check(&req, sizeof(req), nfds, &err), -1);
-	ck_assert_str_eq(err.msg, "bad request to the zygote");
-	/* a ready jail may, or may not */
-	supervisor_spec(&in, true);
-	in.linger = false;
-	for (int w = 0; w <= 1; w++) {
-		in.warm_up = w;
-		ck_assert_msg(warm_request_pack(&in, &req, fds, &nfds, &err) == 0, "%s: %s", err.step, err.msg);
-		close(fds[REQ_FD_MEMFD]);
-		ck_assert_int_eq(warm_request_check(&req, sizeof(req), nfds, &err), 0);
-		ck_assert_uint_eq(req.warm_up, (unsigned)w);
-	}
-}
-END_TEST
-
 /* A jail that fails a step sends its error and ends, perhaps before it
  * read the supervisor's last message (the cgroups, jail_cgroups_done):
  * the kernel then answers the supervisor's next recv with ECONNRESET,
@@ -352,7 +317,6 @@ Suite *warm_suite(void)
 	tcase_add_test(t, test_table_covers_the_spec);
 	tcase_add_test(t, test_every_row_holds_through_the_request);
 	tcase_add_loop_test(t, test_never_rows_are_refused, 0, (int)warm_n_members);
-	tcase_add_test(t, test_only_a_ready_jail_warms_up);
 	suite_add_tcase(s, t);
 	t = tcase_create("messages");
 	tcase_add_test(t, test_a_reset_does_not_hide_the_error);
