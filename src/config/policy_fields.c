@@ -38,7 +38,7 @@ const struct policy_field policy_fields[] = {
 	  .doc = "bytes kept of each of stdout and stderr" },
 	/* tmpfs treats size=0 as unlimited, so 0 is not offered here */
 	{ "limits", "tmp", PF_SIZE, MEMBER(limits.tmp_bytes), .min = 1 * MiB, .max = JC_NO_MAX,
-	  .doc = "size of the tmpfs at /tmp, which /dev/shm shares" },
+	  .doc = "space for /tmp and /dev/shm together (directories of the root tmpfs)" },
 	{ "limits", "workspace", PF_SIZE, MEMBER(limits.workspace_bytes), .min = 1 * MiB, .max = JC_NO_MAX,
 	  .doc = "size of the tmpfs at /workspace" },
 	{ "limits", "file_size", PF_SIZE, MEMBER(limits.file_bytes), .min = 4 * KiB, .max = JC_NO_MAX,
@@ -50,7 +50,7 @@ const struct policy_field policy_fields[] = {
 	  .doc = "host paths made visible in the jail" },
 	{ "filesystem", "ca_certificates", PF_BOOL, MEMBER(ca_certificates),
 	  .doc = "bind the host's CA certificates" },
-	{ "filesystem", "dev_shm", PF_BOOL, MEMBER(dev_shm), .doc = "a /dev/shm, on /tmp's tmpfs" },
+	{ "filesystem", "dev_shm", PF_BOOL, MEMBER(dev_shm), .doc = "a /dev/shm, sharing /tmp's space" },
 	{ .key = "network", .type = PF_NETWORK, MEMBER(network), .parse = pv_parse_network, .flags = PF_FILTER,
 	  .doc = "none, the jail's own loopback, or {\"egress\": [destinations]}" },
 	{ "seccomp", "groups", PF_STRV, MEMBER(seccomp_groups), COUNT(n_seccomp_groups), .flags = PF_FILTER,

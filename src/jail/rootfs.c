@@ -4,7 +4,8 @@
  * is mounted over /tmp and pivoted to, so the host appears at /oldroot and
  * every bind source is /oldroot/<path> (host /tmp included).  The real root
  * is a second tmpfs at /newroot; after it is built the host is detached and
- * /newroot becomes / with a second pivot_root, then read-only. */
+ * /newroot becomes / with a second pivot_root, then read-only but for its
+ * /tmp and /dev/shm. */
 #include "config.h"
 
 #include <arpa/inet.h>
@@ -16,6 +17,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -262,32 +264,28 @@ static int build_dev(const struct policy *p, struct pc_err *err)
 		return -1;
 	if (symlink("pts/ptmx", NEW "/dev/ptmx") < 0)
 		return pc_syserr(err, "rootfs", "symlink /dev/ptmx");
-	if (p->dev_shm && mkdir(NEW "/dev/shm", 01777) < 0)
-		return pc_syserr(err, "rootfs", "mkdir /dev/shm");
 	return 0;
 }
 
-/* /tmp, and /dev/shm with it: one tmpfs of limits.tmp (a file system
- * less, as /dev's), mounted on the base tmpfs (detached with it) and
- * bound at both places, each its own directory of it. */
-#define SHARED_TMP "/tmpfs"
+/* /tmp, and /dev/shm with it: directories of the root tmpfs, each bound
+ * on itself to be the writable places of a read-only root (file systems
+ * less, as /dev and /run/pycell are).  A bind cannot be left by `..`, and
+ * link and rename stop at a mount, so nothing else of the root is reached
+ * from them.  The root's size leaves them limits.tmp together
+ * (size_root). */
 static int build_tmp(const struct policy *p, struct pc_err *err)
 {
 	struct mount_attr noexec = { .attr_set = MOUNT_ATTR_NOEXEC };
-	if (mkdir(NEW "/tmp", 01777) < 0)
-		return pc_syserr(err, "rootfs", "mkdir /tmp");
-	if (!p->dev_shm)
-		return tmpfs(NEW "/tmp", p->limits.tmp_bytes, "1777", NULL, 0, err);
-	if (mkdir(SHARED_TMP, 0755) < 0)
-		return pc_syserr(err, "rootfs", "mkdir " SHARED_TMP " in the base tmpfs");
-	if (tmpfs(SHARED_TMP, p->limits.tmp_bytes, "0755", NULL, 0, err) < 0)
-		return -1;
 	/* chmod: the umask takes the sticky and write bits from mkdir's */
-	if (mkdir(SHARED_TMP "/tmp", 0700) < 0 || chmod(SHARED_TMP "/tmp", 01777) < 0 ||
-	    mkdir(SHARED_TMP "/shm", 0700) < 0 || chmod(SHARED_TMP "/shm", 01777) < 0)
-		return pc_syserr(err, "rootfs", "mkdir /tmp and /dev/shm in their tmpfs");
-	if (do_mount(SHARED_TMP "/tmp", NEW "/tmp", NULL, MS_BIND, NULL, err) < 0 ||
-	    do_mount(SHARED_TMP "/shm", NEW "/dev/shm", NULL, MS_BIND, NULL, err) < 0)
+	if (mkdir(NEW "/tmp", 0700) < 0 || chmod(NEW "/tmp", 01777) < 0)
+		return pc_syserr(err, "rootfs", "mkdir /tmp");
+	if (do_mount(NEW "/tmp", NEW "/tmp", NULL, MS_BIND, NULL, err) < 0)
+		return -1;
+	if (!p->dev_shm)
+		return 0;
+	if (mkdir(NEW "/dev/shm", 0700) < 0 || chmod(NEW "/dev/shm", 01777) < 0)
+		return pc_syserr(err, "rootfs", "mkdir /dev/shm");
+	if (do_mount(NEW "/dev/shm", NEW "/dev/shm", NULL, MS_BIND, NULL, err) < 0)
 		return -1;
 	if (mount_setattr(AT_FDCWD, NEW "/dev/shm", 0, &noexec, sizeof(noexec)) < 0)
 		return pc_syserr(err, "mount", "make /dev/shm noexec");
@@ -380,14 +378,47 @@ static int build_run_dir(const struct jail_spec *s, char *font_list, size_t list
 	return fonts_bind(s, font_list, list_size, err);
 }
 
-/* The root tmpfs: /etc's files, the mount points, and the run dir's
- * program files. */
+/* a + b, at most the largest whole number of pages (tmpfs rounds a size
+ * up to pages, and one past that would wrap to 0, which it takes for
+ * unlimited) */
+static uint64_t size_add(uint64_t a, uint64_t b)
+{
+	const uint64_t most = UINT64_MAX & ~(uint64_t)4095;
+	return a > most || b > most - a ? most : a + b;
+}
+
+/* The root tmpfs while it is built: /etc's files, the mount points, the
+ * run dir's program files, and /tmp's share (size_root sets the size it
+ * keeps). */
 static uint64_t rootfs_size(const struct jail_spec *s)
 {
 	uint64_t size = 1 << 20;
 	for (int i = 0; i < s->n_files; i++)
 		size += s->files[i].len + 4096;
-	return size;
+	return size_add(size, s->policy->limits.tmp_bytes);
+}
+
+/* The root's size once built: what it holds and limits.tmp for /tmp and
+ * /dev/shm (writable only there), so the two have that much together;
+ * inodes likewise, a file of 4 KiB each and 64 more, as a tmpfs of
+ * limits.tmp of their own had. */
+static int size_root(const struct policy *p, struct pc_err *err)
+{
+	struct statvfs st;
+	char size[32], inodes[32];
+	cleanup_close int fd = -1;
+	if (statvfs(NEW, &st) < 0)
+		return pc_syserr(err, "rootfs", "statvfs the root");
+	snprintf(size, sizeof(size), "%llu",
+		 (unsigned long long)size_add((st.f_blocks - st.f_bfree) * st.f_frsize, p->limits.tmp_bytes));
+	snprintf(inodes, sizeof(inodes), "%llu",
+		 (unsigned long long)(st.f_files - st.f_ffree + p->limits.tmp_bytes / 4096 + 64));
+	fd = fspick(AT_FDCWD, NEW, FSPICK_CLOEXEC);
+	if (fd < 0 || fsconfig(fd, FSCONFIG_SET_STRING, "size", size, 0) < 0 ||
+	    fsconfig(fd, FSCONFIG_SET_STRING, "nr_inodes", inodes, 0) < 0 ||
+	    fsconfig(fd, FSCONFIG_CMD_RECONFIGURE, NULL, NULL, 0) < 0)
+		return pc_syserr(err, "mount", "size the root tmpfs (%s bytes, %s inodes)", size, inodes);
+	return 0;
 }
 
 static int pivot_root(const char *new_root, const char *put_old)
@@ -437,7 +468,8 @@ int rootfs_build(const struct jail_spec *s, uint32_t dns, struct pc_err *err)
 		if (bind_path(b->src, b->dst, b->optional, b->writable, err) < 0)
 			return -1;
 	}
-	if (build_run_dir(s, font_list, sizeof(font_list), err) < 0 || fonts_link(p, font_list, err) < 0)
+	if (build_run_dir(s, font_list, sizeof(font_list), err) < 0 || fonts_link(p, font_list, err) < 0 ||
+	    size_root(p, err) < 0)
 		return -1;
 
 	/* Detach the host, with the base tmpfs it hangs from: one unmount

@@ -251,13 +251,15 @@ def test_old_root_detached():
     assert got.count("/") == 1
 
 
-def test_the_jail_mounts_five_file_systems_and_dev_and_the_run_dir_are_its_read_only_root():
+def test_the_jail_mounts_four_file_systems_and_its_root_is_read_only_but_tmp_and_dev_shm():
     """Every file system a jail mounts costs the kernel bookkeeping in every
-    memory cgroup, growing with the jails there are: a jail mounts five
-    (besides its binds): /tmp and /dev/shm are two directories of one tmpfs
-    (its tmp and shm, apart: neither sees the other's files), and /dev and
-    /run/pycell are directories of the read-only root, which nothing may
-    write."""
+    memory cgroup, growing with the jails there are: a jail mounts four
+    (besides its binds and its IPC namespace's mqueue).  /tmp and /dev/shm
+    are directories of the root, each bound on itself writable (/dev/shm
+    noexec), apart (neither sees the other's files) and holding limits.tmp
+    together; /dev and /run/pycell are directories of the root, which is
+    read-only everywhere else, and a file of /tmp cannot be linked or
+    renamed out of it."""
     got = probe("""
         import json, os
         fs = {}
@@ -275,21 +277,36 @@ def test_the_jail_mounts_five_file_systems_and_dev_and_the_run_dir_are_its_read_
                 writes[path] = 0
             except OSError as e:
                 writes[path] = e.errno
-        print(json.dumps({"fs": fs, "writes": writes, "tmp": sorted(os.listdir("/tmp")),
-                          "shm": sorted(os.listdir("/dev/shm")), "sizes": [os.statvfs(d).f_blocks * os.statvfs(d).f_frsize
-                                                                           for d in ("/tmp", "/dev/shm")]}))
+        moves = {}
+        for name, call in (("link", os.link), ("rename", os.rename)):
+            for dst in ("/x", "/dev/shm/m", "/etc/m"):
+                try:
+                    call("/tmp/t", dst)
+                    moves[name + " " + dst] = 0
+                except OSError as e:
+                    moves[name + " " + dst] = e.errno
+        print(json.dumps({"fs": fs, "writes": writes, "moves": moves, "tmp": sorted(os.listdir("/tmp")),
+                          "shm": sorted(os.listdir("/dev/shm")),
+                          "free": [os.statvfs(d).f_bavail * os.statvfs(d).f_frsize for d in ("/tmp", "/dev/shm")]}))
     """)
     kinds = {m: v[0] for m, v in got["fs"].items()}
     assert kinds == {"/": "tmpfs", "/dev/pts": "devpts", "/dev/shm": "tmpfs", "/proc": "proc",
                      "/tmp": "tmpfs", "/workspace": "tmpfs"}
-    assert len({v[1] for v in got["fs"].values()}) == 5    # five superblocks
+    assert len({v[1] for v in got["fs"].values()}) == 4    # four superblocks
     fs = got["fs"]
-    assert fs["/tmp"][1] == fs["/dev/shm"][1] and (fs["/tmp"][2], fs["/dev/shm"][2]) == ("/tmp", "/shm"), fs
+    assert fs["/tmp"][1] == fs["/dev/shm"][1] == fs["/"][1], fs
+    assert (fs["/tmp"][2], fs["/dev/shm"][2]) == ("/tmp", "/dev/shm"), fs
     assert (fs["/tmp"][3], fs["/dev/shm"][3]) == (False, True), fs     # /dev/shm is noexec, as it was
-    assert got["sizes"] == [64 << 20, 64 << 20]      # limits.tmp, the two together
-    assert (got["tmp"], got["shm"]) == (["matplotlib", "t"], ["s"]), got
+    assert got["free"] == [64 << 20, 64 << 20]      # limits.tmp, the two together
+    # (matplotlib's directory when a font list is bound)
+    assert ([n for n in got["tmp"] if n != "matplotlib"], got["shm"]) == (["t"], ["s"]), got
     assert got["writes"] == {"/dev/x": errno.EROFS, "/run/pycell/x": errno.EROFS,
                              "/run/pycell/main.py": errno.EROFS, "/x": errno.EROFS, "/tmp/t": 0, "/dev/shm/s": 0}
+    # a link into a read-only mount is refused for that, any other for
+    # crossing a mount, as is every rename
+    assert got["moves"] == {"link /x": errno.EROFS, "link /etc/m": errno.EROFS, "link /dev/shm/m": errno.EXDEV,
+                            "rename /x": errno.EXDEV, "rename /etc/m": errno.EXDEV,
+                            "rename /dev/shm/m": errno.EXDEV}, got["moves"]
 
 
 def test_workspace_is_cwd_writable_and_fresh():
@@ -316,6 +333,7 @@ def test_workspace_is_cwd_writable_and_fresh():
 FILL_PROBE = """
     import os, json
     st = os.statvfs({path!r})
+    free = st.f_bavail * st.f_frsize
     name = {path!r} + "/fill-" + {TAG!r}
     written, err = 0, 0
     chunk = b"z" * (1 << 20)
@@ -328,8 +346,7 @@ FILL_PROBE = """
     finally:
         if os.path.exists(name):
             os.unlink(name)
-    print(json.dumps({{"size": st.f_blocks * st.f_frsize, "written": written,
-                       "errno": err}}))
+    print(json.dumps({{"free": free, "written": written, "errno": err}}))
 """
 
 
@@ -338,12 +355,13 @@ def test_tmpfs_size_limited(policy_file, path):
     # smaller than the default file_size rlimit, so the tmpfs is what stops it
     pol = policy_file({"limits": {"tmp": "8M", "workspace": "8M"}})
     got = probe(FILL_PROBE.format(path=path, TAG=TAG), "--policy", pol)
-    assert got == {"size": 8 * MiB, "written": 8 * MiB, "errno": errno.ENOSPC}
+    assert got == {"free": 8 * MiB, "written": 8 * MiB, "errno": errno.ENOSPC}
 
 
 @pytest.mark.parametrize("path", ["/tmp", "/workspace"])
 def test_tmpfs_default_size(path):
-    got = probe(f"import os; st = os.statvfs({path!r}); print(st.f_blocks * st.f_frsize)")
+    # what is free in an empty one (/tmp's file system is the root's)
+    got = probe(f"import os; st = os.statvfs({path!r}); print(st.f_bavail * st.f_frsize)")
     assert got == 64 * MiB
 
 
