@@ -250,7 +250,7 @@ static int read_preload_report(struct zygote *z, struct pc_err *err)
 	ssize_t n = -1;
 
 	if (wait_readable(z->ctl, ZYGOTE_REPLY_MS) == 0)
-		n = recv(z->ctl, buf, ZYGOTE_REPORT_MAX, 0);
+		n = recv_packet(z->ctl, buf, ZYGOTE_REPORT_MAX, 0);
 	if (n <= 0)
 		return pc_syserr(err, "warm", "the zygote's preload report");
 	buf[n] = '\0';
@@ -392,7 +392,7 @@ static uint64_t start_timeout_ms(const struct zygote *z)
 static int zygote_answer(struct zygote *z, struct pc_err *err)
 {
 	struct spawn_reply reply;
-	ssize_t n = recv(z->ctl, &reply, sizeof(reply), 0);
+	ssize_t n = recv_packet(z->ctl, &reply, sizeof(reply), 0);
 	/* the imports are over, however they went */
 	scratch_done(z);
 	if (n == 0)
