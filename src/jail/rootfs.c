@@ -47,19 +47,27 @@ static int make_readonly(const char *path, bool recursive, struct pc_err *err)
 	return 0;
 }
 
+/* Every tmpfs of a jail's: its mount's flags, and its inodes for a size
+ * (a file of 4 KiB each, and 64 more). */
+#define TMPFS_FLAGS (MS_NOSUID | MS_NODEV)
+static uint64_t tmpfs_inodes(uint64_t size)
+{
+	return size / 4096 + 64;
+}
+
 /* A size-limited tmpfs owned by us, or by the jail's user when `owner`. */
 static int tmpfs(const char *dst, uint64_t size, const char *mode, const struct policy *owner,
-		 unsigned long extra, struct pc_err *err)
+		 struct pc_err *err)
 {
 	char opts[128];
 	int n = snprintf(opts, sizeof(opts), "size=%llu,mode=%s,nr_inodes=%llu", (unsigned long long)size,
-			 mode, (unsigned long long)(size / 4096 + 64));
+			 mode, (unsigned long long)tmpfs_inodes(size));
 	/* The owner defaults to us; name it only when it differs, because
 	 * without a uid range (pycell not run as root) only our id is mapped. */
 	if (owner && (owner->jail_uid != geteuid() || owner->jail_gid != getegid()))
 		snprintf(opts + n, sizeof(opts) - (size_t)n, ",uid=%u,gid=%u", (unsigned)owner->jail_uid,
 			 (unsigned)owner->jail_gid);
-	return do_mount("tmpfs", dst, "tmpfs", MS_NOSUID | MS_NODEV | extra, opts, err);
+	return do_mount("tmpfs", dst, "tmpfs", TMPFS_FLAGS, opts, err);
 }
 
 static int write_text(const char *path, const char *data, size_t len, mode_t mode, struct pc_err *err)
@@ -400,8 +408,7 @@ static uint64_t rootfs_size(const struct jail_spec *s)
 
 /* The root's size once built: what it holds and limits.tmp for /tmp and
  * /dev/shm (writable only there), so the two have that much together;
- * inodes likewise, a file of 4 KiB each and 64 more, as a tmpfs of
- * limits.tmp of their own had.  A remount, not fspick and fsconfig: a
+ * inodes likewise, what it holds and a tmpfs of limits.tmp's.  A remount, not fspick and fsconfig: a
  * container's seccomp profile allows mount (contrib/container/seccomp.py),
  * and Docker's default refuses those two. */
 static int size_root(const struct policy *p, struct pc_err *err)
@@ -412,9 +419,9 @@ static int size_root(const struct policy *p, struct pc_err *err)
 		return pc_syserr(err, "rootfs", "statvfs the root");
 	snprintf(opts, sizeof(opts), "size=%llu,nr_inodes=%llu",
 		 (unsigned long long)size_add((st.f_blocks - st.f_bfree) * st.f_frsize, p->limits.tmp_bytes),
-		 (unsigned long long)(st.f_files - st.f_ffree + p->limits.tmp_bytes / 4096 + 64));
-	/* the mount's own flags as tmpfs() set them: a remount sets them too */
-	if (mount(NULL, NEW, NULL, MS_REMOUNT | MS_NOSUID | MS_NODEV, opts) < 0)
+		 (unsigned long long)(st.f_files - st.f_ffree + tmpfs_inodes(p->limits.tmp_bytes)));
+	/* a remount sets the mount's flags too: tmpfs()'s again */
+	if (mount(NULL, NEW, NULL, MS_REMOUNT | TMPFS_FLAGS, opts) < 0)
 		return pc_syserr(err, "mount", "size the root tmpfs (%s)", opts);
 	return 0;
 }
@@ -442,7 +449,7 @@ int rootfs_build(const struct jail_spec *s, uint32_t dns, struct pc_err *err)
 	if (chdir("/") < 0)
 		return pc_syserr(err, "rootfs", "chdir /");
 
-	if (tmpfs(NEW, rootfs_size(s), "0755", NULL, 0, err) < 0)
+	if (tmpfs(NEW, rootfs_size(s), "0755", NULL, err) < 0)
 		return -1;
 	if (bind_path("/usr", "/usr", false, false, err) < 0)
 		return -1;
@@ -459,7 +466,7 @@ int rootfs_build(const struct jail_spec *s, uint32_t dns, struct pc_err *err)
 		return -1;
 	if (mkdir(NEW JAIL_WORKSPACE, 0755) < 0)
 		return pc_syserr(err, "rootfs", "mkdir /workspace");
-	if (tmpfs(NEW JAIL_WORKSPACE, p->limits.workspace_bytes, "0755", p, 0, err) < 0)
+	if (tmpfs(NEW JAIL_WORKSPACE, p->limits.workspace_bytes, "0755", p, err) < 0)
 		return -1;
 	for (size_t i = 0; i < p->n_binds; i++) {
 		const struct bind_spec *b = &p->binds[i];
