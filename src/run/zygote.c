@@ -89,7 +89,8 @@ static int call_status(void *res, int failed)
 /* A ready jail's pid 2 (prog_fd >= 0): get ready (warmed up too when
  * made ahead: jail_spec.warm_up), wait for the cell, run it; the status
  * comes back from pycell._cell.warm_main, not as SystemExit, which would
- * tear the interpreter down, and no name is bound in __main__.  Once the cell is here, nothing is compiled but the cell. */
+ * tear the interpreter down, and no name is bound in __main__.  Once the
+ * cell is here, nothing is compiled but the cell. */
 static int run_cell(const struct jail_spec *s, int prog_fd)
 {
 	uint64_t len;
