@@ -129,6 +129,11 @@ struct policy {
 		uint64_t lifetime_ms;   /* closed once it lived this long (not counting paused time) */
 		uint64_t snapshot_bytes; /* a snapshot (pause, fork) holds at most this */
 		uint64_t paused_keep_ms; /* a paused session is kept this long (with a state_dir) */
+		/* 0: each session's jail is a memory cgroup of its own, limited
+		 * to limits.memory by the kernel; else the sessions share one of
+		 * this size, and the supervisor holds each to limits.memory
+		 * (cgroup.h, session.c) */
+		uint64_t shared_memory_bytes;
 	} sessions;
 
 	/* identity inside the jail */

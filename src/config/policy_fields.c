@@ -91,6 +91,10 @@ const struct policy_field policy_fields[] = {
 	  .doc = "the most a session's snapshot may hold (its globals and /workspace), to pause or fork it" },
 	{ "sessions", "paused_keep", PF_DURATION, MEMBER(sessions.paused_keep_ms), .min = 60 * 1000,
 	  .max = 365 * 24 * 3600 * 1000ULL, .doc = "a paused session not resumed this long is removed" },
+	{ "sessions", "shared_memory", PF_SIZE, MEMBER(sessions.shared_memory_bytes), .min = SHARED_MEMORY_MIN,
+	  .max = JC_NO_MAX, .zero_ok = true, .parse = pv_parse_shared_memory,
+	  .doc = "0: each session is a memory cgroup of its own; else all share one of this size, and the "
+		 "supervisor holds each to limits.memory" },
 	/* the jail maps ids 0..65535; 0 would be root inside */
 	{ "identity", "uid", PF_U32, MEMBER(jail_uid), .min = 1, .max = 65534,
 	  .doc = "user the program runs as inside the jail" },

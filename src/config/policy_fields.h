@@ -74,6 +74,8 @@ void policy_fields_free(struct policy *p);
 /* ---- policy_values.c (pv_): the rows' own parsers, and the helpers of the types */
 extern const char *const policy_backend_names[];
 int pv_parse_cpu(const struct jc *c, const char *key, const json_t *v, struct policy *p);
+#define SHARED_MEMORY_MIN (64ull << 20)
+int pv_parse_shared_memory(const struct jc *c, const char *key, const json_t *v, struct policy *p);
 int pv_parse_env(const struct jc *c, const char *key, const json_t *v, struct policy *p);
 int pv_parse_backend(const struct jc *c, const char *key, const json_t *v, struct policy *p);
 int pv_parse_hostname(const struct jc *c, const char *key, const json_t *v, struct policy *p);

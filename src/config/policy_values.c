@@ -424,6 +424,18 @@ int pv_parse_cpu(const struct jc *c, const char *key, const json_t *v, struct po
 	return 0;
 }
 
+/* 0 is no "no limit" here: it is a memory cgroup for each session */
+int pv_parse_shared_memory(const struct jc *c, const char *key, const json_t *v, struct policy *p)
+{
+	uint64_t n;
+	if (jc_size(c, key, v, 0, JC_NO_MAX, true, &n) < 0)
+		return -1;
+	if (n && n < SHARED_MEMORY_MIN)
+		return jc_expected(c, key, "a size of at least 64M (or 0: a memory cgroup for each session)", v);
+	p->sessions.shared_memory_bytes = n;
+	return 0;
+}
+
 int pv_parse_env(const struct jc *c, const char *key, const json_t *v, struct policy *p)
 {
 	if (json_object_get(v, "PYTHONPATH"))

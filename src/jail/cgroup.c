@@ -34,6 +34,11 @@ struct cgroup_run {
 	int n_tasks;
 	unsigned first_v1;       /* v1 dirs (bits by index) the probe made */
 	bool later;              /* the v1 part is cgroup_run_finish's */
+	/* A session of a policy with sessions.shared_memory: its memory is
+	 * the env's shared group's (its limit), not a cgroup of its own */
+	uint64_t shared_bytes;
+	bool shared;             /* it is in the shared group */
+	uint64_t oom_mark;       /* the shared group's OOM kills at cgroup_run_mark */
 
 	/* Removal on the loop, while the jail's last processes leave. */
 	struct loop *loop;
@@ -75,11 +80,147 @@ static int take_first(struct cgroup_env *e, int slot, const char *dir)
 	return fd;
 }
 
+/* ------------------------------------------- the sessions' memory cgroup */
+
+/* Sessions of a policy with sessions.shared_memory share one memory cgroup
+ * rather than having one each.  The kernel keeps, in every memory cgroup, a
+ * slot for each shrinker that is aware of memory cgroups, and each file
+ * system a jail mounts registers one: n jails with a memory cgroup each
+ * cost about 5n^2/64 KiB (RESULTS-data.md), past this machine's memory long
+ * before 10,000 idle sessions.  The group's limit bounds the sessions
+ * together, the OOM killer taking the largest process in it; the
+ * supervisor holds each session to limits.memory (cgroup_run_memory,
+ * session.c).  Its dirs are named as a run's and locked as a run's are, so
+ * the sweep of a dead supervisor's leftovers takes them too (cgroup_probe.c);
+ * they go with the env (cgroup_env_free). */
+
+static const char *shared_name(struct cgroup_env *e)
+{
+	if (!e->shared.name)
+		e->shared.name = cg_next_run_name();
+	return e->shared.name;
+}
+
+static void shared_drop(char **dir, int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+	if (*dir)
+		rmdir(*dir);
+	free(steal_ptr(dir));
+}
+
+/* v2: the sessions' dirs go below this one, which has the memory
+ * controller and gives its children only the others: they are no memory
+ * cgroups, and what they use is charged here. */
+static int shared_v2(struct cgroup_env *e, uint64_t bytes, struct pc_err *err)
+{
+	struct cg_shared *sh = &e->shared;
+	char ctrls[32] = "";
+	if (sh->v2_fd >= 0)
+		return 0;
+	sh->v2 = cg_path_join(e->v2_parent, shared_name(e));
+	if (run_mkdir(sh->v2, err) < 0) {
+		free(steal_ptr(&sh->v2));
+		return -1;
+	}
+	if ((sh->v2_fd = open_dir(sh->v2, err)) < 0)
+		goto fail;
+	if (flock(sh->v2_fd, LOCK_EX) < 0) {
+		pc_syserr(err, "cgroup", "lock %s", sh->v2);
+		goto fail;
+	}
+	if (cg_set_u64_at(sh->v2_fd, sh->v2, "memory.max", bytes, err) < 0 ||
+	    (e->v2_swap && cg_set_at(sh->v2_fd, sh->v2, "memory.swap.max", "0", err) < 0))
+		goto fail;
+	for (int c = 0; c < CG_NCTRL; c++)
+		if (c != CG_MEMORY && (e->v2_ctrls & CTRL_BIT(c)))
+			snprintf(ctrls + strlen(ctrls), sizeof(ctrls) - strlen(ctrls), "%s+%s", ctrls[0] ? " " : "",
+				 ctrl_names[c]);
+	if (ctrls[0] && cg_set_at(sh->v2_fd, sh->v2, "cgroup.subtree_control", ctrls, err) < 0)
+		goto fail;
+	log_debug("cgroup: sessions share %s (memory.max %llu)", sh->v2, (unsigned long long)bytes);
+	return 0;
+fail:
+	shared_drop(&sh->v2, &sh->v2_fd);
+	return -1;
+}
+
+/* v1: the memory hierarchy's dir that the sessions' jails enter (through
+ * dups of its tasks file) instead of one of their own. */
+static int shared_v1(struct cgroup_env *e, int i, uint64_t bytes, struct pc_err *err)
+{
+	struct cg_shared *sh = &e->shared;
+	if (sh->v1_tasks >= 0)
+		return 0;
+	sh->v1 = cg_path_join(e->v1[i].dir, shared_name(e));
+	if (run_mkdir(sh->v1, err) < 0) {
+		free(steal_ptr(&sh->v1));
+		return -1;
+	}
+	if ((sh->v1_fd = open_dir(sh->v1, err)) < 0)
+		goto fail;
+	if ((sh->v1_tasks = openat(sh->v1_fd, "tasks", O_WRONLY | O_CLOEXEC)) < 0) {
+		pc_syserr(err, "cgroup", "open %s/tasks", sh->v1);
+		goto fail;
+	}
+	if (flock(sh->v1_tasks, LOCK_EX) < 0) {
+		pc_syserr(err, "cgroup", "lock %s/tasks", sh->v1);
+		goto fail;
+	}
+	if (cg_set_u64_at(sh->v1_fd, sh->v1, "memory.limit_in_bytes", bytes, err) < 0 ||
+	    (e->memsw && cg_set_u64_at(sh->v1_fd, sh->v1, "memory.memsw.limit_in_bytes", bytes, err) < 0))
+		goto fail;
+	sh->v1_index = i;
+	log_debug("cgroup: sessions share %s (memory.limit_in_bytes %llu)", sh->v1, (unsigned long long)bytes);
+	return 0;
+fail:
+	if (sh->v1_tasks >= 0)
+		close(sh->v1_tasks);
+	sh->v1_tasks = -1;
+	shared_drop(&sh->v1, &sh->v1_fd);
+	return -1;
+}
+
+/* With the env, after every run's dirs: the sessions' dirs are gone. */
+static void shared_free(struct cgroup_env *e)
+{
+	struct cg_shared *sh = &e->shared;
+	if (sh->v1_tasks >= 0)
+		close(sh->v1_tasks);
+	if (sh->v1_fd >= 0)
+		close(sh->v1_fd);
+	if (sh->v2_fd >= 0)
+		close(sh->v2_fd);
+	cg_remove_dir_wait(e, steal_ptr(&sh->v1), false);
+	cg_remove_dir_wait(e, steal_ptr(&sh->v2), true);
+	free(steal_ptr(&sh->name));
+}
+
+/* The shared group's OOM kills so far (0: none, or no group). */
+static uint64_t shared_oom_kills(const struct cgroup_env *e)
+{
+	uint64_t v = 0;
+	if (e->shared.v2_fd >= 0)
+		cg_read_key_at(e->shared.v2_fd, "memory.events", "oom_kill", &v);
+	else if (e->shared.v1_fd >= 0)
+		cg_read_key_at(e->shared.v1_fd, "memory.oom_control", "oom_kill", &v);
+	return v;
+}
+
+/* ------------------------------------------------------------ run dirs */
+
 static int run_setup_v2(struct cgroup_run *c, const struct limits *lim, struct pc_err *err)
 {
 	struct cgroup_env *e = c->env;
 	bool first;
-	c->v2 = cg_path_join(e->v2_parent, c->name);
+	if (c->shared_bytes && (e->v2_ctrls & CTRL_BIT(CG_MEMORY))) {
+		if (shared_v2(e, c->shared_bytes, err) < 0)
+			return -1;
+		c->shared = true;
+	}
+	c->v2 = cg_path_join(c->shared ? e->shared.v2 : e->v2_parent, c->name);
 	/* the probe's: made, locked, its device filter attached */
 	first = (c->v2_fd = take_first(e, 0, c->v2)) >= 0;
 	if (!first && run_mkdir(c->v2, err) < 0) {
@@ -93,7 +234,7 @@ static int run_setup_v2(struct cgroup_run *c, const struct limits *lim, struct p
 		return pc_syserr(err, "cgroup", "lock %s", c->v2);
 	/* memory.oom.group stays 0: the OOM killer takes the biggest task
 	 * (python), and the jail's init lives on to report how it ended. */
-	if ((e->v2_ctrls & CTRL_BIT(CG_MEMORY)) && lim->memory_bytes) {
+	if ((e->v2_ctrls & CTRL_BIT(CG_MEMORY)) && !c->shared && lim->memory_bytes) {
 		if (cg_set_u64_at(c->v2_fd, c->v2, "memory.max", lim->memory_bytes, err) < 0)
 			return -1;
 		if (e->v2_swap && cg_set_at(c->v2_fd, c->v2, "memory.swap.max", "0", err) < 0)
@@ -118,8 +259,20 @@ static int run_setup_v1(struct cgroup_run *c, int i, const struct limits *lim, s
 {
 	struct cgroup_env *e = c->env;
 	const struct hier *h = &e->v1[i];
-	char *d = c->v1[i] = cg_path_join(h->dir, c->name);
-	int fd = take_first(e, 1 + i, d);
+	char *d;
+	int fd;
+	/* a hierarchy of memory alone: one with others too would share them */
+	if (c->shared_bytes && h->ctrls == CTRL_BIT(CG_MEMORY)) {
+		if (shared_v1(e, i, c->shared_bytes, err) < 0)
+			return -1;
+		if ((fd = fcntl(e->shared.v1_tasks, F_DUPFD_CLOEXEC, 0)) < 0)
+			return pc_syserr(err, "cgroup", "dup %s/tasks", e->shared.v1);
+		c->tasks[c->n_tasks++] = fd;
+		c->shared = true;
+		return 0;
+	}
+	d = c->v1[i] = cg_path_join(h->dir, c->name);
+	fd = take_first(e, 1 + i, d);
 	if (fd >= 0) {
 		/* the probe's, its tasks file locked */
 		c->v1_fd[i] = fd;
@@ -151,9 +304,10 @@ static int run_setup_v1(struct cgroup_run *c, int i, const struct limits *lim, s
 	return 0;
 }
 
-static void report_limits(const struct cgroup_env *e, const struct limits *lim, bool own_userns,
+static void report_limits(const struct cgroup_run *run, const struct limits *lim, bool own_userns,
 			  struct run_result *r)
 {
+	const struct cgroup_env *e = run->env;
 	static const char *const names[CG_NCTRL] = { "memory_bytes", "pids", "cpu_millis" };
 	const uint64_t asked[CG_NCTRL] = { lim->memory_bytes, lim->pids, lim->cpu_millis };
 	static const char *const units[CG_NCTRL] = { " bytes", " tasks", "/1000 of a core" };
@@ -165,6 +319,11 @@ static void report_limits(const struct cgroup_env *e, const struct limits *lim, 
 		by = cg_ctrl_enforcer(e, c, &dir);
 		if (by == ENF_NONE && c == CG_PIDS && own_userns && rlimit_nproc_per_userns())
 			by = ENF_RLIMIT;
+		if (c == CG_MEMORY && run->shared) {
+			/* the group's limit is the kernel's, the session's ours */
+			result_add_limit(r, "shared_memory_bytes", run->shared_bytes, by);
+			by = ENF_SUPERVISOR;
+		}
 		result_add_limit(r, names[c], asked[c], by);
 		if (by == ENF_NONE)
 			result_add_warning(r, "%s limit of %llu%s is not enforced: no usable %s cgroup controller "
@@ -217,11 +376,12 @@ static int setup_v1(struct cgroup_run *c, const struct limits *lim, struct pc_er
 	return open_tasks(c, err);
 }
 
-int cgroup_run_create(struct cgroup_env *e, const struct limits *lim, bool own_userns,
+int cgroup_run_create(struct cgroup_env *e, const struct limits *lim, uint64_t shared_memory, bool own_userns,
 		      struct cgroup_run **out, struct run_result *r, struct pc_err *err)
 {
 	struct cgroup_run *c = run_new(e);
 	*out = NULL;
+	c->shared_bytes = shared_memory;
 	if (e) {
 		cg_retry_stale(e);
 		/* the probe's first dirs are this run's: their name; a probe
@@ -234,9 +394,10 @@ int cgroup_run_create(struct cgroup_env *e, const struct limits *lim, bool own_u
 		c->later = e->first.rest != NULL;
 		if (!c->later && setup_v1(c, lim, err) < 0)
 			goto fail;
+		c->oom_mark = c->shared ? shared_oom_kills(e) : 0;
 	}
 	if (!c->later)
-		report_limits(e, lim, own_userns, r);
+		report_limits(c, lim, own_userns, r);
 	*out = c;
 	return 0;
 fail:
@@ -258,7 +419,8 @@ int cgroup_run_finish(struct cgroup_run *c, const struct limits *lim, bool own_u
 	cg_first_finish(c->env, c->v2_fd);
 	if (setup_v1(c, lim, err) < 0)
 		return -1;
-	report_limits(c->env, lim, own_userns, r);
+	c->oom_mark = c->shared ? shared_oom_kills(c->env) : 0;
+	report_limits(c, lim, own_userns, r);
 	return 0;
 }
 
@@ -297,6 +459,65 @@ uint64_t cgroup_run_cpu_us(const struct cgroup_run *c)
 	return 0;
 }
 
+bool cgroup_run_shared(const struct cgroup_run *c)
+{
+	return c && c->shared;
+}
+
+void cgroup_run_mark(struct cgroup_run *c)
+{
+	if (c && c->shared)
+		c->oom_mark = shared_oom_kills(c->env);
+}
+
+/* One process's proportional set size and its swapped share, in KiB: its
+ * pages, each divided among the processes that map it. */
+static int pss_kib(long pid, uint64_t *out)
+{
+	char path[64], buf[4096];
+	ssize_t n;
+	int fd;
+	*out = 0;
+	snprintf(path, sizeof(path), "/proc/%ld/smaps_rollup", pid);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return -1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n < 0)
+		return -1;
+	buf[n] = '\0';
+	for (char *p = buf; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+		unsigned long long kb;
+		if (sscanf(p, "Pss: %llu kB", &kb) == 1 || sscanf(p, "SwapPss: %llu kB", &kb) == 1)
+			*out += kb;
+	}
+	return 0;
+}
+
+int cgroup_run_memory(const struct cgroup_run *c, uint64_t *bytes, struct pc_err *err)
+{
+	cleanup_free char *procs = NULL;
+	int dirfd = c ? c->v2_fd : -1;
+	*bytes = 0;
+	for (int i = 0; c && dirfd < 0 && i < N_V1; i++)
+		dirfd = c->v1_fd[i];
+	if (dirfd < 0)
+		return pc_fail(err, ENOENT, "cgroup", "the session has no cgroup that lists its processes");
+	if (cg_read_at(dirfd, "cgroup.procs", &procs) < 0)
+		return pc_syserr(err, "cgroup", "read the session's cgroup.procs");
+	for (char *p = procs, *end;; p = end) {
+		long pid = strtol(p, &end, 10);
+		uint64_t kib;
+		if (end == p)
+			break;
+		/* one that has just gone counts nothing */
+		if (pss_kib(pid, &kib) < 0 && errno != ENOENT && errno != ESRCH)
+			return pc_syserr(err, "cgroup", "read /proc/%ld/smaps_rollup", pid);
+		*bytes += kib * 1024;
+	}
+	return 0;
+}
+
 int cgroup_run_stats(struct cgroup_run *c, struct cgroup_stats *out)
 {
 	const struct cgroup_env *e = c ? c->env : NULL;
@@ -305,7 +526,11 @@ int cgroup_run_stats(struct cgroup_run *c, struct cgroup_stats *out)
 	memset(out, 0, sizeof(*out));
 	if (!e)
 		return 0;
-	if (c->v2_fd >= 0 && (e->v2_ctrls & CTRL_BIT(CG_MEMORY))) {
+	/* a session of the shared group: no peak of its own, and the group's
+	 * OOM killer acted since its cell began (cgroup_run_mark) */
+	if (c->shared && shared_oom_kills(e) > c->oom_mark)
+		out->oom_killed = true;
+	if (c->v2_fd >= 0 && !c->shared && (e->v2_ctrls & CTRL_BIT(CG_MEMORY))) {
 		if (cg_read_key_at(c->v2_fd, "memory.events", "oom_kill", &v) == 0 && v > 0)
 			out->oom_killed = true;
 		if (e->v2_peak)
@@ -541,5 +766,6 @@ void cgroup_env_free(struct cgroup_env *e)
 	if (!e)
 		return;
 	leaving_finish(e);
+	shared_free(e);
 	cg_probe_free(e);
 }

@@ -39,10 +39,17 @@ const char *cgroup_env_mode(const struct cgroup_env *e);  /* "cgroup2" "cgroup1"
 /* Create the run's cgroup(s) with the limits.  What enforces each limit,
  * and warnings for those nothing enforces, are added to r; own_userns: the
  * jail has a user namespace to count RLIMIT_NPROC in (rlimits_apply).
+ * shared_memory (a session's, of a policy with sessions.shared_memory):
+ * the run is no memory cgroup of its own but is in one the env's sessions
+ * share, limited to shared_memory (made by the first of them, removed
+ * with the env); limits.memory is then the caller's to hold
+ * (cgroup_run_memory), and r says so.  0: a memory cgroup of its own.
+ * Where the host's memory controller is one v1 hierarchy with others, the
+ * run has its own as with 0.
  * With the env's probe half done (cgroup_env_probe_v2), only the cgroup2
  * dir is made, and cgroup_run_later says so: cgroup_run_finish does the
  * rest, and cgroup_run_move puts the jail into it. */
-int cgroup_run_create(struct cgroup_env *e, const struct limits *lim, bool own_userns,
+int cgroup_run_create(struct cgroup_env *e, const struct limits *lim, uint64_t shared_memory, bool own_userns,
 		      struct cgroup_run **out, struct run_result *r, struct pc_err *err);
 bool cgroup_run_later(const struct cgroup_run *c);
 int cgroup_run_finish(struct cgroup_run *c, const struct limits *lim, bool own_userns, struct run_result *r,
@@ -57,7 +64,21 @@ int cgroup_run_clone_fd(const struct cgroup_run *c);
 int cgroup_run_tasks_fds(const struct cgroup_run *c, int fds[CGROUP_MAX_TASKS]);
 int cgroup_enter(const int *fds, int n, struct pc_err *err);
 
+/* oom_killed, for a run in the shared group: its OOM killer acted since
+ * the run's cgroup_run_mark (or creation). */
 int cgroup_run_stats(struct cgroup_run *c, struct cgroup_stats *out);
+/* The run is in the sessions' shared memory cgroup. */
+bool cgroup_run_shared(const struct cgroup_run *c);
+/* From now on, the shared group's OOM kills are the run's (a session's
+ * cell begins). */
+void cgroup_run_mark(struct cgroup_run *c);
+/* The memory the run's processes hold: the sum of their proportional set
+ * sizes (each page divided among the processes mapping it, so the
+ * zygote's pages they share count a part) and their swapped shares; not
+ * the kernel's memory for them, nor tmpfs files no process maps (limits.tmp
+ * and limits.workspace bound those).  Processes listed in the run's own
+ * cgroup (one that is no memory cgroup will do). */
+int cgroup_run_memory(const struct cgroup_run *c, uint64_t *bytes, struct pc_err *err);
 /* The CPU time used in the run's cgroup so far (microseconds); 0 when no
  * cgroup counts it. */
 uint64_t cgroup_run_cpu_us(const struct cgroup_run *c);

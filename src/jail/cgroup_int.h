@@ -76,6 +76,19 @@ struct cgroup_env {
 
 	struct cg_first first;
 
+	/* The memory cgroup that sessions share (a policy's
+	 * sessions.shared_memory; cgroup.c), made at the first such session
+	 * and removed with the env: its name, its v2 dir (the sessions' v2
+	 * dirs go below it, its subtree_control without memory) and v1
+	 * memory dir, each open and locked as a run's are, and the v1 dir's
+	 * tasks file, which the sessions' jails enter (dups of it). */
+	struct cg_shared {
+		char *name;
+		char *v2, *v1;
+		int v2_fd, v1_fd, v1_tasks;
+		int v1_index;        /* the memory hierarchy's, in v1[]; -1: none */
+	} shared;
+
 	char **stale;        /* run dirs that could not be removed yet */
 	size_t n_stale;
 	struct cgroup_run *leaving;  /* runs whose dirs are removed on the loop */

@@ -414,7 +414,8 @@ static void probe_bpf(struct cgroup_env *e, const char *dir)
  * removal, whatever pid namespace it runs in, and the kernel drops it when
  * the owner dies; a populated dir this process can lock, of a pid that is
  * gone, has no live owner (a pycell from before the lock holds none, so
- * the pid counts too).  An empty one is removed when its owner's pid is
+ * the pid counts too); a v2 one may hold others (the sessions' shared
+ * memory cgroup), swept first.  An empty one is removed when its owner's pid is
  * gone from ours (or it is old): a supervisor of another pid namespace between its mkdir and its
  * flock (microseconds) would see its run fail to set up, never a run of
  * its killed.  Probe dirs hold no lock and never hold a process: one is
@@ -446,6 +447,10 @@ static void sweep_dead(struct cgroup_env *e, const char *dir, bool v2)
 			fd = open(lock ? lock : path, O_RDONLY | O_CLOEXEC);
 			if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) < 0)
 				continue; /* gone meanwhile, or its owner lives */
+			/* the sessions' shared memory cgroup has their v2 dirs
+			 * in it (cgroup.c) */
+			if (v2 && (gone || old))
+				sweep_dead(e, path, true);
 			if (cg_read(path, "cgroup.procs", &procs) == 0 && procs[0]) {
 				/* the pid as well as the lock: a pycell from before
 				 * the lock, still running, holds none */
@@ -520,6 +525,7 @@ static struct cgroup_env *probe_v2_part(bool later)
 	struct cgroup_env *e = xcalloc(1, sizeof(*e));
 
 	e->bpf_fd = -1;
+	e->shared.v2_fd = e->shared.v1_fd = e->shared.v1_tasks = e->shared.v1_index = -1;
 	e->first.name = cg_next_run_name();
 	for (int i = 0; i < 1 + N_V1; i++)
 		e->first.fd[i] = -1;

@@ -180,6 +180,13 @@ int run_signal(struct run *r, int sig);
 struct run_result *run_result_mut(struct run *r);
 /* An egress run's counts so far (egress.h); false for other runs. */
 bool run_egress_counts(const struct run *r, uint64_t *connections, uint64_t *dns_queries);
+/* A session's jail in the sessions' shared memory cgroup (cgroup.h):
+ * the memory its processes hold (cgroup_run_memory), which the session
+ * holds to limits.memory, and the mark from which the group's OOM kills
+ * are its own.  run_memory_shared false: the kernel holds it. */
+bool run_memory_shared(const struct run *r);
+int run_memory(const struct run *r, uint64_t *bytes, struct pc_err *err);
+void run_memory_mark(struct run *r);
 /* Wait up to timeout_ms for a finished run's jail to exit on its own
  * (finish_on_report), in this process or in a child forked after the
  * run finished: the jail is then gone whoever reaps it. */

@@ -97,7 +97,9 @@ static int make_cgroups(struct run *r, struct pc_err *err)
 		q->probe_env = NULL;
 		log_debug("%6llu us: cgroup2 probed", (unsigned long long)log_elapsed_us());
 	}
-	if (q->cgroups && cgroup_run_create(q->cgroups, &q->policy->limits, !r->bare, &r->cgroup, &r->result, err) < 0)
+	if (q->cgroups && cgroup_run_create(q->cgroups, &q->policy->limits,
+					    q->session ? q->policy->sessions.shared_memory_bytes : 0, !r->bare, &r->cgroup,
+					    &r->result, err) < 0)
 		return -1;
 	log_debug("%6llu us: run cgroup created", (unsigned long long)log_elapsed_us());
 	if (!q->cgroups)

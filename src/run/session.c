@@ -51,6 +51,14 @@ struct session {
 	uint64_t net0_conn, net0_dns;   /* an egress session's counts when the cell began */
 	int timer_fd;
 	struct loop_watch w_timer;
+	/* A session in the sessions' shared memory cgroup (cgroup.h): its
+	 * memory is read every SESSION_MEMORY_TICK_MS while a cell or state
+	 * transfer runs, and at a cell's end, and the session is killed once
+	 * it holds more than limits.memory (memory_limit).  mem_fd: that
+	 * tick's timer (-1 until the first such cell); over: what it held. */
+	int mem_fd;
+	struct loop_watch w_mem;
+	uint64_t mem_limit, over;
 
 	/* a state transfer (session_snapshot, session_restore), which runs
 	 * as a cell does (state, timer): our end of its pipe, the caller's
@@ -67,6 +75,79 @@ struct session {
 
 static void xfer_finish(struct session *s, json_t *report);
 static void xfer_close(struct session *s);
+
+/* The session's memory against limits.memory, when the supervisor holds
+ * it to that (run_memory_shared): false, with the jail being killed and
+ * s->over set, once it holds more. */
+static bool memory_ok(struct session *s)
+{
+	uint64_t limit = s->mem_limit, bytes;
+	struct pc_err err;
+	if (!limit || !run_memory_shared(s->run) || s->over)
+		return !s->over;
+	if (run_memory(s->run, &bytes, &err) < 0) {
+		/* not counted is not held: the session goes */
+		log_warn("session: %s: killing the session, whose memory limit cannot be held", err.msg);
+		bytes = UINT64_MAX;
+	} else if (bytes <= limit) {
+		return true;
+	}
+	s->over = bytes;
+	log_debug("session: its processes hold %llu bytes, over limits.memory (%llu): killing it",
+		  (unsigned long long)bytes, (unsigned long long)limit);
+	run_cancel(s->run);
+	return false;
+}
+
+static void memory_warning(struct session *s, struct run_result *res)
+{
+	uint64_t limit = s->mem_limit;
+	if (s->over == UINT64_MAX)
+		result_add_warning(res, "the session's memory could not be read, so its limit of %llu bytes could not be "
+				   "held: the session was killed", (unsigned long long)limit);
+	else
+		result_add_warning(res, "the session's processes held %llu bytes, more than its memory limit of %llu "
+				   "(held by the supervisor: this policy's sessions share a memory cgroup)",
+				   (unsigned long long)s->over, (unsigned long long)limit);
+}
+
+static void on_mem_tick(struct loop_watch *w, uint32_t events, void *data)
+{
+	struct session *s = data;
+	uint64_t ticks;
+	(void)!read(s->mem_fd, &ticks, sizeof(ticks));
+	if (s->state != CELL_NONE && !memory_ok(s) && s->xfer && !s->xfer_err.msg[0])
+		pc_fail(&s->xfer_err, ENOMEM, s->xfer == XFER_SNAPSHOT ? "snapshot" : "restore",
+			"the session's processes held %llu bytes, more than its memory limit: the session was killed",
+			(unsigned long long)s->over);
+	(void)w;
+	(void)events;
+}
+
+/* A cell or state transfer begins: its memory is watched (when it is
+ * ours to watch), and the shared group's OOM kills from now on are its. */
+static void memory_watch(struct session *s, bool on)
+{
+	uint64_t ns = SESSION_MEMORY_TICK_MS * 1000000ull;
+	struct itimerspec t = { 0 };
+	if (!run_memory_shared(s->run) || !s->mem_limit)
+		return;
+	if (on && s->mem_fd < 0) {
+		s->mem_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+		if (s->mem_fd >= 0 && loop_add(s->loop, &s->w_mem, s->mem_fd, EPOLLIN, on_mem_tick, s) < 0) {
+			close(s->mem_fd);
+			s->mem_fd = -1;
+		}
+		if (s->mem_fd < 0)
+			log_warn("session: no timer for its memory (%s): it is read at each cell's end only",
+				 strerror(errno));
+	}
+	if (on)
+		run_memory_mark(s->run);
+	t.it_value = t.it_interval = (struct timespec){ (time_t)(ns / 1000000000), (long)(ns % 1000000000) };
+	if (s->mem_fd >= 0)
+		timerfd_settime(s->mem_fd, 0, on ? &t : &(struct itimerspec){ 0 }, NULL);
+}
 
 static void arm(struct session *s, uint64_t ms)
 {
@@ -167,7 +248,10 @@ static void cell_finish(struct session *s, json_t *end)
 	struct run_result *jail = run_result_mut(s->run);
 	struct session_cell cell = s->cell;
 	json_t *code = json_object_get(end, "exit_code");
+	/* what the cell left held, read before its result is */
+	bool kill = end && !memory_ok(s);
 
+	memory_watch(s, false);
 	result_init(res);
 	pipes_finish(s);
 	outbuf_finish(&s->out, "stdout");
@@ -208,12 +292,16 @@ static void cell_finish(struct session *s, json_t *end)
 	}
 	if (end) {
 		res->exit_code = json_is_integer(code) ? (int)json_integer_value(code) : 1;
-		res->status = s->timed_out ? RUN_TIMEOUT : s->cancelled ? RUN_KILLED
+		res->status = kill ? RUN_MEMORY_LIMIT : s->timed_out ? RUN_TIMEOUT : s->cancelled ? RUN_KILLED
 			    : res->exit_code == 0 ? RUN_OK : RUN_ERROR;
+		if (kill)
+			result_add_warning(res, "the session ended: its interpreter is being killed");
 	} else {
 		/* the jail ended: how, as a run's result says it (memory_limit
-		 * when the OOM killer took python), unless our timer killed it */
-		res->status = s->timed_out ? RUN_TIMEOUT : s->cancelled ? RUN_KILLED : jail->status;
+		 * when the OOM killer took python), unless our timer killed it
+		 * or the session held more memory than it may */
+		res->status = s->over ? RUN_MEMORY_LIMIT : s->timed_out ? RUN_TIMEOUT : s->cancelled ? RUN_KILLED
+			    : jail->status;
 		if (res->status == RUN_OK)
 			res->status = RUN_ERROR;   /* the session loop never exits 0 mid-cell */
 		res->exit_code = jail->exit_code;
@@ -221,6 +309,8 @@ static void cell_finish(struct session *s, json_t *end)
 		res->setup_error = jail->setup_error;
 		result_add_warning(res, "the session ended: its interpreter is gone");
 	}
+	if (s->over)
+		memory_warning(s, res);
 	s->state = CELL_NONE;
 	s->cancelled = s->timed_out = false;
 	memset(&s->cell, 0, sizeof(s->cell));
@@ -350,6 +440,8 @@ struct session *session_open(struct loop *l, const struct run_request *q, sessio
 	for (int i = 0; i < 2; i++)
 		s->pipes[i] = (struct cell_pipe){ s, i ? RUN_STDERR : RUN_STDOUT, -1, { 0 } };
 	s->xfer_pipe = -1;
+	s->mem_fd = -1;
+	s->mem_limit = q->policy->limits.memory_bytes;
 	s->ready_fn = ready;
 	s->gone_fn = gone;
 	s->ctx = ctx;
@@ -466,6 +558,7 @@ int session_run_cell(struct session *s, const struct session_cell *cell, struct 
 	s->cancelled = s->timed_out = false;
 	if (cell->timeout_ms)
 		arm(s, cell->timeout_ms);
+	memory_watch(s, true);
 	return 0;
 }
 
@@ -597,6 +690,7 @@ static void xfer_finish(struct session *s, json_t *report)
 	s->xfer = XFER_NONE;
 	s->state = CELL_NONE;
 	arm(s, 0);
+	memory_watch(s, false);
 	if (err.msg[0]) {
 		/* ours first: the cap, the disk */
 	} else if (s->timed_out) {
@@ -665,6 +759,7 @@ static int xfer_start(struct session *s, enum xfer kind, int fd, uint64_t max_by
 	s->t0 = now_ms();
 	if (ms)
 		arm(s, ms);
+	memory_watch(s, true);
 	return 0;
 }
 
@@ -709,6 +804,10 @@ void session_free(struct session *s)
 	if (s->timer_fd >= 0) {
 		loop_del(s->loop, &s->w_timer);
 		close(s->timer_fd);
+	}
+	if (s->mem_fd >= 0) {
+		loop_del(s->loop, &s->w_mem);
+		close(s->mem_fd);
 	}
 	pipe_close(s, &s->pipes[0]);
 	pipe_close(s, &s->pipes[1]);

@@ -20,6 +20,9 @@
 #include "run/run.h"
 
 #define SESSION_GRACE_MS 2000
+/* How often a running cell's memory is read when the supervisor holds a
+ * session to limits.memory (a policy's sessions.shared_memory) */
+#define SESSION_MEMORY_TICK_MS 100
 /* one cell's message to the jail, code and files as JSON (the tool
  * socket's packets are at most 4 MiB, and the runtime reads that much) */
 #define SESSION_CELL_MAX (4 << 20)

@@ -207,8 +207,10 @@ class Bench:
         for pol in self.args.policies:
             path = self.tmp / (pol + "-sessions.json")
             per = -(-n // nsrv)
-            path.write_text(json.dumps({"extends": pol, "sessions": {"max": per, "max_per_client": per,
-                                                                        "idle_timeout": "1h"}}))
+            sessions = {"max": per, "max_per_client": per, "idle_timeout": "1h"}
+            if self.args.shared_memory:
+                sessions["shared_memory"] = self.args.shared_memory
+            path.write_text(json.dumps({"extends": pol, "sessions": sessions}))
             servers = []
             try:
                 for _ in range(nsrv):
@@ -298,6 +300,9 @@ def report(args, rows, cpu, dens):
                  "open files per session; the time to open them all, one after another.\n"
                  % (args.sessions, "one `pycell mcp`" if args.servers == 1 else
                     "%d `pycell mcp` servers (in turn)" % args.servers, min(args.sessions, args.pandas_sessions)))
+        if args.shared_memory:
+            L.append("The sessions share one memory cgroup of %s (sessions.shared_memory), each held to "
+                     "limits.memory by the server.\n" % args.shared_memory)
         L.append("| policy | sessions open | idle PSS | idle MemAvailable | pandas PSS | pandas MemAvailable | "
                  "server fds | opened in |")
         L.append("|---|---|---|---|---|---|---|---|")
@@ -331,6 +336,9 @@ def main():
     ap.add_argument("--mem-floor", type=int, default=1024,
                     help="MiB: the density table opens no more sessions once MemAvailable is below this "
                          "(default 1024), and says so")
+    ap.add_argument("--shared-memory", metavar="SIZE",
+                    help="the density table's sessions share one memory cgroup of SIZE (sessions.shared_memory, "
+                         "e.g. 20G); default: a memory cgroup each")
     ap.add_argument("--out", help="write the report here too (markdown)")
     args = ap.parse_args()
     args.policies = [p for p in args.policies.split(",") if p]

@@ -23,7 +23,7 @@ import pytest
 
 from conftest import (HOST_IS_ROOT, PYCELL, children_of, descendants, proc_stat, pycell_env, pycell_run,
                       reap_orphans, start_pycell)
-from test_limits import run_dir_parents, run_dirs_of
+from test_limits import doctor, run_dir_parents, run_dirs_of
 from test_serve import wait_for
 from test_tools import Tools
 
@@ -259,6 +259,30 @@ def test_the_next_supervisor_kills_and_removes_a_dead_ones_leftovers():
         assert [d for d in dirs if os.path.exists(d)] == []
     finally:
         remove_leftover(dirs, victim)
+
+
+def test_the_next_supervisor_removes_a_dead_ones_shared_memory_cgroup():
+    """On cgroup v2 the sessions' shared memory cgroup (sessions.shared_memory)
+    holds their dirs: a dead supervisor's is swept with what is inside it."""
+    need_root_cgroups()
+    v2 = doctor()["cgroups"].get("v2_parent")
+    if not v2:
+        pytest.skip("this host gives pycell no cgroup v2 dir to make run dirs in (pycell doctor)")
+    owner = dead_pid()
+    victim = subprocess.Popen(["sleep", "600"])
+    shared = os.path.join(v2, f"pycell-{owner}-1")
+    inner = os.path.join(shared, f"pycell-{owner}-2")
+    os.mkdir(shared)
+    os.mkdir(inner)
+    try:
+        with open(os.path.join(inner, "cgroup.procs"), "w") as f:
+            f.write(str(victim.pid))
+        rc, out, _ = pycell_run(["run", "-c", "print('served')"])
+        assert (rc, out) == (0, b"served\n")
+        assert victim.wait(timeout=1) == -signal.SIGKILL
+        assert not os.path.exists(shared)
+    finally:
+        remove_leftover([inner, shared], victim)
 
 
 def test_a_run_cgroup_whose_owner_holds_its_lock_is_left_alone():

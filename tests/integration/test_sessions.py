@@ -9,10 +9,11 @@ import json
 import os
 import re
 import time
+from pathlib import Path
 
 import pytest
 
-from conftest import TOOLS, RawMcp, jail_procs, proc_status, run_jails
+from conftest import TOOLS, RawMcp, descendants, jail_procs, proc_status, run_jails
 from test_mcp_raw import Server
 from test_serve import serve, sha  # noqa: F401 (serve is a fixture)
 
@@ -392,6 +393,109 @@ def test_a_memory_bomb_ends_its_session_as_memory_limit(policy_file):
         assert c.cell(c.open(), "2 + 2")["return_value"] == 4
     finally:
         c.kill()
+
+
+def cgroups_of(pid):
+    """{controller: path} of /proc/PID/cgroup ("" for cgroup v2's line)."""
+    out = {}
+    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+        _, ctrls, path = line.split(":", 2)
+        for c in ctrls.split(","):
+            out[c] = path
+    return out
+
+
+def cgroup_mount(ctrl):
+    """Where the v1 hierarchy of ctrl, or cgroup v2 (""), is mounted."""
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        pre, post = line.split(" - ")
+        fstype, _, opts = post.split(" ", 2)
+        if (ctrl == "" and fstype == "cgroup2") or (ctrl and fstype == "cgroup" and ctrl in opts.split(",")):
+            return pre.split()[4]
+    return None
+
+
+def shared_policy(policy_file, memory, shared):
+    return policy_file({"limits": {"memory": memory}, "sessions": {"shared_memory": shared}}, name="shared")
+
+
+def test_sessions_that_share_a_memory_cgroup_are_each_held_to_their_limit(policy_file):
+    """sessions.shared_memory: two sessions' jails are in one memory cgroup
+    of that limit, each with pids and CPU cgroups of its own; a session
+    whose processes hold more than limits.memory is killed within a tick
+    (the cell sleeps on after its allocation, so only the watch ends it),
+    its cell memory_limit; the other session goes on; the group goes with
+    the server."""
+    c = Client("--policy", shared_policy(policy_file, "64M", "1G"))
+    try:
+        c.initialize()
+        a, b = c.open(), c.open()
+        r = c.cell(a, "x = 1")
+        limits = {x["name"]: x for x in r["limits"]}
+        assert limits["memory_bytes"] == {"name": "memory_bytes", "value": 64 << 20, "enforced_by": "supervisor"}
+        assert limits["shared_memory_bytes"]["value"] == 1 << 30
+        assert limits["shared_memory_bytes"]["enforced_by"] in ("cgroup1", "cgroup2")
+        v2 = limits["shared_memory_bytes"]["enforced_by"] == "cgroup2"
+        # the server's processes by the memory cgroup they are charged to
+        # (v2: the nearest dir with memory.max), and their pids cgroups
+        root = cgroup_mount("" if v2 else "memory")
+        by_group = {}
+        for p in descendants(c.proc.pid):
+            g = cgroups_of(p)
+            d = root + (g[""] if v2 else g["memory"])
+            while v2 and not Path(d, "memory.max").exists():
+                d = os.path.dirname(d)
+            by_group.setdefault(d, []).append(g["" if v2 else "pids"])
+        limit_file = "memory.max" if v2 else "memory.limit_in_bytes"
+        shared = [d for d in by_group if Path(d, limit_file).read_text() == f"{1 << 30}\n"]
+        assert len(shared) == 1, by_group
+        shared_dir = shared[0]
+        # each session's init and python, in a pids (v2: a) cgroup of its own
+        assert len(by_group[shared_dir]) == 4 and len(set(by_group[shared_dir])) == 2, by_group
+        t0 = time.monotonic()
+        r = c.cell(a, "b = bytearray(256 << 20)\nimport time\ntime.sleep(20)")
+        assert time.monotonic() - t0 < 5, r
+        assert r["status"] == "memory_limit" and r["session"]["alive"] is False, r
+        over = [w for w in r["warnings"] if "more than its memory limit of 67108864 (held by the supervisor" in w]
+        assert len(over) == 1, r["warnings"]
+        held = int(re.search(r"held (\d+) bytes", over[0]).group(1))
+        assert 64 << 20 < held < 512 << 20
+        assert c.error_text("run_python", {"session_id": a, "code": "x"}) == "run_python: " + NOT_FOUND
+        # the other session keeps its state, and may hold what its limit allows
+        assert c.cell(b, "y = bytearray(24 << 20)\nlen(y)")["return_value"] == 24 << 20
+        r = c.cell(b, "len(y)")
+        assert (r["status"], r["return_value"], r["warnings"]) == ("ok", 24 << 20, [])
+        assert os.path.isdir(shared_dir)
+        c.close()
+        assert not os.path.exists(shared_dir)
+    finally:
+        c.kill()
+
+
+def test_the_shared_memory_cgroup_bounds_the_sessions_together(policy_file):
+    """Past the shared group's limit the kernel's OOM killer acts, though
+    no session passed limits.memory: the cell that was running when it did
+    ends as memory_limit, without the supervisor's warning."""
+    c = Client("--policy", shared_policy(policy_file, "512M", "96M"))
+    try:
+        c.initialize()
+        sid = c.open()
+        r = c.cell(sid, "b = bytearray(200 << 20)")
+        assert r["status"] == "memory_limit" and r["session"]["alive"] is False, r
+        assert [w for w in r["warnings"] if "held by the supervisor" in w] == []
+        assert c.cell(c.open(), "2 + 2")["return_value"] == 4
+    finally:
+        c.kill()
+
+
+def test_shared_memory_is_a_size_of_64m_or_more(policy_file):
+    path = policy_file({"sessions": {"shared_memory": "1M"}}, name="tiny")
+    c = Client("--policy", path)
+    assert c.proc.wait(timeout=10) == 2
+    c._stderr_reader.join(timeout=5)
+    err = c.stderr
+    assert err.decode().endswith(f"policy {path}: sessions.shared_memory: expected a size of at least 64M (or 0: a "
+                                 "memory cgroup for each session), got \"1M\"\n"), err
 
 
 # ------------------------------------------------------------ files

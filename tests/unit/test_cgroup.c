@@ -96,7 +96,7 @@ static struct cgroup_run *make_run(const struct limits *lim, struct run_result *
 	struct cgroup_run *run;
 	struct pc_err err;
 	result_init(r);
-	if (cgroup_run_create(env, lim, true, &run, r, &err) < 0)
+	if (cgroup_run_create(env, lim, 0, true, &run, r, &err) < 0)
 		ck_abort_msg("cgroup_run_create: %s", err.msg);
 	return run;
 }
@@ -473,7 +473,7 @@ START_TEST(test_create_reports_missing)
 	struct pc_err err;
 	result_init(&r);
 	/* no env: nothing but rlimits, and a warning for each limit nothing enforces */
-	ck_assert_int_eq(cgroup_run_create(NULL, &lim, true, &run, &r, &err), 0);
+	ck_assert_int_eq(cgroup_run_create(NULL, &lim, 0, true, &run, &r, &err), 0);
 	ck_assert_int_eq(cgroup_run_clone_fd(run), -1);
 	ck_assert_int_eq(limit_by(&r, "memory_bytes"), ENF_NONE);
 	ck_assert_int_eq(limit_by(&r, "cpu_millis"), ENF_NONE);
@@ -485,7 +485,7 @@ START_TEST(test_create_reports_missing)
 	/* a jail without a user namespace of its own (a bare wasm jail): no
 	 * RLIMIT_NPROC claimed, which would count every task of its uid */
 	result_init(&r);
-	ck_assert_int_eq(cgroup_run_create(NULL, &lim, false, &run, &r, &err), 0);
+	ck_assert_int_eq(cgroup_run_create(NULL, &lim, 0, false, &run, &r, &err), 0);
 	ck_assert_int_eq(limit_by(&r, "pids"), ENF_NONE);
 	ck_assert_int_eq(r.n_warnings, 3);
 	ck_assert_ptr_nonnull(strstr(r.warnings[1], "pids limit of 5 tasks is not enforced"));

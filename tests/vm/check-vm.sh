@@ -20,8 +20,9 @@
 #                      (default: the source tree)
 #   PYCELL_VM_CACHE    kernel cache (default ${XDG_CACHE_HOME:-~/.cache}/pycell-vm)
 #   PYCELL_VM_KERNEL_DEB  use this linux-image-*.deb instead of downloading
-#   PYCELL_VM_TESTS    pytest files, relative to tests/integration
-#                      (default: test_limits.py test_doctor.py)
+#   PYCELL_VM_TESTS    pytest files or node ids, relative to tests/integration
+#                      (default: test_limits.py, test_doctor.py and the two
+#                      tests of sessions that share a memory cgroup)
 #   PYCELL_VM_PYTEST_ARGS  extra pytest arguments (e.g. -k memory -x)
 #   PYCELL_VM_TIMEOUT  seconds before the VM is killed (default 600; 300 in
 #                      systemd mode; both VMs took 241 s in all in CI)
@@ -49,7 +50,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 build=$(cd "${PYCELL_BUILDDIR:-$top}" && pwd)
 cache=${PYCELL_VM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pycell-vm}
-tests=${PYCELL_VM_TESTS:-test_limits.py test_doctor.py}
+shared=test_sessions.py::test_sessions_that_share_a_memory_cgroup_are_each_held_to_their_limit
+shared="$shared test_sessions.py::test_the_shared_memory_cgroup_bounds_the_sessions_together"
+tests=${PYCELL_VM_TESTS:-test_limits.py test_doctor.py $shared}
 mode=${PYCELL_VM_MODE:-tests}
 if [ "$mode" = systemd ]; then timeout_s=${PYCELL_VM_TIMEOUT:-300}; else timeout_s=${PYCELL_VM_TIMEOUT:-600}; fi
 case $mode in
