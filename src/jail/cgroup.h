@@ -72,13 +72,14 @@ bool cgroup_run_shared(const struct cgroup_run *c);
 /* From now on, the shared group's OOM kills are the run's (a session's
  * cell begins). */
 void cgroup_run_mark(struct cgroup_run *c);
-/* The memory the run's processes hold: the sum of their proportional set
- * sizes (each page divided among the processes mapping it, so the
- * zygote's pages they share count a part) and their swapped shares; not
- * the kernel's memory for them, nor tmpfs files no process maps (limits.tmp
- * and limits.workspace bound those).  Processes listed in the run's own
- * cgroup (one that is no memory cgroup will do). */
-int cgroup_run_memory(const struct cgroup_run *c, uint64_t *bytes, struct pc_err *err);
+/* The memory the run's processes hold, against limit: the sum of their
+ * resident and swapped pages when that is at most limit, else of their
+ * proportional set sizes and swapped shares (each page divided among the
+ * processes mapping it, so the zygote's pages they share count a part).
+ * Not the kernel's memory for them, nor tmpfs files no process maps
+ * (limits.tmp and limits.workspace bound those).  The processes are those
+ * listed in the run's own cgroup (one that is no memory cgroup will do). */
+int cgroup_run_memory(const struct cgroup_run *c, uint64_t limit, uint64_t *bytes, struct pc_err *err);
 /* The CPU time used in the run's cgroup so far (microseconds); 0 when no
  * cgroup counts it. */
 uint64_t cgroup_run_cpu_us(const struct cgroup_run *c);

@@ -653,9 +653,9 @@ bool run_egress_counts(const struct run *r, uint64_t *connections, uint64_t *dns
 struct run_result *run_result_mut(struct run *r) { return &r->result; }
 
 bool run_memory_shared(const struct run *r) { return cgroup_run_shared(r->cgroup); }
-int run_memory(const struct run *r, uint64_t *bytes, struct pc_err *err)
+int run_memory(const struct run *r, uint64_t limit, uint64_t *bytes, struct pc_err *err)
 {
-	return cgroup_run_memory(r->cgroup, bytes, err);
+	return cgroup_run_memory(r->cgroup, limit, bytes, err);
 }
 void run_memory_mark(struct run *r) { cgroup_run_mark(r->cgroup); }
 

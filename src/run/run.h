@@ -185,7 +185,7 @@ bool run_egress_counts(const struct run *r, uint64_t *connections, uint64_t *dns
  * holds to limits.memory, and the mark from which the group's OOM kills
  * are its own.  run_memory_shared false: the kernel holds it. */
 bool run_memory_shared(const struct run *r);
-int run_memory(const struct run *r, uint64_t *bytes, struct pc_err *err);
+int run_memory(const struct run *r, uint64_t limit, uint64_t *bytes, struct pc_err *err);
 void run_memory_mark(struct run *r);
 /* Wait up to timeout_ms for a finished run's jail to exit on its own
  * (finish_on_report), in this process or in a child forked after the

@@ -85,7 +85,7 @@ static bool memory_ok(struct session *s)
 	struct pc_err err;
 	if (!limit || !run_memory_shared(s->run) || s->over)
 		return !s->over;
-	if (run_memory(s->run, &bytes, &err) < 0) {
+	if (run_memory(s->run, limit, &bytes, &err) < 0) {
 		/* not counted is not held: the session goes */
 		log_warn("session: %s: killing the session, whose memory limit cannot be held", err.msg);
 		bytes = UINT64_MAX;
@@ -521,7 +521,7 @@ int session_run_cell(struct session *s, const struct session_cell *cell, struct 
 	json_t *msg;
 	size_t size;
 	int rc, w[2];
-	if (s->ended || !s->ready)
+	if (s->ended || s->over || !s->ready)
 		return pc_fail(err, ESRCH, "session", "the session has ended");
 	if (s->state != CELL_NONE)
 		return pc_fail(err, EBUSY, "session", "the session is running a cell");
@@ -718,7 +718,7 @@ static int xfer_start(struct session *s, enum xfer kind, int fd, uint64_t max_by
 	int p[2], ours, theirs, rc;
 	json_t *msg;
 
-	if (s->ended || !s->ready)
+	if (s->ended || s->over || !s->ready)
 		return pc_fail(err, ESRCH, step, "the session has ended");
 	if (s->state != CELL_NONE)
 		return pc_fail(err, EBUSY, step, "the session is running a cell");
@@ -779,7 +779,8 @@ int session_restore(struct session *s, int fd, uint64_t ms, session_state_fn don
 }
 
 bool session_busy(const struct session *s) { return s->state != CELL_NONE; }
-bool session_ended(const struct session *s) { return s->ended; }
+/* one held over its memory limit is being killed: it has ended too */
+bool session_ended(const struct session *s) { return s->ended || s->over; }
 struct run *session_run(struct session *s) { return s->run; }
 
 void session_cancel_cell(struct session *s)

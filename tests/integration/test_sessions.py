@@ -424,8 +424,9 @@ def test_sessions_that_share_a_memory_cgroup_are_each_held_to_their_limit(policy
     of that limit, each with pids and CPU cgroups of its own; a session
     whose processes hold more than limits.memory is killed within a tick
     (the cell sleeps on after its allocation, so only the watch ends it),
-    its cell memory_limit; the other session goes on; the group goes with
-    the server."""
+    its cell memory_limit; the other session goes on; one that grows by
+    short cells is caught at a cell's end; the group goes with the
+    server."""
     c = Client("--policy", shared_policy(policy_file, "64M", "1G"))
     try:
         c.initialize()
@@ -465,6 +466,18 @@ def test_sessions_that_share_a_memory_cgroup_are_each_held_to_their_limit(policy
         assert c.cell(b, "y = bytearray(24 << 20)\nlen(y)")["return_value"] == 24 << 20
         r = c.cell(b, "len(y)")
         assert (r["status"], r["return_value"], r["warnings"]) == ("ok", 24 << 20, [])
+        # memory grown by cells shorter than a tick is read at each end:
+        # 8 MiB a cell (a few ms each) passes 64 MiB by the ninth cell
+        d = c.open()
+        n = 0
+        for n in range(1, 13):
+            r = c.cell(d, f"x{n} = bytearray(8 << 20)")
+            if r["status"] != "ok":
+                break
+        assert (r["status"], r["session"]["alive"]) == ("memory_limit", False), r
+        assert 4 <= n <= 9, n
+        assert [w for w in r["warnings"] if "more than its memory limit of 67108864" in w] != []
+        assert c.error_text("run_python", {"session_id": d, "code": "1"}) == "run_python: " + NOT_FOUND
         assert os.path.isdir(shared_dir)
         c.close()
         assert not os.path.exists(shared_dir)
