@@ -230,6 +230,8 @@ static const struct { const char *json; const char *msg; } bad[] = {
 	{ "{'sessions': {'max': 65536}}", "policy t.json: sessions.max: expected an integer from 0 to 65535, got 65536" },
 	{ "{'sessions': {'max_per_client': 0}}", "policy t.json: sessions.max_per_client: expected an integer from 1 to 65535, got 0" },
 	{ "{'sessions': {'max_per_client': 65536}}", "policy t.json: sessions.max_per_client: expected an integer from 1 to 65535, got 65536" },
+	{ "{'sessions': {'shared_memory': '63M'}}", "policy t.json: sessions.shared_memory: expected a size of at least 64M (or 0: a memory cgroup for each session), got \"63M\"" },
+	{ "{'sessions': {'shared_memory': 'lots'}}", "policy t.json: sessions.shared_memory: expected a size such as 512M, got \"lots\"" },
 	/* identity */
 	{ "{'identity': 1000}", "policy t.json: identity: expected an object, got 1000" },
 	{ "{'identity': {'uid': 0}}", "policy t.json: identity.uid: expected an integer from 1 to 65534, got 0" },
@@ -440,6 +442,26 @@ static void round_trip(const struct policy *p)
 	json_decref(j2);
 	policy_free(&q);
 }
+
+/* sessions.shared_memory: 0 (the default) or a size of 64M and up */
+START_TEST(test_shared_memory_values)
+{
+	struct policy p;
+	parse_ok("{}", &p);
+	ck_assert_uint_eq(p.sessions.shared_memory_bytes, 0);
+	policy_free(&p);
+	parse_ok("{'sessions': {'shared_memory': '20G'}}", &p);
+	ck_assert_uint_eq(p.sessions.shared_memory_bytes, 20ULL << 30);
+	round_trip(&p);
+	policy_free(&p);
+	parse_ok("{'sessions': {'shared_memory': '64M'}}", &p);
+	ck_assert_uint_eq(p.sessions.shared_memory_bytes, 64ULL << 20);
+	policy_free(&p);
+	parse_ok("{'sessions': {'shared_memory': 0}}", &p);
+	ck_assert_uint_eq(p.sessions.shared_memory_bytes, 0);
+	policy_free(&p);
+}
+END_TEST
 
 START_TEST(test_round_trip)
 {
@@ -1040,6 +1062,7 @@ Suite *policy_suite(void)
 	tcase_add_test(good, test_empty_is_default);
 	tcase_add_test(good, test_default_values);
 	tcase_add_test(good, test_full_values);
+	tcase_add_test(good, test_shared_memory_values);
 	tcase_add_test(good, test_round_trip);
 	tcase_add_test(good, test_egress_destinations);
 	tcase_add_test(good, test_to_json_units);
