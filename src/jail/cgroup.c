@@ -493,9 +493,16 @@ static int proc_kib(long pid, const char *file, const char *const keys[2], uint6
 	return 0;
 }
 
-/* The sum over the processes listed in the run's own cgroup. */
-static int sum_procs(const struct cgroup_run *c, const char *file, const char *const keys[2], uint64_t *bytes,
-		     struct pc_err *err)
+static const char *const rss_keys[2] = { "VmRSS:", "VmSwap:" }, *const pss_keys[2] = { "Pss:", "SwapPss:" };
+
+/* The sum over the processes listed in the run's own cgroup, of their
+ * resident and swapped pages (pss false) or shares of them (true).  A
+ * process whose shares the kernel does not show us counts its pages
+ * whole: the jail's init, a fork of the zygote or of ours that stays not
+ * dumpable and whose memory belongs to the host's user namespace, which
+ * the supervisor has no CAP_SYS_PTRACE in; python, executed in the jail's,
+ * is ours to read. */
+static int sum_procs(const struct cgroup_run *c, bool pss, uint64_t *bytes, struct pc_err *err)
 {
 	cleanup_free char *procs = NULL;
 	int dirfd = c ? c->v2_fd : -1;
@@ -511,9 +518,12 @@ static int sum_procs(const struct cgroup_run *c, const char *file, const char *c
 		uint64_t kib;
 		if (end == p)
 			break;
+		int rc = proc_kib(pid, pss ? "smaps_rollup" : "status", pss ? pss_keys : rss_keys, &kib);
+		if (rc < 0 && pss && errno == EACCES)
+			rc = proc_kib(pid, "status", rss_keys, &kib);
 		/* one that has just gone counts nothing */
-		if (proc_kib(pid, file, keys, &kib) < 0 && errno != ENOENT && errno != ESRCH)
-			return pc_syserr(err, "cgroup", "read /proc/%ld/%s", pid, file);
+		if (rc < 0 && errno != ENOENT && errno != ESRCH)
+			return pc_syserr(err, "cgroup", "read /proc/%ld/%s", pid, pss ? "smaps_rollup" : "status");
 		*bytes += kib * 1024;
 	}
 	return 0;
@@ -521,16 +531,15 @@ static int sum_procs(const struct cgroup_run *c, const char *file, const char *c
 
 int cgroup_run_memory(const struct cgroup_run *c, uint64_t limit, uint64_t *bytes, struct pc_err *err)
 {
-	static const char *const rss[2] = { "VmRSS:", "VmSwap:" }, *const pss[2] = { "Pss:", "SwapPss:" };
 	/* each page mapped counts whole first, which is cheap (a counter of
 	 * the mm's) and enough when that is under the limit; the shares,
 	 * which walk every page table (1.4 ms for a python with the data
 	 * stack), only past it */
-	if (sum_procs(c, "status", rss, bytes, err) < 0)
+	if (sum_procs(c, false, bytes, err) < 0)
 		return -1;
 	if (*bytes <= limit)
 		return 0;
-	return sum_procs(c, "smaps_rollup", pss, bytes, err);
+	return sum_procs(c, true, bytes, err);
 }
 
 int cgroup_run_stats(struct cgroup_run *c, struct cgroup_stats *out)

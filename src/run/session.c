@@ -59,6 +59,7 @@ struct session {
 	int mem_fd;
 	struct loop_watch w_mem;
 	uint64_t mem_limit, over;
+	struct pc_err mem_err;        /* why it could not be read (over UINT64_MAX) */
 
 	/* a state transfer (session_snapshot, session_restore), which runs
 	 * as a cell does (state, timer): our end of its pipe, the caller's
@@ -88,6 +89,7 @@ static bool memory_ok(struct session *s)
 	if (run_memory(s->run, limit, &bytes, &err) < 0) {
 		/* not counted is not held: the session goes */
 		log_warn("session: %s: killing the session, whose memory limit cannot be held", err.msg);
+		s->mem_err = err;
 		bytes = UINT64_MAX;
 	} else if (bytes <= limit) {
 		return true;
@@ -103,8 +105,8 @@ static void memory_warning(struct session *s, struct run_result *res)
 {
 	uint64_t limit = s->mem_limit;
 	if (s->over == UINT64_MAX)
-		result_add_warning(res, "the session's memory could not be read, so its limit of %llu bytes could not be "
-				   "held: the session was killed", (unsigned long long)limit);
+		result_add_warning(res, "the session's memory could not be read (%s), so its limit of %llu bytes could "
+				   "not be held: the session was killed", s->mem_err.msg, (unsigned long long)limit);
 	else
 		result_add_warning(res, "the session's processes held %llu bytes, more than its memory limit of %llu "
 				   "(held by the supervisor: this policy's sessions share a memory cgroup)",

@@ -444,11 +444,12 @@ def test_sessions_that_share_a_memory_cgroup_are_each_held_to_their_limit(policy
         for p in descendants(c.proc.pid):
             g = cgroups_of(p)
             d = root + (g[""] if v2 else g["memory"])
-            while v2 and not Path(d, "memory.max").exists():
+            while v2 and d != root and not Path(d, "memory.max").exists():
                 d = os.path.dirname(d)
             by_group.setdefault(d, []).append(g["" if v2 else "pids"])
         limit_file = "memory.max" if v2 else "memory.limit_in_bytes"
-        shared = [d for d in by_group if Path(d, limit_file).read_text() == f"{1 << 30}\n"]
+        shared = [d for d in by_group if Path(d, limit_file).exists() and
+                  Path(d, limit_file).read_text() == f"{1 << 30}\n"]
         assert len(shared) == 1, by_group
         shared_dir = shared[0]
         # each session's init and python, in a pids (v2: a) cgroup of its own
