@@ -172,7 +172,6 @@ static int shared_v1(struct cgroup_env *e, int i, uint64_t bytes, struct pc_err 
 	if (cg_set_u64_at(sh->v1_fd, sh->v1, "memory.limit_in_bytes", bytes, err) < 0 ||
 	    (e->memsw && cg_set_u64_at(sh->v1_fd, sh->v1, "memory.memsw.limit_in_bytes", bytes, err) < 0))
 		goto fail;
-	sh->v1_index = i;
 	log_debug("cgroup: sessions share %s (memory.limit_in_bytes %llu)", sh->v1, (unsigned long long)bytes);
 	return 0;
 fail:
@@ -516,9 +515,10 @@ static int sum_procs(const struct cgroup_run *c, bool pss, uint64_t *bytes, stru
 	for (char *p = procs, *end;; p = end) {
 		long pid = strtol(p, &end, 10);
 		uint64_t kib;
+		int rc;
 		if (end == p)
 			break;
-		int rc = proc_kib(pid, pss ? "smaps_rollup" : "status", pss ? pss_keys : rss_keys, &kib);
+		rc = proc_kib(pid, pss ? "smaps_rollup" : "status", pss ? pss_keys : rss_keys, &kib);
 		if (rc < 0 && pss && errno == EACCES)
 			rc = proc_kib(pid, "status", rss_keys, &kib);
 		/* one that has just gone counts nothing */

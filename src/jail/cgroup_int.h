@@ -86,7 +86,6 @@ struct cgroup_env {
 		char *name;
 		char *v2, *v1;
 		int v2_fd, v1_fd, v1_tasks;
-		int v1_index;        /* the memory hierarchy's, in v1[]; -1: none */
 	} shared;
 
 	char **stale;        /* run dirs that could not be removed yet */

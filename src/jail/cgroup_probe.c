@@ -525,7 +525,7 @@ static struct cgroup_env *probe_v2_part(bool later)
 	struct cgroup_env *e = xcalloc(1, sizeof(*e));
 
 	e->bpf_fd = -1;
-	e->shared.v2_fd = e->shared.v1_fd = e->shared.v1_tasks = e->shared.v1_index = -1;
+	e->shared.v2_fd = e->shared.v1_fd = e->shared.v1_tasks = -1;
 	e->first.name = cg_next_run_name();
 	for (int i = 0; i < 1 + N_V1; i++)
 		e->first.fd[i] = -1;

@@ -114,12 +114,12 @@ void tool_session_close(struct tool_session *p, const char *why)
 	mcp_kick(p->srv);
 }
 
-/* One whose jail is being killed (session_ended: held over its memory
- * limit) is found no more, though its gone callback has yet to come. */
+/* One whose jail is being killed for the memory it held is found no
+ * more, though its gone callback has yet to come. */
 struct tool_session *ts_find(struct mcp_server *s, const json_t *id, const char *principal)
 {
 	for (struct tool_session *p = s->sessions->list; p; p = p->next)
-		if (!p->closed && !p->close_why && !(p->live && session_ended(p->live)) && json_str_eq(id, p->id) &&
+		if (!p->closed && !p->close_why && !(p->live && session_over_memory(p->live)) && json_str_eq(id, p->id) &&
 		    str_eq(p->owner, principal))
 			return p;
 	return NULL;

@@ -783,6 +783,7 @@ int session_restore(struct session *s, int fd, uint64_t ms, session_state_fn don
 bool session_busy(const struct session *s) { return s->state != CELL_NONE; }
 /* one held over its memory limit is being killed: it has ended too */
 bool session_ended(const struct session *s) { return s->ended || s->over; }
+bool session_over_memory(const struct session *s) { return s->over != 0; }
 struct run *session_run(struct session *s) { return s->run; }
 
 void session_cancel_cell(struct session *s)

@@ -83,6 +83,9 @@ int session_restore(struct session *s, int fd, uint64_t ms, session_state_fn don
 bool session_busy(const struct session *s);
 /* The jail is gone, or going: no more cells. */
 bool session_ended(const struct session *s);
+/* It held more than its memory limit (a policy's sessions.shared_memory)
+ * and is being killed; its gone callback is still to come. */
+bool session_over_memory(const struct session *s);
 /* Interrupt the running cell as its timeout would (status killed), and
  * kill the session if it does not stop within SESSION_GRACE_MS. */
 void session_cancel_cell(struct session *s);
