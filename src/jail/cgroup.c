@@ -393,7 +393,7 @@ int cgroup_run_create(struct cgroup_env *e, const struct limits *lim, uint64_t s
 		c->later = e->first.rest != NULL;
 		if (!c->later && setup_v1(c, lim, err) < 0)
 			goto fail;
-		c->oom_mark = c->shared ? shared_oom_kills(e) : 0;
+		cgroup_run_mark(c);
 	}
 	if (!c->later)
 		report_limits(c, lim, own_userns, r);
@@ -418,7 +418,7 @@ int cgroup_run_finish(struct cgroup_run *c, const struct limits *lim, bool own_u
 	cg_first_finish(c->env, c->v2_fd);
 	if (setup_v1(c, lim, err) < 0)
 		return -1;
-	c->oom_mark = c->shared ? shared_oom_kills(c->env) : 0;
+	cgroup_run_mark(c);
 	report_limits(c, lim, own_userns, r);
 	return 0;
 }

@@ -408,9 +408,9 @@ static uint64_t rootfs_size(const struct jail_spec *s)
 
 /* The root's size once built: what it holds and limits.tmp for /tmp and
  * /dev/shm (writable only there), so the two have that much together;
- * inodes likewise, what it holds and a tmpfs of limits.tmp's.  A remount, not fspick and fsconfig: a
- * container's seccomp profile allows mount (contrib/container/seccomp.py),
- * and Docker's default refuses those two. */
+ * inodes likewise, what it holds and a tmpfs of limits.tmp's.  A remount,
+ * not fspick and fsconfig: a container's seccomp profile allows mount
+ * (contrib/container/seccomp.py), and Docker's default refuses those two. */
 static int size_root(const struct policy *p, struct pc_err *err)
 {
 	struct statvfs st;

@@ -77,14 +77,19 @@ struct session {
 static void xfer_finish(struct session *s, json_t *report);
 static void xfer_close(struct session *s);
 
-/* The session's memory against limits.memory, when the supervisor holds
- * it to that (run_memory_shared): false, with the jail being killed and
- * s->over set, once it holds more. */
+/* The supervisor holds the session to limits.memory (run_memory_shared). */
+static bool memory_watched(const struct session *s)
+{
+	return s->mem_limit && run_memory_shared(s->run);
+}
+
+/* The session's memory against limits.memory, when memory_watched:
+ * false, with the jail being killed and s->over set, once it holds more. */
 static bool memory_ok(struct session *s)
 {
 	uint64_t limit = s->mem_limit, bytes;
 	struct pc_err err;
-	if (!limit || !run_memory_shared(s->run) || s->over)
+	if (!memory_watched(s) || s->over)
 		return !s->over;
 	if (run_memory(s->run, limit, &bytes, &err) < 0) {
 		/* not counted is not held: the session goes */
@@ -132,7 +137,7 @@ static void memory_watch(struct session *s, bool on)
 {
 	uint64_t ns = SESSION_MEMORY_TICK_MS * 1000000ull;
 	struct itimerspec t = { 0 };
-	if (!run_memory_shared(s->run) || !s->mem_limit)
+	if (!memory_watched(s))
 		return;
 	if (on && s->mem_fd < 0) {
 		s->mem_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
@@ -523,7 +528,7 @@ int session_run_cell(struct session *s, const struct session_cell *cell, struct 
 	json_t *msg;
 	size_t size;
 	int rc, w[2];
-	if (s->ended || s->over || !s->ready)
+	if (session_ended(s) || !s->ready)
 		return pc_fail(err, ESRCH, "session", "the session has ended");
 	if (s->state != CELL_NONE)
 		return pc_fail(err, EBUSY, "session", "the session is running a cell");
@@ -720,7 +725,7 @@ static int xfer_start(struct session *s, enum xfer kind, int fd, uint64_t max_by
 	int p[2], ours, theirs, rc;
 	json_t *msg;
 
-	if (s->ended || s->over || !s->ready)
+	if (session_ended(s) || !s->ready)
 		return pc_fail(err, ESRCH, step, "the session has ended");
 	if (s->state != CELL_NONE)
 		return pc_fail(err, EBUSY, step, "the session is running a cell");
