@@ -4,9 +4,16 @@
 // v2 client in the legacy era.  Each
 // checks every structuredContent against the tool's outputSchema.
 import assert from "node:assert/strict";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
 import { describe, test } from "node:test";
 
-import { connect, connectV2, descendants } from "./helpers.js";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { Client as Client2, StreamableHTTPClientTransport as Transport2 } from "@modelcontextprotocol/client";
+
+import { connect, connectV2, descendants, startServe } from "./helpers.js";
 
 const CSV = "city,temp\nOslo,3\nRome,14\nCairo,24\n";
 
@@ -96,3 +103,86 @@ for (const [era, open] of [
     });
   });
 }
+
+// sessions.shared_memory: the sessions share one memory cgroup and the
+// server holds each to limits.memory.  Through every client, over stdio and
+// Streamable HTTP: the result's limits say who holds what (the SDKs check
+// them against run_python's outputSchema), a cell that holds more ends as
+// memory_limit with its session, and the handle is gone after it.
+const sharedPolicy = (() => {
+  const dir = mkdtempSync(path.join(tmpdir(), "pycell-shared-"));
+  const file = path.join(dir, "shared.json");
+  writeFileSync(file, JSON.stringify({ extends: "default", limits: { memory: "64M" },
+    sessions: { shared_memory: "1G" } }));
+  return file;
+})();
+
+async function overTheLimit(callTool) {
+  const call = async (args) => (await callTool({ name: "run_python", arguments: args }));
+  const opened = await callTool({ name: "session_open", arguments: {} });
+  assert.equal(opened.isError, false, JSON.stringify(opened));
+  const id = opened.structuredContent.session_id;
+  const first = (await call({ session_id: id, code: "x = 1" })).structuredContent;
+  assert.equal(first.status, "ok");
+  const limits = Object.fromEntries(first.limits.map((l) => [l.name, l]));
+  assert.deepEqual(limits.memory_bytes, { name: "memory_bytes", value: 64 << 20, enforced_by: "supervisor" });
+  assert.equal(limits.shared_memory_bytes.value, 1 << 30);
+  assert.ok(["cgroup1", "cgroup2"].includes(limits.shared_memory_bytes.enforced_by), JSON.stringify(limits));
+  const t0 = Date.now();
+  const over = await call({ session_id: id, code: "b = bytearray(256 << 20)\nimport time\ntime.sleep(20)" });
+  assert.ok(Date.now() - t0 < 5000, `took ${Date.now() - t0} ms`);
+  assert.equal(over.structuredContent.status, "memory_limit", JSON.stringify(over.structuredContent));
+  assert.deepEqual(over.structuredContent.session, { id, cell: 2, alive: false });
+  assert.equal(over.structuredContent.warnings.filter((w) =>
+    w.includes("more than its memory limit of 67108864 (held by the supervisor")).length, 1);
+  const gone = await call({ session_id: id, code: "x" });
+  assert.equal(gone.isError, true);
+  assert.match(gone.content[0].text, /^run_python: no such session/);
+}
+
+describe("sessions that share a memory cgroup", () => {
+  for (const [era, open] of [
+    ["v1 SDK, 2025-11-25", () => connect(["--policy", sharedPolicy])],
+    ["v2 client pinned to 2026-07-28", () => connectV2(["--policy", sharedPolicy])],
+    ["v2 client, legacy era", () => connectV2(["--policy", sharedPolicy], "legacy")],
+  ]) {
+    test(`over stdio with the ${era}: a session past its limit ends as memory_limit`, async () => {
+      const s = await open();
+      try {
+        await overTheLimit((p) => s.client.callTool(p));
+      } finally {
+        await s.close();
+      }
+    });
+  }
+
+  for (const [name, connectHttp] of [
+    ["v1 SDK (2025-11-25, session)", async (url) => {
+      const client = new Client({ name: "shared-v1", version: "1" });
+      await client.connect(new StreamableHTTPClientTransport(url));
+      return client;
+    }],
+    ["v2 client pinned to 2026-07-28", async (url) => {
+      const client = new Client2({ name: "shared-v2", version: "1" },
+        { versionNegotiation: { mode: { pin: "2026-07-28" } } });
+      await client.connect(new Transport2(url));
+      return client;
+    }],
+  ]) {
+    test(`over Streamable HTTP with the ${name}: a session past its limit ends as memory_limit`, async () => {
+      const srv = await startServe(["--policy", sharedPolicy]);
+      try {
+        const client = await connectHttp(srv.url);
+        try {
+          await client.listTools();
+          await overTheLimit((p) => client.callTool(p));
+        } finally {
+          await client.close();
+        }
+      } finally {
+        const { code } = await srv.stop();
+        assert.equal(code, 0, srv.stderr());
+      }
+    });
+  }
+});
