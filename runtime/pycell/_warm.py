@@ -133,6 +133,47 @@ def _matplotlib_ready():
             setattr(matplotlib, name, matplotlib._logged_cached(fmt, f.__wrapped__))
 
 
+def _pyplot_first_figure():
+    """What a run's first figure does once per process, done here: the Agg
+    backend and PIL (its PNG writer) imported, the default font found,
+    pyplot's backend resolved, a figure drawn and encoded as a cell's image
+    is (pycell._cell._png).  The figure is closed; the fonts loaded are
+    let go (each holds its file open, which a jail must not inherit, and
+    matplotlib lets them go in every fork anyway)."""
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots()
+    try:
+        ax.plot([0, 1, 2], [0, 1, 4])
+        ax.set_title("pycell")
+        sys.modules["pycell._cell"]._png(fig)
+    finally:
+        plt.close(fig)
+    fm = sys.modules["matplotlib.font_manager"]
+    if hasattr(fm, "_get_font"):
+        fm._get_font.cache_clear()
+    text = sys.modules.get("matplotlib.text")
+    f = getattr(text, "_get_text_metrics_with_cache_impl", None)
+    if f is not None and hasattr(f, "cache_clear"):
+        f.cache_clear()   # keyed by the closed figure's renderer
+
+
+def _pandas_first_frame():
+    """What a run's first DataFrame work does once per process, done here:
+    a frame grouped and shown as a cell's value is (repr), which imports and
+    builds pandas' formatting machinery."""
+    import pandas
+    df = pandas.DataFrame({"k": [1, 2, 1], "v": [1.5, 2.0, 3.0]})
+    repr(df.groupby("k").v.sum())
+    repr(df)
+
+
+# The preloaded modules whose first use a run would repeat: done once in
+# the zygote after the imports, each when its module loaded (a failure is
+# reported as "unused" and is never fatal; what one leaves behind is
+# refused as an import's is)
+_FIRST_USES = (("matplotlib.pyplot", _pyplot_first_figure), ("pandas", _pandas_first_frame))
+
+
 def _reseed():
     """In every clone of the zygote (PyOS_AfterFork_Child runs it, after
     random's own reseed): what a preloaded module drew at import is drawn
@@ -169,8 +210,10 @@ def preload_modules(names, own):
     run and session inherits them.  A module that fails to import is left
     out and reported; one that leaves a thread, a child process or an open
     descriptor behind is refused, named, and the zygote does not start.
-    names and the result are JSON: {"loaded": [...], "failed": {name:
-    error}, "ms": N}, or {"refused": why}.  own: an empty directory of the
+    Then the first use of those in _FIRST_USES, once.  names and the
+    result are JSON: {"loaded": [...], "failed": {name: error}, "ms": N,
+    and "unused": {name: error} if a first use failed}, or {"refused":
+    why}.  own: an empty directory of the
     supervisor's (0700), where the imports' writes go; emptied here, and
     removed by the supervisor, also when this process is killed first."""
     import json
@@ -204,6 +247,17 @@ def preload_modules(names, own):
                 # refused: the zygote does not start
                 return json.dumps({"refused": "python.preload: importing %s left %s behind (a warm jail "
                                    "is a clone of one thread; take it out of the list)"
+                                   % (name, ", ".join(left))})
+        for name, use in _FIRST_USES:
+            if sys.modules.get(name) is None:
+                continue
+            try:
+                use()
+            except BaseException as e:
+                report.setdefault("unused", {})[name] = ("%s: %s" % (type(e).__name__, e))[:300]
+            left = _left_behind(fds)
+            if left:
+                return json.dumps({"refused": "python.preload: the first use of %s left %s behind"
                                    % (name, ", ".join(left))})
     finally:
         for k, v in saved.items():

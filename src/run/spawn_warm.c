@@ -261,6 +261,9 @@ static int read_preload_report(struct zygote *z, struct pc_err *err)
 	failed = json_object_get(z->preload, "failed");
 	json_object_foreach(failed, name, v)
 		log_warn("warm starts: python.preload: %s is left out: %s", name, json_string_value(v));
+	json_object_foreach(json_object_get(z->preload, "unused"), name, v)
+		log_warn("warm starts: python.preload: %s is loaded, but its first use in the zygote failed "
+			 "(a run does that work itself): %s", name, json_string_value(v));
 	if (z->policy.n_python_preload)
 		log_info("warm starts: python.preload: %zu of %zu modules in %lld ms",
 			 json_array_size(json_object_get(z->preload, "loaded")), z->policy.n_python_preload,

@@ -68,6 +68,89 @@ def test_preloaded_modules_are_every_runs_and_sessions(policy_file):
     assert not [d for d in os.listdir("/tmp") if d.startswith("pycell-zygote-")]
 
 
+FIRST_USE = textwrap.dedent("""\
+    import os, sys
+    import matplotlib.font_manager as fm, matplotlib.pyplot as plt
+    fds = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            fds.append(os.readlink("/proc/self/fd/" + fd))
+        except OSError:   # the listing's own
+            pass
+    [[m in sys.modules for m in ("matplotlib.backends.backend_agg", "PIL.JpegImagePlugin",
+                                 "pandas.io.formats.string")],
+     plt.get_fignums(), fm._get_font.cache_info().currsize, [f for f in fds if f.endswith(".ttf")]]
+    """)
+
+
+def test_the_first_figure_and_frame_are_drawn_in_the_zygote(policy_file):
+    """A run's first figure imports the Agg backend and PIL's writers and finds its
+    font, and its first frame shown builds pandas' formatting: the zygote
+    does that once (_warm.py _FIRST_USES), so a run starts with them, with
+    no figure open and no font (an open file) inherited; a figure and a
+    frame in a run and in a session are as ever."""
+    need_data_stack()
+    s = Mcp(["--policy", policy_file({"python": {"preload": list(DATA)}})], pycell_env())
+    try:
+        assert s.run(FIRST_USE)["return_value"] == [[True, True, True], [], 0, []]
+        res = s.call("tools/call", {"name": "run_python", "arguments": {
+            "code": "import matplotlib.pyplot as plt\nfig, ax = plt.subplots()\nax.plot([1, 2], [2, 1])\n"
+                    "print(fig.number)\nfig"}})
+        assert [c["type"] for c in res["content"]] == ["text", "image"], res
+        assert res["structuredContent"]["stdout"] == "1\n"
+        assert res["content"][1]["data"].startswith("iVBORw0KGgo")   # PNG's signature
+        sid = s.call("tools/call", {"name": "session_open", "arguments": {}})["structuredContent"]["session_id"]
+        cell = s.call("tools/call", {"name": "run_python", "arguments": {
+            "code": "import pandas as pd\nprint(pd.DataFrame({'k': [1, 2, 1], 'v': [3, 4, 5]}).groupby('k').v.sum())",
+            "session_id": sid}})
+        assert cell["structuredContent"]["stdout"] == "k\n1    8\n2    4\nName: v, dtype: int64\n", cell
+    finally:
+        stop(s)
+    # without matplotlib.pyplot and pandas preloaded, none of it is there
+    s = Mcp(["--policy", policy_file({"python": {"preload": ["numpy"]}})], pycell_env())
+    try:
+        assert s.run(FIRST_USE)["return_value"] == [[False, False, False], [], 0, []]
+    finally:
+        stop(s)
+
+
+# A pandas of the user site, found before Debian's, whose first use (not
+# its import) fails or leaves a thread behind
+FAKE_PANDAS = {
+    "fails": ("class DataFrame:\n    def __init__(self, data):\n        raise ValueError('no frames here')\n",
+              None),
+    "leaves_thread": ("import threading, time\n"
+                      "class DataFrame:\n    def __init__(self, data):\n"
+                      "        threading.Thread(target=time.sleep, args=(600,), name='framer', daemon=True).start()\n"
+                      "        raise ValueError('no frames here')\n",
+                      "python.preload: the first use of pandas left a thread (framer) behind"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FAKE_PANDAS))
+def test_a_first_use_that_fails_is_said_and_one_that_leaves_something_is_refused(case, host_tmp, policy_file):
+    src, refused = FAKE_PANDAS[case]
+    site = host_tmp / "lib" / ("python%d.%d" % PY_VERSION) / "site-packages"
+    site.mkdir(parents=True)
+    (site / "pandas.py").write_text(src)
+    pol = policy_file({"python": {"preload": ["json", "pandas"], "env": {"PYTHONUSERBASE": str(host_tmp)}}})
+    s = Mcp(["--policy", pol], pycell_env())
+    try:
+        pre = info(s)["preload"]
+        assert s.run("6 * 7")["return_value"] == 42
+    finally:
+        err = stop(s)
+    if refused is None:
+        # loaded, and a warm run has it; the log says its first use failed
+        assert pre == {"loaded": ["json", "pandas"], "failed": {}}
+        assert ("python.preload: pandas is loaded, but its first use in the zygote failed (a run does that "
+                "work itself): ValueError: no frames here") in err, err
+    else:
+        assert pre == {"loaded": [], "failed": {}}
+        line = [ln for ln in err.splitlines() if "warm starts unavailable" in ln]
+        assert len(line) == 1 and refused in line[0], err
+
+
 NUMPY_DRAWS = textwrap.dedent("""\
     import numpy as np, random, secrets, tempfile, uuid
     [int(np.random.randint(0, 2**62)), int(np.random.default_rng().integers(0, 2**62)),
