@@ -35,6 +35,7 @@
 #include "base/log.h"
 #include "jail/rootfs.h"
 #include "jail/seccomp.h"
+#include "run/hot_pages.h"
 #include "run/program.h"
 #include "run/zygote.h"
 
@@ -72,6 +73,10 @@ static void *warm_main_fn, *finish_fn; /* _cell.warm_main(FD, LEN), _warm.finish
 
 static bool linger;   /* jail_spec.linger, from the program message */
 
+/* The zygote's pages a ready jail's python writes before its cell
+ * (hot_pages.h), learned once at start by hot_probe */
+static struct hot_pages hot;
+
 /* The int a warm_main or finish call returned; `failed` when it raised
  * (printed, as PyRun_SimpleString does). */
 static int call_status(void *res, int failed)
@@ -105,6 +110,18 @@ static int run_cell(const struct jail_spec *s, int prog_fd)
 	close(prog_fd);
 	prctl(PR_SET_NAME, "python3"); /* exec would have named it after the binary */
 	return call_status(py.CallFunction(warm_main_fn, "iK", fd, (unsigned long long)len), 1);
+}
+
+/* What a ready jail's python does before its cell comes, in a child of
+ * the zygote (hot_pages_learn): the at-fork hooks and the warm-up, which
+ * runs the runtime's own sample cell (/workspace, which the zygote's host
+ * has not, is looked at and found empty). */
+static void hot_probe(void)
+{
+	prctl(PR_SET_NAME, "pycell-probe");
+	py.AfterForkChild();
+	if (call_status(py.CallFunction(ready_fn, "i", 1), 1) != 0)
+		_exit(1);
 }
 
 static int run_script(const struct jail_spec *s)
@@ -160,6 +177,10 @@ static __attribute__((noreturn)) void zygote_run_inline(const struct jail_spec *
 	 * of the zygote's, which holds no secrets; init stays non-dumpable. */
 	if (prctl(PR_SET_DUMPABLE, 1) < 0)
 		_exit(125);
+	/* a jail made ahead copies the pages its warm-up will write now, in
+	 * a few calls, instead of a fault each (hot_pages.h) */
+	if (s->warm_up)
+		hot_pages_populate(&hot);
 	/* also runs the interpreter's at-fork hooks: random reseeds there, so
 	 * runs from one zygote do not share its state (test_warm.py) */
 	py.AfterForkChild();
@@ -612,6 +633,8 @@ int cmd_zygote(int argc, char **argv)
 	if (load_python(libname, &pol, runtime_dir, json_string_value(json_object_get(cfg, "scratch")), &report,
 			&reply.err) < 0)
 		goto answer;
+	if (hot_pages_learn(&hot, hot_probe) == 0)
+		log_debug("zygote: a ready jail copies %zu pages ahead, in %zu ranges", hot.pages, hot.n);
 	reply.ok = 1;
 answer:
 	free(ptext);
@@ -648,5 +671,6 @@ answer:
 			break;
 	}
 	jails_end();
+	hot_pages_free(&hot);
 	return 0;
 }

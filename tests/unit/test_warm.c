@@ -10,12 +10,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <jansson.h>
 
 #include "config/policy.h"
+#include "run/hot_pages.h"
 #include "run/spawner.h"
 #include "run/zygote.h"
 #include "unit.h"
@@ -310,6 +313,102 @@ START_TEST(test_a_reset_does_not_hide_the_error)
 }
 END_TEST
 
+/* The zygote's hot pages (run/hot_pages.c): a buffer of 16 pages, all
+ * written before the probe forks; the probe writes pages 2-4 and 10. */
+#define HOT_BUF_PAGES 16
+static volatile char *hot_buf;
+static size_t page_size;
+
+static void probe_writes(void)
+{
+	static const int written[] = { 2, 3, 4, 10 };
+	for (size_t i = 0; i < ARRAY_SIZE(written); i++)
+		hot_buf[(size_t)written[i] * page_size] ^= 1;
+}
+
+/* whether page i of hot_buf is in a range of h */
+static bool covered(const struct hot_pages *h, size_t i)
+{
+	uintptr_t a = (uintptr_t)hot_buf + i * page_size;
+	for (size_t k = 0; k < h->n; k++)
+		if (a >= h->r[k].start && a < h->r[k].start + h->r[k].len)
+			return true;
+	return false;
+}
+
+static long minor_faults(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	return ru.ru_minflt;
+}
+
+static void setup_hot_buf(void)
+{
+	page_size = (size_t)sysconf(_SC_PAGESIZE);
+	hot_buf = mmap(NULL, HOT_BUF_PAGES * page_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ck_assert_ptr_ne((void *)hot_buf, MAP_FAILED);
+	memset((void *)hot_buf, 7, HOT_BUF_PAGES * page_size);
+}
+
+/* What the probe wrote, and only that, of the zygote's pages: the pages it
+ * made its own, in ranges (2-4 are one) */
+START_TEST(test_the_probe_learns_the_pages_it_wrote)
+{
+	struct hot_pages h;
+
+	setup_hot_buf();
+	ck_assert_int_eq(hot_pages_learn(&h, probe_writes), 0);
+	for (size_t i = 0; i < HOT_BUF_PAGES; i++)
+		ck_assert_msg(covered(&h, i) == (i == 2 || i == 3 || i == 4 || i == 10), "page %zu", i);
+	for (size_t k = 0; k < h.n; k++)
+		if (h.r[k].start == (uintptr_t)hot_buf + 2 * page_size)
+			ck_assert_uint_eq(h.r[k].len, 3 * page_size);
+	ck_assert_uint_ge(h.pages, 4);
+	ck_assert_uint_le(h.pages, HOT_PAGES_MAX);
+	hot_pages_free(&h);
+	ck_assert_uint_eq(h.n, 0);
+}
+END_TEST
+
+/* A clone that copied the hot pages ahead takes no fault writing them (a
+ * page not in them still faults), keeps their bytes, and a range missing
+ * from it (unmapped) is passed over */
+START_TEST(test_a_clone_copies_them_ahead)
+{
+	struct hot_pages h;
+	pid_t pid;
+	int status;
+
+	setup_hot_buf();
+	ck_assert_int_eq(hot_pages_learn(&h, probe_writes), 0);
+	hot_buf[10 * page_size + 1] = 42;
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		long before;
+		int rc = 0;
+		munmap((void *)(hot_buf + 10 * page_size), page_size);
+		if (hot_pages_populate(&h) + 1 < h.pages)
+			_exit(10); /* only the unmapped page may be missing */
+		before = minor_faults();
+		for (int i = 2; i <= 4; i++)
+			hot_buf[(size_t)i * page_size] ^= 1;
+		if (minor_faults() != before)
+			rc = 11;
+		hot_buf[6 * page_size] ^= 1;
+		if (minor_faults() != before + 1)
+			rc = 12;
+		if (hot_buf[2 * page_size + 1] != 7)
+			rc = 13;
+		_exit(rc);
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "clone: status %#x", status);
+	hot_pages_free(&h);
+}
+END_TEST
+
 Suite *warm_suite(void)
 {
 	Suite *s = suite_create("warm");
@@ -320,6 +419,10 @@ Suite *warm_suite(void)
 	suite_add_tcase(s, t);
 	t = tcase_create("messages");
 	tcase_add_test(t, test_a_reset_does_not_hide_the_error);
+	suite_add_tcase(s, t);
+	t = tcase_create("hot pages");
+	tcase_add_test(t, test_the_probe_learns_the_pages_it_wrote);
+	tcase_add_test(t, test_a_clone_copies_them_ahead);
 	suite_add_tcase(s, t);
 	return s;
 }
