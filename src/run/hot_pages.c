@@ -26,8 +26,13 @@
 #define PM_FILE (1ull << 61)       /* a page of a file, or shared */
 #define PM_EXCLUSIVE (1ull << 56)  /* mapped by this process alone */
 
+/* A mapping larger than this is a reservation, not a heap (a sanitizer's
+ * shadow is terabytes): reading its page map would take minutes */
+#define HOT_MAP_MAX ((unsigned long)1 << 30)
+
 /* The private writable mappings of this process (/proc/self/maps), the
- * only ones a clone copies on write.  -1 when unreadable. */
+ * only ones a clone copies on write, but those above HOT_MAP_MAX.  -1
+ * when unreadable. */
 static int writable_maps(struct hot_range **out, size_t *n)
 {
 	FILE *f = fopen("/proc/self/maps", "re");
@@ -43,7 +48,7 @@ static int writable_maps(struct hot_range **out, size_t *n)
 		char perms[5];
 		if (sscanf(line, "%lx-%lx %4s", &lo, &hi, perms) != 3 || hi <= lo)
 			continue;
-		if (perms[0] != 'r' || perms[1] != 'w' || perms[3] != 'p')
+		if (perms[0] != 'r' || perms[1] != 'w' || perms[3] != 'p' || hi - lo > HOT_MAP_MAX)
 			continue;
 		if (*n == cap)
 			*out = xrealloc(*out, (cap = cap ? 2 * cap : 64) * sizeof(**out));

@@ -336,6 +336,13 @@ static bool covered(const struct hot_pages *h, size_t i)
 	return false;
 }
 
+/* a write to page i not checked by a sanitizer, whose check reads its
+ * shadow memory, a fault of its own the first time */
+__attribute__((no_sanitize_address)) static void touch(size_t i)
+{
+	hot_buf[i * page_size] ^= 1;
+}
+
 static long minor_faults(void)
 {
 	struct rusage ru;
@@ -391,13 +398,16 @@ START_TEST(test_a_clone_copies_them_ahead)
 		munmap((void *)(hot_buf + 10 * page_size), page_size);
 		if (hot_pages_populate(&h) + 1 < h.pages)
 			_exit(10); /* only the unmapped page may be missing */
+		/* once first: a sanitizer's getrusage writes to the shadow of
+		 * its argument after the call, a fault the next one counts */
+		minor_faults();
 		before = minor_faults();
-		for (int i = 2; i <= 4; i++)
-			hot_buf[(size_t)i * page_size] ^= 1;
+		for (size_t i = 2; i <= 4; i++)
+			touch(i);
 		if (minor_faults() != before)
 			rc = 11;
-		hot_buf[6 * page_size] ^= 1;
-		if (minor_faults() != before + 1)
+		touch(6);
+		if (rc == 0 && minor_faults() != before + 1)
 			rc = 12;
 		if (hot_buf[2 * page_size + 1] != 7)
 			rc = 13;
