@@ -7,10 +7,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -29,6 +29,10 @@
 /* A mapping larger than this is a reservation, not a heap (a sanitizer's
  * shadow is terabytes): reading its page map would take minutes */
 #define HOT_MAP_MAX ((unsigned long)1 << 30)
+
+/* the probe's time: a few ms; one that takes longer is killed, and
+ * nothing is copied ahead */
+#define HOT_PROBE_MS 2000
 
 /* The private writable mappings of this process (/proc/self/maps), the
  * only ones a clone copies on write, but those above HOT_MAP_MAX.  -1
@@ -129,6 +133,15 @@ int hot_pages_learn(struct hot_pages *h, void (*probe)(void))
 	free(maps);
 	close(p[1]);
 	while (pid > 0) {
+		struct pollfd pf = { .fd = p[0], .events = POLLIN };
+		int rc = poll(&pf, 1, HOT_PROBE_MS);
+		if (rc < 0 && errno == EINTR)
+			continue;
+		if (rc <= 0) {
+			kill(pid, SIGKILL);
+			got = -1;
+			break;
+		}
 		if (len == cap)
 			buf = xrealloc(buf, cap = cap ? 2 * cap : 4096);
 		got = read(p[0], buf + len, cap - len);
@@ -156,12 +169,12 @@ int hot_pages_learn(struct hot_pages *h, void (*probe)(void))
 size_t hot_pages_populate(const struct hot_pages *h)
 {
 	size_t copied = 0;
-	for (size_t i = 0; i < h->n; i++) {
+	/* a range that fails (missing here: ENOMEM; one the advice does not
+	 * apply to, or a kernel without it: EINVAL) is passed over, a call
+	 * of a microsecond */
+	for (size_t i = 0; i < h->n; i++)
 		if (madvise((void *)h->r[i].start, h->r[i].len, MADV_POPULATE_WRITE) == 0)
 			copied += h->r[i].len;
-		else if (errno == EINVAL)
-			break; /* the kernel has no such advice */
-	}
 	return copied / (size_t)sysconf(_SC_PAGESIZE);
 }
 
