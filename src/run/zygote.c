@@ -74,8 +74,9 @@ static void *warm_main_fn, *finish_fn; /* _cell.warm_main(FD, LEN), _warm.finish
 static bool linger;   /* jail_spec.linger, from the program message */
 
 /* The zygote's pages a ready jail's python writes before its cell
- * (hot_pages.h), learned once at start by hot_probe */
+ * (hot_pages.h), learned by hot_probe at the first jail asked ahead */
 static struct hot_pages hot;
+static bool hot_learned;
 
 /* The int a warm_main or finish call returned; `failed` when it raised
  * (printed, as PyRun_SimpleString does). */
@@ -633,8 +634,6 @@ int cmd_zygote(int argc, char **argv)
 	if (load_python(libname, &pol, runtime_dir, json_string_value(json_object_get(cfg, "scratch")), &report,
 			&reply.err) < 0)
 		goto answer;
-	if (hot_pages_learn(&hot, hot_probe) == 0)
-		log_debug("zygote: a ready jail copies %zu pages ahead, in %zu ranges", hot.pages, hot.n);
 	reply.ok = 1;
 answer:
 	free(ptext);
@@ -661,13 +660,25 @@ answer:
 	for (;;) {
 		struct pollfd pf[2] = { { .fd = ZYGOTE_FD, .events = POLLIN },
 					{ .fd = ZYGOTE_AHEAD_FD, .events = POLLIN } };
+		int ctl;
 		if (poll(pf, 2, -1) < 0) {
 			if (errno == EINTR)
 				continue;
 			break;
 		}
 		/* a run waiting for its jail before the pool's next one */
-		if (zygote_serve_one(pf[0].revents ? ZYGOTE_FD : ZYGOTE_AHEAD_FD, &tmpl) < 0)
+		ctl = pf[0].revents ? ZYGOTE_FD : ZYGOTE_AHEAD_FD;
+		/* the hot pages, at the first jail asked ahead (the only ones
+		 * that copy them): a zygote of `pycell run --warm`, or of
+		 * sessions alone, forks no probe; and before that request's
+		 * descriptors are received, so the probe holds none of them */
+		if (ctl == ZYGOTE_AHEAD_FD && !hot_learned) {
+			hot_learned = true;
+			if (hot_pages_learn(&hot, hot_probe) == 0)
+				log_debug("zygote: a ready jail copies %zu pages ahead, in %zu ranges", hot.pages,
+					  hot.n);
+		}
+		if (zygote_serve_one(ctl, &tmpl) < 0)
 			break;
 	}
 	jails_end();
