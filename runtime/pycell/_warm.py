@@ -205,6 +205,22 @@ def _reseed_numpy(np_random):
         np_random.seed()
 
 
+def _why(e):
+    """An exception as the preload's report gives it."""
+    return ("%s: %s" % (type(e).__name__, e))[:300]
+
+
+def _refusal(fds_before, what, hint=""):
+    """The preload's report refusing it when what was done left a thread,
+    a child or a descriptor behind (the zygote does not start), JSON; None
+    when it left nothing."""
+    import json
+    left = _left_behind(fds_before)
+    if not left:
+        return None
+    return json.dumps({"refused": "python.preload: %s left %s behind%s" % (what, ", ".join(left), hint)})
+
+
 def preload_modules(names, own):
     """Import the policy's python.preload in the zygote, where every warm
     run and session inherits them.  A module that fails to import is left
@@ -240,25 +256,22 @@ def preload_modules(names, own):
                     _matplotlib_ready()
                 report["loaded"].append(name)
             except BaseException as e:
-                report["failed"][name] = ("%s: %s" % (type(e).__name__, e))[:300]
+                report["failed"][name] = _why(e)
             # a failed import may have started something too
-            left = _left_behind(fds)
-            if left:
-                # refused: the zygote does not start
-                return json.dumps({"refused": "python.preload: importing %s left %s behind (a warm jail "
-                                   "is a clone of one thread; take it out of the list)"
-                                   % (name, ", ".join(left))})
+            refused = _refusal(fds, "importing %s" % name, " (a warm jail is a clone of one thread; take it "
+                               "out of the list)")
+            if refused:
+                return refused
         for name, use in _FIRST_USES:
             if sys.modules.get(name) is None:
                 continue
             try:
                 use()
             except BaseException as e:
-                report.setdefault("unused", {})[name] = ("%s: %s" % (type(e).__name__, e))[:300]
-            left = _left_behind(fds)
-            if left:
-                return json.dumps({"refused": "python.preload: the first use of %s left %s behind"
-                                   % (name, ", ".join(left))})
+                report.setdefault("unused", {})[name] = _why(e)
+            refused = _refusal(fds, "the first use of %s" % name)
+            if refused:
+                return refused
     finally:
         for k, v in saved.items():
             if v is None:

@@ -102,8 +102,8 @@ static void report_own_pages(const struct hot_range *maps, size_t n_maps, int fd
 		}
 	}
 	close(pm);
-	if (n && write(fd, r, n * sizeof(*r)) != (ssize_t)(n * sizeof(*r)))
-		n = 0;
+	if (n)
+		write_all(fd, r, n * sizeof(*r));
 	free(r);
 }
 
