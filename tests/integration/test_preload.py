@@ -100,6 +100,9 @@ def test_the_first_figure_and_frame_are_drawn_in_the_zygote(policy_file):
         assert res["structuredContent"]["stdout"] == "1\n"
         assert res["content"][1]["data"].startswith("iVBORw0KGgo")   # PNG's signature
         sid = s.call("tools/call", {"name": "session_open", "arguments": {}})["structuredContent"]["session_id"]
+        # a session is a clone of the same zygote: it starts with them too
+        first = s.call("tools/call", {"name": "run_python", "arguments": {"code": FIRST_USE, "session_id": sid}})
+        assert first["structuredContent"]["return_value"] == [[True, True, True], [], 0, []], first
         cell = s.call("tools/call", {"name": "run_python", "arguments": {
             "code": "import pandas as pd\nprint(pd.DataFrame({'k': [1, 2, 1], 'v': [3, 4, 5]}).groupby('k').v.sum())",
             "session_id": sid}})
