@@ -30,6 +30,7 @@ MAX_VALUE_BYTES = 1 << 20
 
 _source = None  # the cell's text, for tracebacks
 warmed = False  # whether this process ran warm_up (a ready jail made ahead of its cell)
+first_uses = None  # the zygote's pycell._warm.cell_uses, when it did a preloaded module's first use
 
 _PyCF_ONLY_AST = 0x400
 _PyCF_ALLOW_TOP_LEVEL_AWAIT = 0x2000
@@ -346,6 +347,8 @@ def run_cell(namespace, code, variables=b"", files=None, outputs=False):
         _source = code.decode("utf-8", "surrogateescape")
         _load_variables(namespace, variables)
         body, last = _compile(_source)
+        if first_uses is not None:
+            first_uses(body, last)
         runner.run(body)
         if last is not None:
             value = runner.run(last)

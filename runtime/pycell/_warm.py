@@ -173,6 +173,61 @@ def _pandas_first_frame():
 # refused as an import's is)
 _FIRST_USES = (("matplotlib.pyplot", _pyplot_first_figure), ("pandas", _pandas_first_frame))
 
+# Those done in the zygote, by module name, in order: first use i of the
+# zygote's hot pages (zygote.c) is _used[i]
+_used = []
+
+
+def _hot_use(i):
+    """Replaced by the zygote's (zygote.c give_hot_use), which copies the
+    pages first use i writes.  The pages copied."""
+    return 0
+
+
+def first_uses():
+    """How many first uses the zygote did (zygote.c hot_probe)."""
+    return len(_used)
+
+
+def first_use(i):
+    """In the zygote's probe (zygote.c hot_probe), after what a ready jail
+    does before its cell: first use i again, as a cell's first figure or
+    frame would do it in a clone, so that the pages it writes are learned.
+    0, or 1 when it raised."""
+    try:
+        dict(_FIRST_USES)[_used[i]]()
+    except Exception:
+        return 1
+    return 0
+
+
+def _names(code, into):
+    """The names code and the code nested in it use (imports among them:
+    `import pandas` is the name "pandas", `import matplotlib.pyplot`
+    "matplotlib.pyplot")."""
+    into.update(code.co_names)
+    for c in code.co_consts:
+        if type(c) is type(code):
+            _names(c, into)
+
+
+def cell_uses(*codes):
+    """In a jail, for a cell compiled to codes (None for none) before it
+    runs: a cell that names a module whose first use the zygote did (its
+    package, as an import does) has the pages that first use writes
+    copied now, in a few calls instead of a fault each (_hot_use, which
+    does so in a ready jail made ahead only).  A hint: what the cell does
+    is not changed, and a cell that imports the module another way takes
+    the faults as before."""
+    names = set()
+    for code in codes:
+        if code is not None:
+            _names(code, names)
+    packages = {n.partition(".")[0] for n in names}
+    for i, name in enumerate(_used):
+        if name.partition(".")[0] in packages:
+            _hot_use(i)
+
 
 def _reseed():
     """In every clone of the zygote (PyOS_AfterFork_Child runs it, after
@@ -267,6 +322,7 @@ def preload_modules(names, own):
                 continue
             try:
                 use()
+                _used.append(name)
             except BaseException as e:
                 report.setdefault("unused", {})[name] = _why(e)
             refused = _refusal(fds, "the first use of %s" % name)
@@ -281,6 +337,8 @@ def preload_modules(names, own):
         shutil.rmtree(own, ignore_errors=True)
         tempfile.tempdir = None   # a jail's TMPDIR, looked up again there
     os.register_at_fork(after_in_child=_reseed)
+    if _used:
+        sys.modules["pycell._cell"].first_uses = cell_uses
     report["ms"] = round((time.monotonic() - t0) * 1000)
     return json.dumps(report)
 

@@ -9,8 +9,10 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -63,33 +65,62 @@ static int writable_maps(struct hot_range **out, size_t *n)
 	return 0;
 }
 
-/* In the probe child: the pages of maps that became its own (present,
- * mapped by it alone, not a file's), as ranges, at most HOT_PAGES_MAX
- * pages, written to fd. */
-static void report_own_pages(const struct hot_range *maps, size_t n_maps, int fd)
+/* The probe child's: the parent's maps, the pipe to it, and the pages
+ * reported in earlier phases (sorted), which a later phase leaves out */
+static struct {
+	const struct hot_range *maps;
+	size_t n_maps;
+	int fd;
+	uintptr_t *seen;
+	size_t n_seen, cap_seen;
+} probe_state = { .fd = -1 };
+
+static int by_address(const void *a, const void *b)
 {
+	uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+	return (x > y) - (x < y);
+}
+
+static bool seen_before(uintptr_t addr)
+{
+	return bsearch(&addr, probe_state.seen, probe_state.n_seen, sizeof(addr), by_address) != NULL;
+}
+
+/* In the probe child, at the end of a phase: the pages of the parent's
+ * maps that became its own (present, mapped by it alone, not a file's)
+ * and were not reported before, as ranges, at most HOT_PAGES_MAX pages,
+ * then an empty range, written to the parent. */
+void hot_pages_mark(void)
+{
+	static const struct hot_range end = { 0, 0 };
 	long page = sysconf(_SC_PAGESIZE);
 	int pm = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
 	struct hot_range *r = NULL;
-	size_t n = 0, cap = 0, pages = 0;
+	size_t n = 0, cap = 0, pages = 0, n_seen = probe_state.n_seen;
 	uint64_t buf[512];
 
-	if (pm < 0)
+	if (probe_state.fd < 0)
 		return;
-	for (size_t m = 0; m < n_maps && pages < HOT_PAGES_MAX; m++) {
-		size_t total = maps[m].len / (size_t)page;
+	for (size_t m = 0; pm >= 0 && m < probe_state.n_maps && pages < HOT_PAGES_MAX; m++) {
+		const struct hot_range *map = &probe_state.maps[m];
+		size_t total = map->len / (size_t)page;
 		for (size_t done = 0; done < total && pages < HOT_PAGES_MAX;) {
 			size_t k = total - done < 512 ? total - done : 512;
-			off_t at = (off_t)((maps[m].start / (size_t)page + done) * sizeof(uint64_t));
+			off_t at = (off_t)((map->start / (size_t)page + done) * sizeof(uint64_t));
 			ssize_t got = pread(pm, buf, k * sizeof(uint64_t), at);
 			if (got <= 0)
 				break;
 			k = (size_t)got / sizeof(uint64_t);
 			for (size_t i = 0; i < k && pages < HOT_PAGES_MAX; i++) {
-				uintptr_t addr = maps[m].start + (done + i) * (size_t)page;
-				if ((buf[i] & (PM_PRESENT | PM_EXCLUSIVE | PM_FILE)) != (PM_PRESENT | PM_EXCLUSIVE))
+				uintptr_t addr = map->start + (done + i) * (size_t)page;
+				if ((buf[i] & (PM_PRESENT | PM_EXCLUSIVE | PM_FILE)) != (PM_PRESENT | PM_EXCLUSIVE) ||
+				    seen_before(addr))
 					continue;
 				pages++;
+				if (n_seen == probe_state.cap_seen)
+					probe_state.seen = xrealloc(probe_state.seen,
+								    (probe_state.cap_seen = 2 * n_seen + 256) * sizeof(addr));
+				probe_state.seen[n_seen++] = addr;
 				if (n && r[n - 1].start + r[n - 1].len == addr) {
 					r[n - 1].len += (size_t)page;
 					continue;
@@ -101,22 +132,53 @@ static void report_own_pages(const struct hot_range *maps, size_t n_maps, int fd
 			done += k;
 		}
 	}
-	close(pm);
+	if (pm >= 0)
+		close(pm);
+	probe_state.n_seen = n_seen;
+	qsort(probe_state.seen, n_seen, sizeof(*probe_state.seen), by_address);
 	if (n)
-		write_all(fd, r, n * sizeof(*r));
+		write_all(probe_state.fd, r, n * sizeof(*r));
+	write_all(probe_state.fd, &end, sizeof(end));
 	free(r);
 }
 
-int hot_pages_learn(struct hot_pages *h, void (*probe)(void))
+/* The parent's: the probe's bytes, phases of ranges each ended by an
+ * empty one, into h[0..n-1] (phases past n are dropped).  -1 when the
+ * probe ended before its last phase did. */
+static int split_phases(struct hot_pages *h, size_t n, const struct hot_range *r, size_t count)
+{
+	size_t phase = 0, from = 0;
+	long page = sysconf(_SC_PAGESIZE);
+
+	if (!count || r[count - 1].len != 0)
+		return -1;
+	for (size_t i = 0; i < count; i++) {
+		if (r[i].len != 0)
+			continue;
+		if (phase < n && i > from) {
+			h[phase].n = i - from;
+			h[phase].r = xmalloc(h[phase].n * sizeof(*r));
+			memcpy(h[phase].r, r + from, h[phase].n * sizeof(*r));
+			for (size_t k = 0; k < h[phase].n; k++)
+				h[phase].pages += h[phase].r[k].len / (size_t)page;
+		}
+		phase++;
+		from = i + 1;
+	}
+	return 0;
+}
+
+int hot_pages_learn(struct hot_pages *h, size_t n, void (*probe)(void))
 {
 	struct hot_range *maps;
 	char *buf = NULL;
 	size_t n_maps, len = 0, cap = 0;
-	int p[2];
+	int p[2], rc;
 	pid_t pid;
 	ssize_t got = 0;
 
-	*h = (struct hot_pages){ 0 };
+	for (size_t i = 0; i < n; i++)
+		h[i] = (struct hot_pages){ 0 };
 	if (writable_maps(&maps, &n_maps) < 0)
 		return -1;
 	if (pipe2(p, O_CLOEXEC) < 0) {
@@ -126,18 +188,21 @@ int hot_pages_learn(struct hot_pages *h, void (*probe)(void))
 	pid = fork();
 	if (pid == 0) {
 		close(p[0]);
+		probe_state.maps = maps;
+		probe_state.n_maps = n_maps;
+		probe_state.fd = p[1];
 		probe();
-		report_own_pages(maps, n_maps, p[1]);
+		hot_pages_mark();
 		_exit(0);
 	}
 	free(maps);
 	close(p[1]);
 	while (pid > 0) {
 		struct pollfd pf = { .fd = p[0], .events = POLLIN };
-		int rc = poll(&pf, 1, HOT_PROBE_MS);
-		if (rc < 0 && errno == EINTR)
+		int ready = poll(&pf, 1, HOT_PROBE_MS);
+		if (ready < 0 && errno == EINTR)
 			continue;
-		if (rc <= 0) {
+		if (ready <= 0) {
 			kill(pid, SIGKILL);
 			got = -1;
 			break;
@@ -155,15 +220,13 @@ int hot_pages_learn(struct hot_pages *h, void (*probe)(void))
 	/* SIGCHLD may be ignored (the zygote's): then there is nothing to reap */
 	while (pid > 0 && waitpid(pid, NULL, 0) < 0 && errno == EINTR)
 		;
-	if (pid < 0 || got < 0 || len % sizeof(struct hot_range)) {
-		free(buf);
-		return -1;
-	}
-	h->r = (struct hot_range *)(void *)buf;
-	h->n = len / sizeof(struct hot_range);
-	for (size_t i = 0; i < h->n; i++)
-		h->pages += h->r[i].len / (size_t)sysconf(_SC_PAGESIZE);
-	return 0;
+	rc = pid < 0 || got < 0 || len % sizeof(struct hot_range)
+		     ? -1
+		     : split_phases(h, n, (const struct hot_range *)(void *)buf, len / sizeof(struct hot_range));
+	free(buf);
+	if (rc < 0)
+		hot_pages_free(h, n);
+	return rc;
 }
 
 size_t hot_pages_populate(const struct hot_pages *h)
@@ -178,8 +241,10 @@ size_t hot_pages_populate(const struct hot_pages *h)
 	return copied / (size_t)sysconf(_SC_PAGESIZE);
 }
 
-void hot_pages_free(struct hot_pages *h)
+void hot_pages_free(struct hot_pages *h, size_t n)
 {
-	free(h->r);
-	*h = (struct hot_pages){ 0 };
+	for (size_t i = 0; i < n; i++) {
+		free(h[i].r);
+		h[i] = (struct hot_pages){ 0 };
+	}
 }

@@ -15,8 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* at most this many pages are copied ahead (8 MiB) */
-#define HOT_PAGES_MAX 2048u
+/* at most this many pages of a phase are copied ahead (16 MiB) */
+#define HOT_PAGES_MAX 4096u
 
 struct hot_range {
 	uintptr_t start;
@@ -29,14 +29,23 @@ struct hot_pages {
 	size_t pages;
 };
 
-/* Forks a child that runs probe() and then reports the pages of the
- * parent's private writable mappings that it wrote; fills h.  0, or -1
- * (h empty: nothing will be copied ahead). */
-int hot_pages_learn(struct hot_pages *h, void (*probe)(void));
+/* A probe's phases, at most: what a ready jail does before its cell,
+ * then the first use of each preloaded module that has one */
+#define HOT_PHASES_MAX 4
+
+/* Forks a child that runs probe(), whose phases end at each call of
+ * hot_pages_mark() and at its return; h[i] (of n) gets the pages of the
+ * parent's private writable mappings that phase i wrote first.  0, or -1
+ * (every h[i] empty: nothing will be copied ahead). */
+int hot_pages_learn(struct hot_pages *h, size_t n, void (*probe)(void));
+
+/* In the probe: the end of a phase. */
+void hot_pages_mark(void);
 
 /* In a clone: copies h's pages now.  The pages copied. */
 size_t hot_pages_populate(const struct hot_pages *h);
 
-void hot_pages_free(struct hot_pages *h);
+/* Frees h[0..n-1]. */
+void hot_pages_free(struct hot_pages *h, size_t n);
 
 #endif

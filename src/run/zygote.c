@@ -58,6 +58,9 @@ static struct {
 	const char *(*UnicodeAsUTF8)(void *);
 	unsigned (*TypeClearCache)(void);
 	void *(*ObjectMalloc)(size_t);
+	void *(*CFunctionNewEx)(void *, void *, void *);
+	int (*SetAttrString)(void *, const char *, void *);
+	void *(*LongFromSize_t)(size_t);
 	int (*DebugMallocStats)(FILE *); /* not the stable API: may be NULL */
 } py;
 
@@ -70,13 +73,20 @@ static struct {
  * flush, for the call of ready alone) */
 static void *ready_fn, *prelude_fn;    /* _warm.ready(WARM_UP), _warm.script_prelude(PATH) */
 static void *warm_main_fn, *finish_fn; /* _cell.warm_main(FD, LEN), _warm.finish() */
+static void *first_uses_fn, *first_use_fn; /* _warm.first_uses(), _warm.first_use(I) */
 
 static bool linger;   /* jail_spec.linger, from the program message */
 
 /* The zygote's pages a ready jail's python writes before its cell
- * (hot_pages.h), learned by hot_probe at the first jail asked ahead */
-static struct hot_pages hot;
-static bool hot_learned;
+ * (hot[0]), and those the first use of a preloaded module writes after
+ * (hot[1 + i], pycell._warm's first use i: a figure, a frame), learned by
+ * hot_probe at the first jail asked ahead (hot_pages.h).  In a jail,
+ * hot_first_uses says whether it copies a first use's pages when its cell
+ * names the module (a ready jail made ahead does, a session's does not:
+ * it stays small), and hot_used which it copied already. */
+static struct hot_pages hot[HOT_PHASES_MAX];
+static bool hot_learned, hot_first_uses;
+static unsigned hot_used;
 
 /* The int a warm_main or finish call returned; `failed` when it raised
  * (printed, as PyRun_SimpleString does). */
@@ -123,7 +133,37 @@ static void hot_probe(void)
 	py.AfterForkChild();
 	if (call_status(py.CallFunction(ready_fn, "i", 1), 1) != 0)
 		_exit(1);
+	/* then each first use the zygote did, a phase of its own */
+	for (int i = 0; i + 1 < HOT_PHASES_MAX && i < call_status(py.CallFunction(first_uses_fn, NULL), 0); i++) {
+		hot_pages_mark();
+		call_status(py.CallFunction(first_use_fn, "i", i), 1);
+	}
 }
+
+/* pycell._warm._hot_use(I), for a cell that names the module of first
+ * use I (pycell._warm.cell_uses): its pages copied now, once, in a ready
+ * jail made ahead; elsewhere nothing.  The pages copied.  What a cell
+ * gains calling it itself: its own pages copied, as its writes would. */
+static void *hot_use(void *self, void *arg)
+{
+	long i = py.LongAsLong(arg);
+	size_t copied = 0;
+	(void)self;
+	if (i >= 0 && i + 1 < HOT_PHASES_MAX && hot_first_uses && !(hot_used & (1u << i))) {
+		hot_used |= 1u << i;
+		copied = hot_pages_populate(&hot[i + 1]);
+	}
+	return py.LongFromSize_t(copied);
+}
+
+/* A PyMethodDef, as the stable API lays it out */
+static struct {
+	const char *name;
+	void *(*fn)(void *, void *);
+	int flags;
+	const char *doc;
+} hot_use_def = { "_hot_use", hot_use, 0x0008 /* METH_O */,
+		  "Copy the zygote's pages first use I writes (pycell._warm.cell_uses)." };
 
 static int run_script(const struct jail_spec *s)
 {
@@ -181,7 +221,8 @@ static __attribute__((noreturn)) void zygote_run_inline(const struct jail_spec *
 	/* a jail made ahead copies the pages its warm-up will write now, in
 	 * a few calls, instead of a fault each (hot_pages.h) */
 	if (s->warm_up)
-		hot_pages_populate(&hot);
+		hot_pages_populate(&hot[0]);
+	hot_first_uses = s->warm_up;
 	/* also runs the interpreter's at-fork hooks: random reseeds there, so
 	 * runs from one zygote do not share its state (test_warm.py) */
 	py.AfterForkChild();
@@ -414,6 +455,24 @@ static int settle(const char *runtime_dir, struct pc_err *err)
 	return 0;
 }
 
+/* pycell._warm._hot_use, the C function above */
+static int give_hot_use(struct pc_err *err)
+{
+	void *mod = py.ImportModule("pycell._warm"), *fn = NULL;
+	int rc = -1;
+	if (mod && (fn = py.CFunctionNewEx(&hot_use_def, NULL, NULL)))
+		rc = py.SetAttrString(mod, "_hot_use", fn);
+	if (fn)
+		py.DecRef(fn);
+	if (mod)
+		py.DecRef(mod);
+	if (rc < 0) {
+		py.ErrPrint();
+		return pc_fail(err, EINVAL, "warm", "giving pycell._warm its _hot_use failed");
+	}
+	return 0;
+}
+
 static int load_python(const char *libname, const struct policy *p, const char *runtime_dir, const char *scratch,
 		       char **report, struct pc_err *err)
 {
@@ -442,6 +501,9 @@ static int load_python(const char *libname, const struct policy *p, const char *
 	SYM(UnicodeAsUTF8, "PyUnicode_AsUTF8");
 	SYM(TypeClearCache, "PyType_ClearCache");
 	SYM(ObjectMalloc, "PyObject_Malloc");
+	SYM(CFunctionNewEx, "PyCFunction_NewEx");
+	SYM(SetAttrString, "PyObject_SetAttrString");
+	SYM(LongFromSize_t, "PyLong_FromSize_t");
 #undef SYM
 	*(void **)&py.DebugMallocStats = dlsym(h, "_PyObject_DebugMallocStats");
 	/* the interpreter starts with the environment a cold run's python
@@ -486,12 +548,16 @@ static int load_python(const char *libname, const struct policy *p, const char *
 	if (!(warm_main_fn = python_function("pycell._cell", "warm_main")) ||
 	    !(finish_fn = python_function("pycell._warm", "finish")) ||
 	    !(ready_fn = python_function("pycell._warm", "ready")) ||
+	    !(first_uses_fn = python_function("pycell._warm", "first_uses")) ||
+	    !(first_use_fn = python_function("pycell._warm", "first_use")) ||
 	    !(prelude_fn = python_function("pycell._warm", "script_prelude")))
 		return pc_fail(err, EINVAL, "warm", "the pycell runtime in %s lacks a function warm starts call",
 			       runtime_dir);
 	/* the environment every run's python has, set once here (after the
 	 * imports, which ran with the flags' equivalents too) */
 	if (set_cell_environment(p, err) < 0)
+		return -1;
+	if (give_hot_use(err) < 0)
 		return -1;
 	return settle(runtime_dir, err);
 }
@@ -674,14 +740,19 @@ answer:
 		 * descriptors are received, so the probe holds none of them */
 		if (ctl == ZYGOTE_AHEAD_FD && !hot_learned) {
 			hot_learned = true;
-			if (hot_pages_learn(&hot, hot_probe) == 0)
-				log_debug("zygote: a ready jail copies %zu pages ahead, in %zu ranges", hot.pages,
-					  hot.n);
+			if (hot_pages_learn(hot, HOT_PHASES_MAX, hot_probe) == 0) {
+				log_debug("zygote: a ready jail copies %zu pages ahead, in %zu ranges", hot[0].pages,
+					  hot[0].n);
+				for (size_t i = 1; i < HOT_PHASES_MAX; i++)
+					if (hot[i].n)
+						log_debug("zygote: and %zu pages, in %zu ranges, when its cell names the "
+							  "module of first use %zu", hot[i].pages, hot[i].n, i - 1);
+			}
 		}
 		if (zygote_serve_one(ctl, &tmpl) < 0)
 			break;
 	}
 	jails_end();
-	hot_pages_free(&hot);
+	hot_pages_free(hot, HOT_PHASES_MAX);
 	return 0;
 }

@@ -12,7 +12,7 @@ import textwrap
 import pytest
 
 from conftest import PYCELL, run_json, pycell_env
-from test_warm import Mcp
+from test_warm import Mcp, ready_jails
 
 DATA = ("numpy", "pandas", "matplotlib.pyplot")
 PY_VERSION = tuple(int(x) for x in subprocess.run(
@@ -113,6 +113,52 @@ def test_the_first_figure_and_frame_are_drawn_in_the_zygote(policy_file):
     s = Mcp(["--policy", policy_file({"python": {"preload": ["numpy"]}})], pycell_env())
     try:
         assert s.run(FIRST_USE)["return_value"] == [[False, False, False], [], 0, []]
+    finally:
+        stop(s)
+
+
+# What the cell's python has written of its own (KiB), and whether it is
+# a ready jail made ahead of its cell
+OWN = textwrap.dedent("""\
+    import sys as _s
+    [_s.modules["pycell._cell"].warmed,
+     [int(l.split()[1]) for l in open("/proc/self/smaps_rollup") if l.startswith("Private_Dirty:")][0]]
+    """)
+
+
+def test_a_cell_that_names_pyplot_or_pandas_finds_their_first_use_copied(policy_file, tmp_path):
+    """The pages of the zygote that a run's first figure and first frame
+    write (learned once, by the zygote's probe) are copied in a few calls
+    when the cell names matplotlib or pandas, before it runs (_warm.py
+    cell_uses, zygote.c hot_use), in a ready jail made ahead; a cell that
+    does not name them copies nothing more, and neither does a session,
+    which stays small."""
+    need_data_stack()
+    conf = tmp_path / "pycell.conf"
+    conf.write_text(json.dumps({"warm": {"ready": 1}}))
+    s = Mcp(["--policy", policy_file({"python": {"preload": list(DATA)}}), "--config", str(conf)], pycell_env())
+
+    def own(code, **args):
+        if not args:
+            ready_jails(s, 1)
+        warmed, kib = s.run(code + "\n" + OWN, **args)["return_value"]
+        assert warmed is (not args)
+        return kib
+    try:
+        # the modules used, not named: nothing copied
+        base = own("m = __import__('sys').modules['matplotlib.pyplot']")
+        fig = own("import matplotlib.pyplot as plt")
+        frame = own("def later():\n    import pandas")   # named in nested code
+        both = own("from matplotlib import pyplot\nimport pandas as pd")
+        assert fig - base > 1024 and frame - base > 512, (base, fig, frame)
+        assert abs((both - base) - (fig - base) - (frame - base)) < 256, (base, fig, frame, both)
+        assert abs(own("import json") - base) < 256
+        # a session's cells copy nothing ahead
+        sids = [s.call("tools/call", {"name": "session_open", "arguments": {}})["structuredContent"]["session_id"]
+                for _ in range(2)]
+        named = own("import matplotlib.pyplot, pandas", session_id=sids[0])
+        unnamed = own("m = __import__('sys').modules['pandas']", session_id=sids[1])
+        assert abs(named - unnamed) < 512, (named, unnamed)
     finally:
         stop(s)
 

@@ -366,7 +366,7 @@ START_TEST(test_the_probe_learns_the_pages_it_wrote)
 	struct hot_pages h;
 
 	setup_hot_buf();
-	ck_assert_int_eq(hot_pages_learn(&h, probe_writes), 0);
+	ck_assert_int_eq(hot_pages_learn(&h, 1, probe_writes), 0);
 	for (size_t i = 0; i < HOT_BUF_PAGES; i++)
 		ck_assert_msg(covered(&h, i) == (i == 2 || i == 3 || i == 4 || i == 10), "page %zu", i);
 	for (size_t k = 0; k < h.n; k++)
@@ -374,7 +374,7 @@ START_TEST(test_the_probe_learns_the_pages_it_wrote)
 			ck_assert_uint_eq(h.r[k].len, 3 * page_size);
 	ck_assert_uint_ge(h.pages, 4);
 	ck_assert_uint_le(h.pages, HOT_PAGES_MAX);
-	hot_pages_free(&h);
+	hot_pages_free(&h, 1);
 	ck_assert_uint_eq(h.n, 0);
 }
 END_TEST
@@ -389,7 +389,7 @@ START_TEST(test_a_clone_copies_them_ahead)
 	int status;
 
 	setup_hot_buf();
-	ck_assert_int_eq(hot_pages_learn(&h, probe_writes), 0);
+	ck_assert_int_eq(hot_pages_learn(&h, 1, probe_writes), 0);
 	hot_buf[10 * page_size + 1] = 42;
 	pid = fork();
 	ck_assert_int_ge(pid, 0);
@@ -416,7 +416,47 @@ START_TEST(test_a_clone_copies_them_ahead)
 	}
 	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
 	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "clone: status %#x", status);
-	hot_pages_free(&h);
+	hot_pages_free(&h, 1);
+}
+END_TEST
+
+/* Phases: 2-4, then 10 and 3 again (3 was the first phase's), then 12;
+ * the third is dropped when two are asked for */
+static void probe_in_phases(void)
+{
+	touch(2);
+	touch(3);
+	touch(4);
+	hot_pages_mark();
+	touch(10);
+	touch(3);
+	hot_pages_mark();
+	touch(12);
+}
+
+/* Each phase's pages are those it wrote first: a page an earlier phase
+ * wrote is not a later one's, and phases past those asked for are
+ * dropped.  A mark outside a probe does nothing. */
+START_TEST(test_the_probe_learns_each_phase_apart)
+{
+	struct hot_pages h[3];
+
+	setup_hot_buf();
+	hot_pages_mark();
+	ck_assert_int_eq(hot_pages_learn(h, 2, probe_in_phases), 0);
+	for (size_t i = 0; i < HOT_BUF_PAGES; i++) {
+		ck_assert_msg(covered(&h[0], i) == (i >= 2 && i <= 4), "phase 0, page %zu", i);
+		ck_assert_msg(covered(&h[1], i) == (i == 10), "phase 1, page %zu", i);
+	}
+	/* and maybe a page of the probe's own (its stack, the list of pages it
+	 * reported): the buffer's are exact */
+	ck_assert_uint_ge(h[1].pages, 1);
+	ck_assert_int_eq(hot_pages_learn(h, 3, probe_in_phases), 0);
+	for (size_t i = 0; i < HOT_BUF_PAGES; i++)
+		ck_assert_msg(covered(&h[2], i) == (i == 12), "phase 2, page %zu", i);
+	hot_pages_free(h, 3);
+	for (size_t i = 0; i < 3; i++)
+		ck_assert_uint_eq(h[i].n, 0);
 }
 END_TEST
 
@@ -433,7 +473,7 @@ START_TEST(test_a_probe_that_hangs_is_killed)
 	struct timespec t0, t1;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	ck_assert_int_eq(hot_pages_learn(&h, probe_hangs), -1);
+	ck_assert_int_eq(hot_pages_learn(&h, 1, probe_hangs), -1);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	ck_assert_uint_eq(h.n, 0);
 	ck_assert_uint_eq(h.pages, 0);
@@ -456,6 +496,7 @@ Suite *warm_suite(void)
 	t = tcase_create("hot pages");
 	tcase_add_test(t, test_the_probe_learns_the_pages_it_wrote);
 	tcase_add_test(t, test_a_clone_copies_them_ahead);
+	tcase_add_test(t, test_the_probe_learns_each_phase_apart);
 	tcase_add_test(t, test_a_probe_that_hangs_is_killed);
 	suite_add_tcase(s, t);
 	return s;
