@@ -1,12 +1,14 @@
 /* pycell: the pages of the zygote that a ready jail's python writes
- * before its cell, copied in a few calls instead of a fault each.
+ * before its cell (and at the first use of a preloaded module its cell
+ * names), copied in a few calls instead of a fault each.
  *
  * Every first write of a clone to a page it shares with the zygote is a
  * copy-on-write fault.  The zygote learns once which pages those are (a
  * probe child runs what a ready jail runs, then reads which of its pages
- * became its own in /proc/self/pagemap); each ready jail's python then
- * copies them with madvise(MADV_POPULATE_WRITE), which the kernel does
- * without an exception per page.  A page missing from a clone, or a
+ * became its own in /proc/self/pagemap; then again after each first use,
+ * a phase each); each ready jail's python then copies them with
+ * madvise(MADV_POPULATE_WRITE), which the kernel does without an
+ * exception per page.  A page missing from a clone, or a
  * kernel without the advice (before 5.14), costs nothing but the fault
  * it would have taken anyway. */
 #ifndef PYCELL_RUN_HOT_PAGES_H
