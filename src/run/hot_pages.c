@@ -83,7 +83,8 @@ static int by_address(const void *a, const void *b)
 
 static bool seen_before(uintptr_t addr)
 {
-	return bsearch(&addr, probe_state.seen, probe_state.n_seen, sizeof(addr), by_address) != NULL;
+	return probe_state.n_seen &&
+	       bsearch(&addr, probe_state.seen, probe_state.n_seen, sizeof(addr), by_address) != NULL;
 }
 
 /* In the probe child, at the end of a phase: the pages of the parent's
