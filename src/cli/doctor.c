@@ -373,7 +373,7 @@ static void check_preload(struct doctor *d, const char *policy, const char *conf
 	struct pc_err err = { 0 };
 	json_t *r, *v;
 	const char *name;
-	cleanup_free char *left = NULL;
+	cleanup_free char *left = NULL, *unused = NULL;
 	size_t n_failed;
 
 	if (policy_env(d, "preload", policy, config, &env) < 0)
@@ -395,10 +395,20 @@ static void check_preload(struct doctor *d, const char *policy, const char *conf
 			free(left);
 			left = more;
 		}
+		json_object_foreach(json_object_get(r, "unused"), name, v) {
+			char *more = xasprintf("%s%s%s (%s)", unused ? unused : "", unused ? "; " : "", name,
+					       json_string_value(v));
+			free(unused);
+			unused = more;
+		}
 		if (n_failed)
 			report(d, CHECK_WARN, "preload", "install the modules left out, or take them out of "
 			       "python.preload", "policy %s: %zu of %zu modules imported; left out: %s", env.policy.name,
 			       json_array_size(json_object_get(r, "loaded")), env.policy.n_python_preload, left);
+		else if (unused)
+			report(d, CHECK_WARN, "preload", "fix the module's installation (each run does that work itself "
+			       "until then)", "policy %s: all %zu modules imported by its zygote, but the first use of %s "
+			       "failed there", env.policy.name, env.policy.n_python_preload, unused);
 		else
 			report(d, CHECK_OK, "preload", NULL, "policy %s: all %zu modules imported by its zygote",
 			       env.policy.name, env.policy.n_python_preload);

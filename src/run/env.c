@@ -63,7 +63,12 @@ json_t *run_env_preload(const struct run_env *env)
 	json_t *r = spawner_preload(env->warm);
 	if (!r)
 		return json_pack("{s:[],s:{}}", "loaded", "failed");
-	return json_pack("{s:O,s:O}", "loaded", json_object_get(r, "loaded"), "failed", json_object_get(r, "failed"));
+	json_t *out = json_pack("{s:O,s:O}", "loaded", json_object_get(r, "loaded"), "failed", json_object_get(r, "failed"));
+	json_t *unused = json_object_get(r, "unused");
+	/* a first use that failed in the zygote, said only when one did */
+	if (json_object_size(unused))
+		json_object_set(out, "unused", unused);
+	return out;
 }
 
 int run_env_warm(struct run_env *env, struct pc_err *err)

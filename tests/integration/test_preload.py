@@ -190,10 +190,18 @@ def test_a_first_use_that_fails_is_said_and_one_that_leaves_something_is_refused
     finally:
         err = stop(s)
     if refused is None:
-        # loaded, and a warm run has it; the log says its first use failed
-        assert pre == {"loaded": ["json", "pandas"], "failed": {}}
+        # loaded, and a warm run has it; the log, sandbox_info and doctor
+        # say its first use failed
+        assert pre == {"loaded": ["json", "pandas"], "failed": {}, "unused": {"pandas": "ValueError: no frames here"}}
         assert ("python.preload: pandas is loaded, but its first use in the zygote failed (a run does that "
                 "work itself): ValueError: no frames here") in err, err
+        p = subprocess.run([PYCELL, "doctor", "--json", "--policy", pol], env=pycell_env(), capture_output=True,
+                           timeout=60)
+        check = {c["name"]: c for c in json.loads(p.stdout)["checks"]}["preload"]
+        assert check == {"name": "preload", "status": "warn",
+                         "detail": "policy test: all 2 modules imported by its zygote, but the first use of pandas "
+                                   "(ValueError: no frames here) failed there",
+                         "fix": "fix the module's installation (each run does that work itself until then)"}, check
     else:
         assert pre == {"loaded": [], "failed": {}}
         line = [ln for ln in err.splitlines() if "warm starts unavailable" in ln]
