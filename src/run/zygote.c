@@ -61,6 +61,7 @@ static struct {
 	void *(*CFunctionNewEx)(void *, void *, void *);
 	int (*SetAttrString)(void *, const char *, void *);
 	void *(*LongFromSize_t)(size_t);
+	void *(*ErrOccurred)(void);
 	int (*DebugMallocStats)(FILE *); /* not the stable API: may be NULL */
 } py;
 
@@ -149,6 +150,8 @@ static void *hot_use(void *self, void *arg)
 	long i = py.LongAsLong(arg);
 	size_t copied = 0;
 	(void)self;
+	if (i == -1 && py.ErrOccurred())
+		return NULL; /* not an int: the TypeError raised */
 	if (i >= 0 && i + 1 < HOT_PHASES_MAX && hot_first_uses && !(hot_used & (1u << i))) {
 		hot_used |= 1u << i;
 		copied = hot_pages_populate(&hot[i + 1]);
@@ -504,6 +507,7 @@ static int load_python(const char *libname, const struct policy *p, const char *
 	SYM(CFunctionNewEx, "PyCFunction_NewEx");
 	SYM(SetAttrString, "PyObject_SetAttrString");
 	SYM(LongFromSize_t, "PyLong_FromSize_t");
+	SYM(ErrOccurred, "PyErr_Occurred");
 #undef SYM
 	*(void **)&py.DebugMallocStats = dlsym(h, "_PyObject_DebugMallocStats");
 	/* the interpreter starts with the environment a cold run's python
