@@ -144,15 +144,14 @@ void hot_pages_mark(void)
 }
 
 /* The parent's: the probe's bytes, phases of ranges each ended by an
- * empty one, into h[0..n-1] (phases past n are dropped).  -1 when the
- * probe ended before its last phase did. */
+ * empty one, into h[0..n-1] (phases past n are dropped, and what follows
+ * the last end: a probe killed in a phase keeps those it ended).  -1 when
+ * no phase ended. */
 static int split_phases(struct hot_pages *h, size_t n, const struct hot_range *r, size_t count)
 {
 	size_t phase = 0, from = 0;
 	long page = sysconf(_SC_PAGESIZE);
 
-	if (!count || r[count - 1].len != 0)
-		return -1;
 	for (size_t i = 0; i < count; i++) {
 		if (r[i].len != 0)
 			continue;
@@ -166,7 +165,7 @@ static int split_phases(struct hot_pages *h, size_t n, const struct hot_range *r
 		phase++;
 		from = i + 1;
 	}
-	return 0;
+	return phase ? 0 : -1;
 }
 
 int hot_pages_learn(struct hot_pages *h, size_t n, void (*probe)(void))
@@ -221,9 +220,9 @@ int hot_pages_learn(struct hot_pages *h, size_t n, void (*probe)(void))
 	/* SIGCHLD may be ignored (the zygote's): then there is nothing to reap */
 	while (pid > 0 && waitpid(pid, NULL, 0) < 0 && errno == EINTR)
 		;
-	rc = pid < 0 || got < 0 || len % sizeof(struct hot_range)
-		     ? -1
-		     : split_phases(h, n, (const struct hot_range *)(void *)buf, len / sizeof(struct hot_range));
+	/* a probe killed in a phase (slow: HOT_PROBE_MS without a word)
+	 * keeps the phases it ended */
+	rc = pid < 0 ? -1 : split_phases(h, n, (const struct hot_range *)(void *)buf, len / sizeof(struct hot_range));
 	free(buf);
 	if (rc < 0)
 		hot_pages_free(h, n);

@@ -37,8 +37,9 @@ struct hot_pages {
 
 /* Forks a child that runs probe(), whose phases end at each call of
  * hot_pages_mark() and at its return; h[i] (of n) gets the pages of the
- * parent's private writable mappings that phase i wrote first.  0, or -1
- * (every h[i] empty: nothing will be copied ahead). */
+ * parent's private writable mappings that phase i wrote first.  A probe
+ * silent for 2 s is killed, and keeps the phases it ended.  0, or -1 when
+ * no phase ended (every h[i] empty: nothing will be copied ahead). */
 int hot_pages_learn(struct hot_pages *h, size_t n, void (*probe)(void));
 
 /* In the probe: the end of a phase. */

@@ -468,6 +468,14 @@ static void probe_hangs(void)
 	pause();
 }
 
+static void probe_hangs_in_its_second_phase(void)
+{
+	touch(2);
+	hot_pages_mark();
+	touch(5);
+	pause();
+}
+
 /* A probe that does not end is killed: nothing is learned, and the
  * zygote goes on (its jails take their faults) */
 START_TEST(test_a_probe_that_hangs_is_killed)
@@ -482,6 +490,21 @@ START_TEST(test_a_probe_that_hangs_is_killed)
 	ck_assert_uint_eq(h.pages, 0);
 	ck_assert_int_lt(t1.tv_sec - t0.tv_sec, 4);
 	ck_assert_int_eq(hot_pages_populate(&h), 0);
+}
+END_TEST
+
+/* One killed in a later phase keeps the phases it ended: a slow first
+ * use costs its own pages only */
+START_TEST(test_a_probe_killed_in_a_phase_keeps_those_it_ended)
+{
+	struct hot_pages h[2];
+
+	setup_hot_buf();
+	ck_assert_int_eq(hot_pages_learn(h, 2, probe_hangs_in_its_second_phase), 0);
+	for (size_t i = 0; i < HOT_BUF_PAGES; i++)
+		ck_assert_msg(covered(&h[0], i) == (i == 2), "phase 0, page %zu", i);
+	ck_assert_uint_eq(h[1].n, 0);
+	hot_pages_free(h, 2);
 }
 END_TEST
 
@@ -501,6 +524,7 @@ Suite *warm_suite(void)
 	tcase_add_test(t, test_a_clone_copies_them_ahead);
 	tcase_add_test(t, test_the_probe_learns_each_phase_apart);
 	tcase_add_test(t, test_a_probe_that_hangs_is_killed);
+	tcase_add_test(t, test_a_probe_killed_in_a_phase_keeps_those_it_ended);
 	suite_add_tcase(s, t);
 	return s;
 }
