@@ -742,9 +742,9 @@ answer:
 		 * that copy them): a zygote of `pycell run --warm`, or of
 		 * sessions alone, forks no probe; and before that request's
 		 * descriptors are received, so the probe holds none of them.
-		 * The zygote serves nothing meanwhile: once, some ms (30 with
-		 * the data stack on the project's test machine), or 0.35 s
-		 * where the probe draws the first figure and frame again */
+		 * The zygote serves nothing meanwhile, once: 15 ms with the
+		 * default policy on the project's test machine, 0.35 s with
+		 * the data stack, whose probe draws a figure and a frame */
 		if (ctl == ZYGOTE_AHEAD_FD && !hot_learned) {
 			hot_learned = true;
 			if (hot_pages_learn(hot, HOT_PHASES_MAX, hot_probe) == 0) {
