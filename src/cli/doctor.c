@@ -367,14 +367,27 @@ static int policy_env(struct doctor *d, const char *check, const char *policy, c
 	return rc;
 }
 
+/* A preload report's {name: why}, as "name (why); name (why)"; NULL when
+ * empty */
+static char *name_whys(json_t *whys)
+{
+	const char *name;
+	json_t *v;
+	char *out = NULL;
+	json_object_foreach(whys, name, v) {
+		char *more = xasprintf("%s%s%s (%s)", out ? out : "", out ? "; " : "", name, json_string_value(v));
+		free(out);
+		out = more;
+	}
+	return out;
+}
+
 static void check_preload(struct doctor *d, const char *policy, const char *config)
 {
 	struct run_env env;
 	struct pc_err err = { 0 };
-	json_t *r, *v;
-	const char *name;
+	json_t *r;
 	cleanup_free char *left = NULL, *unused = NULL;
-	size_t n_failed;
 
 	if (policy_env(d, "preload", policy, config, &env) < 0)
 		return;
@@ -389,19 +402,9 @@ static void check_preload(struct doctor *d, const char *policy, const char *conf
 		       err.msg);
 	} else {
 		r = run_env_preload(&env);
-		n_failed = json_object_size(json_object_get(r, "failed"));
-		json_object_foreach(json_object_get(r, "failed"), name, v) {
-			char *more = xasprintf("%s%s%s (%s)", left ? left : "", left ? "; " : "", name, json_string_value(v));
-			free(left);
-			left = more;
-		}
-		json_object_foreach(json_object_get(r, "unused"), name, v) {
-			char *more = xasprintf("%s%s%s (%s)", unused ? unused : "", unused ? "; " : "", name,
-					       json_string_value(v));
-			free(unused);
-			unused = more;
-		}
-		if (n_failed)
+		left = name_whys(json_object_get(r, "failed"));
+		unused = name_whys(json_object_get(r, "unused"));
+		if (left)
 			report(d, CHECK_WARN, "preload", "install the modules left out, or take them out of "
 			       "python.preload", "policy %s: %zu of %zu modules imported; left out: %s", env.policy.name,
 			       json_array_size(json_object_get(r, "loaded")), env.policy.n_python_preload, left);

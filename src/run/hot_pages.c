@@ -204,7 +204,6 @@ int hot_pages_learn(struct hot_pages *h, size_t n, void (*probe)(void))
 			continue;
 		if (ready <= 0) {
 			kill(pid, SIGKILL);
-			got = -1;
 			break;
 		}
 		if (len == cap)

@@ -130,12 +130,14 @@ static int run_cell(const struct jail_spec *s, int prog_fd)
  * has not, is looked at and found empty). */
 static void hot_probe(void)
 {
+	int uses;
 	prctl(PR_SET_NAME, "pycell-probe");
 	py.AfterForkChild();
 	if (call_status(py.CallFunction(ready_fn, "i", 1), 1) != 0)
 		_exit(1);
 	/* then each first use the zygote did, a phase of its own */
-	for (int i = 0; i + 1 < HOT_PHASES_MAX && i < call_status(py.CallFunction(first_uses_fn, NULL), 0); i++) {
+	uses = call_status(py.CallFunction(first_uses_fn, NULL), 0);
+	for (int i = 0; i + 1 < HOT_PHASES_MAX && i < uses; i++) {
 		hot_pages_mark();
 		call_status(py.CallFunction(first_use_fn, "i", i), 1);
 	}
