@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "base/util.h"
 
@@ -328,6 +329,16 @@ const char *pycell_datadir(void)
 {
 	const char *d = getenv("PYCELL_DATADIR");
 	return d && *d ? d : PYCELL_DATADIR;
+}
+
+const char *pycell_init_path(void)
+{
+	static char path[PATH_MAX];
+	const char *d = getenv("PYCELL_DATADIR");
+	if (d && *d && (size_t)snprintf(path, sizeof(path), "%s/pycell-init", d) < sizeof(path) &&
+	    access(path, X_OK) == 0)
+		return path;
+	return PYCELL_LIBEXECDIR "/pycell-init";
 }
 
 bool in_initial_userns(void)

@@ -202,5 +202,8 @@ struct mountinfo {
 int mountinfo_parse_line(char *line, struct mountinfo *m);
 /* Where runtime/ and policy/ live: $PYCELL_DATADIR, else the install dir. */
 const char *pycell_datadir(void);
+/* The jail init a zygote's jails execute (jail/init_main.c): the one built
+ * in the tree $PYCELL_DATADIR names, when there is one, else the install's. */
+const char *pycell_init_path(void);
 
 #endif

@@ -309,6 +309,19 @@ static void check_python(struct doctor *d)
 		       "%s: %s", DEFAULT_PYTHON, strerror(errno));
 }
 
+/* pycell-init, which a warm jail's init executes (src/jail/small_init.h):
+ * without it warm jails still run, each init a copy of the zygote. */
+static void check_init(struct doctor *d)
+{
+	const char *path = pycell_init_path();
+	if (access(path, X_OK) == 0)
+		report(d, CHECK_OK, "init", NULL, "%s: a warm jail's init holds nothing of the zygote", path);
+	else
+		report(d, CHECK_WARN, "init", "make install (or PYCELL_DATADIR=the built source tree)",
+		       "%s: %s; a warm jail's init stays a copy of the zygote (its page tables copied at "
+		       "every run)", path, strerror(errno));
+}
+
 /* The wasm backend: built in, its Node there, its runner and Pyodide's
  * memory snapshot in the data dir.  A warning at most: native runs do
  * not need it, and a wasm policy says why it is refused. */
@@ -566,6 +579,7 @@ int cmd_doctor(int argc, char **argv)
 	check_cgroups(&d, &ci);
 	check_egress(&d, env, &ci);
 	check_python(&d);
+	check_init(&d);
 	check_wasm(&d);
 	check_preload(&d, o.policy, o.config);
 	check_fonts(&d, o.policy, o.config);

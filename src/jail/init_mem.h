@@ -1,8 +1,9 @@
 /* pycell: what a jail's init keeps of the address space it was cloned with.
  *
- * A jail's init is a clone of the process that made the jail: the zygote,
- * with the interpreter and whatever python.preload imported, or the
- * supervisor.  Its copy of that address space costs page tables of its own
+ * A cold jail's init is a clone of the process that made the jail, the
+ * supervisor (a warm jail's executes pycell-init instead, small_init.h,
+ * unless the zygote found none: then it is a clone of the zygote, with the
+ * interpreter and whatever python.preload imported).  Its copy of that address space costs page tables of its own
  * for as long as the jail lives (the kernel copies them at the clone for
  * every mapping written to: some 70 KiB with the default policy, 240 KiB
  * with the data stack), while all init does once python runs is wait.  So

@@ -35,6 +35,7 @@
 #include "jail/rlimits.h"
 #include "jail/rootfs.h"
 #include "jail/seccomp.h"
+#include "jail/small_init.h"
 
 uid_t jail_host_id_base = 100000;
 #define JAIL_ID_RANGE 65536
@@ -112,9 +113,11 @@ static void on_alarm(int sig)
 /* pid 1: forward termination signals, reap everything, and report
  * python's wait status.  When init exits the kernel kills whatever is left
  * in the pid namespace, so no grandchild outlives the run. */
+/* what init passes on to python (and pycell-init, init_main.c, too) */
+static const int fwd[] = { SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 };
+
 static __attribute__((noreturn)) void jail_init(int sync_fd)
 {
-	static const int fwd[] = { SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 };
 	struct sigaction sa = { .sa_handler = forward_signal };
 	struct jail_msg m = { .type = JAIL_MSG_EXIT };
 	struct rusage ru;
@@ -182,7 +185,7 @@ static int place_fds(const struct jail_spec *s, int sync_fd, int *prog_fd, struc
 {
 	const int src[4] = { s->stdio[0], s->stdio[1], s->stdio[2], s->tool_fd };
 	int tmp[4], sfd = fcntl(sync_fd, F_DUPFD_CLOEXEC, 4);
-	int keep[3] = { sfd, coverage_fd(), -1 };
+	int keep[4] = { sfd, coverage_fd(), -1, s->small_init ? s->init_fd : -1 };
 	if (sfd < 0)
 		return pc_syserr(err, "fds", "copy the sync fd");
 	if (*prog_fd >= 0 && (keep[2] = *prog_fd = fcntl(*prog_fd, F_DUPFD_CLOEXEC, 4)) < 0)
@@ -193,144 +196,9 @@ static int place_fds(const struct jail_spec *s, int sync_fd, int *prog_fd, struc
 	for (int i = 0; i < 4; i++)
 		if (dup2(tmp[i], i) < 0)
 			return pc_syserr(err, "fds", "place fd %d", i);
-	if (close_all_but(keep, 3) < 0)
+	if (close_all_but(keep, 4) < 0)
 		return pc_syserr(err, "fds", "close_range");
 	return sfd;
-}
-
-/* Parked jails (a warm pool): the program comes after the root
- * (jail_program.h: the message that brings it). */
-
-/* In a ready jail's init: the program message from the supervisor, and
- * its memfd (returned; m->len its size).  A supervisor that let the jail
- * go unused (EOF) ends it. */
-static int recv_program(int sync_fd, struct program_msg *m, struct pc_err *err)
-{
-	int fd = -1, got;
-	ssize_t n;
-
-	do
-		n = recv_fds(sync_fd, m, sizeof(*m), &fd, 1, &got);
-	while (n < 0 && errno == EINTR);
-	if (n == 0)
-		_exit(0);
-	if (n != (ssize_t)sizeof(*m) || m->type != JAIL_MSG_PROGRAM || m->len > JAIL_PARK_FILES_MAX || got != 1) {
-		if (got == 1)
-			close(fd);
-		return pc_fail(err, EPROTO, "warm", "bad program message for a ready jail");
-	}
-	return fd;
-}
-
-/* Until the supervisor sends the program.  When the jail's program goes
- * first (its end of prog_fd closes), so does the jail: the supervisor
- * makes another. */
-static int wait_program(int sync_fd, int prog_fd, struct pc_err *err)
-{
-	struct pollfd pf[2] = { { .fd = sync_fd, .events = POLLIN }, { .fd = prog_fd, .events = 0 } };
-
-	while (poll(pf, 2, -1) < 0)
-		if (errno != EINTR)
-			return pc_syserr(err, "warm", "wait for the program");
-	/* the program's end closed (it died waiting): POLLHUP on a socket,
-	 * POLLERR on a pipe's writing end */
-	if (!(pf[0].revents & POLLIN) && pf[1].revents)
-		_exit(0);
-	return 0;
-}
-
-static void on_sigchld(int sig)
-{
-	(void)sig;
-}
-
-/* A native ready jail's init, until its cell comes: python gets the
- * program straight from the supervisor (jail_deliver), which tells us
- * after, with a program message without a memfd; init never sees the
- * program.  A supervisor that let the jail go unused (EOF), or a python
- * that died waiting, ends the jail (the supervisor makes another). */
-static int await_start(int sync_fd, pid_t python, struct pc_err *err)
-{
-	struct sigaction sa = { .sa_handler = on_sigchld };
-	struct pollfd pf = { .fd = sync_fd, .events = POLLIN };
-	struct program_msg m;
-	sigset_t chld, none;
-	ssize_t n;
-
-	sigemptyset(&none);
-	sigemptyset(&chld);
-	sigaddset(&chld, SIGCHLD);
-	sigprocmask(SIG_BLOCK, &chld, NULL);
-	sigaction(SIGCHLD, &sa, NULL);
-	for (;;) {
-		/* checked with SIGCHLD blocked, waited for with it open: an
-		 * exit in between interrupts the ppoll */
-		if (waitpid(python, NULL, WNOHANG) == python)
-			_exit(0);
-		if (ppoll(&pf, 1, NULL, &none) > 0)
-			break;
-		if (errno != EINTR)
-			return pc_syserr(err, "warm", "wait for the cell");
-	}
-	signal(SIGCHLD, SIG_DFL);
-	sigprocmask(SIG_UNBLOCK, &chld, NULL);
-	do
-		n = recv(sync_fd, &m, sizeof(m), 0);
-	while (n < 0 && errno == EINTR);
-	if (n == 0)
-		_exit(0);
-	if (n != (ssize_t)sizeof(m) || m.type != JAIL_MSG_PROGRAM || m.len != 0)
-		return pc_fail(err, EPROTO, "warm", "bad start message for a ready jail");
-	return 0;
-}
-
-/* The same for the wasm backend's node, which cannot take a descriptor
- * from a socket: init copies the memfd's bytes, after their length (8
- * bytes, native order), into the pipe node reads (WASM_PROG_FD). */
-static int forward_program_bytes(int sync_fd, int pipe_fd, struct pc_err *err)
-{
-	struct program_msg m;
-	off_t off = 0;
-	ssize_t n;
-	int fd;
-
-	if (wait_program(sync_fd, pipe_fd, err) < 0 || (fd = recv_program(sync_fd, &m, err)) < 0)
-		return -1;
-	if (write_all(pipe_fd, &m.len, sizeof(m.len)) < 0)
-		goto fail;
-	while ((uint64_t)off < m.len) {
-		n = sendfile(pipe_fd, fd, &off, m.len - (uint64_t)off);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			goto fail;
-	}
-	close(fd);
-	return 0;
-fail:
-	close(fd);
-	return pc_syserr(err, "warm", "hand the program to node");
-}
-
-/* A bare jail's node, which has no /run/pycell of the host's to read, gets
- * its files the same way, from init's copy of the spec: their length, then
- * the files packed as jail_unpack_files reads them. */
-static int write_program_bytes(const struct jail_spec *s, int pipe_fd, struct pc_err *err)
-{
-	uint64_t len = 0;
-
-	for (int i = 0; i < s->n_files; i++)
-		len += strlen(s->files[i].name) + 1 + sizeof(uint64_t) + s->files[i].len;
-	if (write_all(pipe_fd, &len, sizeof(len)) < 0)
-		return pc_syserr(err, "exec", "hand the program to node");
-	for (int i = 0; i < s->n_files; i++) {
-		const struct jail_file *f = &s->files[i];
-		uint64_t n = f->len;
-		if (write_all(pipe_fd, f->name, strlen(f->name) + 1) < 0 || write_all(pipe_fd, &n, sizeof(n)) < 0 ||
-		    write_all(pipe_fd, f->data, f->len) < 0)
-			return pc_syserr(err, "exec", "hand %s to node", f->name);
-	}
-	return 0;
 }
 
 /* ------------------------------------------------------------ the sequence */
@@ -353,6 +221,7 @@ struct child {
 	bool bare;                   /* no namespaces (jail_spec.bare) */
 	bool join_cgroup2;           /* cloned without CLONE_INTO_CGROUP: join it here */
 	int prog_fd;                 /* python's end of the program socket, or -1 */
+	bool small;                  /* jail_spec.small_init: sharing the caller's memory */
 	uint32_t net_addr, net_gw;   /* an egress run's, from the release */
 };
 
@@ -374,9 +243,13 @@ static void child_start(struct child *c)
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	signal(SIGCHLD, SIG_DFL);
-	blank_cmdline();
-	/* ps tells a ready jail (made ahead, no program yet) from a running one */
-	prctl(PR_SET_NAME, c->s->park ? "pycell-ready" : "pycell-init");
+	/* sharing the zygote's memory, its command line is ours: python
+	 * blanks its copy (start_python) */
+	if (!c->small)
+		blank_cmdline();
+	/* ps tells a ready jail (made ahead, no program yet) from a running
+	 * one; a small init's is ready once it is pycell-init (init_main.c) */
+	prctl(PR_SET_NAME, c->s->park && !c->small ? "pycell-ready" : "pycell-init");
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
 		_exit(127);
 	/* The supervisor is not dumpable and we inherited that, which makes
@@ -599,7 +472,7 @@ static __attribute__((noreturn)) void start_python(struct child *c)
 {
 	const struct jail_spec *s = c->s;
 	struct pc_err err = { 0 };
-	int prog[2] = { -1, -1 };
+	int prog[2] = { -1, -1 }, ready[2] = { -1, -1 };
 	pid_t pid;
 
 	/* prog[0] init's end, prog[1] the program's; node (wasm) reads a
@@ -616,12 +489,22 @@ static __attribute__((noreturn)) void start_python(struct child *c)
 	} else if (s->park) {
 		prog[1] = c->prog_fd; /* the supervisor holds the other end */
 	}
+	if (c->small && pipe2(ready, O_CLOEXEC) < 0) {
+		pc_syserr(&err, "pipe", "the pipe python waits on for pycell-init");
+		child_fail(c->sync_fd, &err);
+	}
 	pid = fork();
 	if (pid < 0) {
 		pc_syserr(&err, "fork", "fork python");
 		child_fail(c->sync_fd, &err);
 	}
 	if (pid == 0) {
+		if (c->small) {
+			/* its own copy of the command line blanked: init's was
+			 * the zygote's */
+			blank_cmdline();
+			small_init_await(ready, s->init_fd);
+		}
 		if (coverage_fd() >= 0)
 			close(coverage_fd());
 		/* no pid namespace takes a bare jail's program with its init:
@@ -662,14 +545,22 @@ static __attribute__((noreturn)) void start_python(struct child *c)
 	/* a program that ends before it has read its files must not take
 	 * init with it: EPIPE, not the signal */
 	signal(SIGPIPE, SIG_IGN);
+	if (c->small) {
+		close(ready[0]);
+		if (s->park)
+			close(prog[1]);
+		small_init_exec(s->init_fd, c->sync_fd, pid, ready[1], s->park, fwd, ARRAY_SIZE(fwd), &err);
+		kill(pid, SIGKILL);
+		child_fail(c->sync_fd, &err);
+	}
 	if (s->park) {
 		close(prog[1]);
 		/* the run's pipes are python's alone from here (jail_init): their
 		 * end must not wait for init to hear that the cell came */
 		for (int fd = 0; fd <= 3; fd++)
 			close(fd);
-		if ((bytes ? forward_program_bytes(c->sync_fd, prog[0], &err)
-			   : await_start(c->sync_fd, pid, &err)) < 0)
+		if ((bytes ? program_forward_bytes(c->sync_fd, prog[0], &err)
+			   : program_await_start(c->sync_fd, pid, &err)) < 0)
 			child_fail(c->sync_fd, &err);
 		if (bytes)
 			close(prog[0]);
@@ -677,7 +568,7 @@ static __attribute__((noreturn)) void start_python(struct child *c)
 	} else if (bytes) {
 		close(prog[1]);
 		/* EPIPE: node ended first, and its status says how */
-		if (write_program_bytes(s, prog[0], &err) < 0 && err.errnum != EPIPE)
+		if (program_write_bytes(s, prog[0], &err) < 0 && err.errnum != EPIPE)
 			child_fail(c->sync_fd, &err);
 		close(prog[0]);
 	}
@@ -688,7 +579,7 @@ static __attribute__((noreturn)) void jail_child(const struct jail_spec *s, int 
 						 bool as_root, bool join_cgroup2)
 {
 	struct child c = { .s = s, .sync_fd = sync_fd, .as_root = as_root, .bare = s->bare,
-			   .join_cgroup2 = join_cgroup2, .prog_fd = prog_fd };
+			   .join_cgroup2 = join_cgroup2, .prog_fd = prog_fd, .small = s->small_init };
 	struct pc_err err = { 0 };
 
 	coverage_keep_host();
@@ -795,6 +686,24 @@ const char *const *jail_layers(bool wasm, bool bare)
 	return !wasm ? native : bare ? alone : in_jail;
 }
 
+/* A small init's start (small_init.h): ours, not the stack's of
+ * jail_clone, which returns before init has read it. */
+static struct small_start {
+	const struct jail_spec *s;
+	int sync_fd, prog_fd, close_a, close_b;
+	bool as_root;
+} small_arg;
+
+static int small_child(void *arg)
+{
+	const struct small_start *a = arg;
+	close(a->close_a);
+	if (a->close_b >= 0)
+		close(a->close_b);
+	/* jail_clone moves us into a cgroup2 directory (small_init_cgroup) */
+	jail_child(a->s, a->sync_fd, a->prog_fd, a->as_root, false);
+}
+
 int jail_clone(const struct jail_spec *s, struct jail *j, struct pc_err *err)
 {
 	struct clone_args args = {
@@ -821,6 +730,24 @@ int jail_clone(const struct jail_spec *s, struct jail *j, struct pc_err *err)
 	if (fault_at("clone"))
 		return pc_fail(err, EAGAIN, "clone3", "clone3 into new namespaces: %s (injected fault)",
 			       strerror(EAGAIN));
+	if (s->small_init && !s->bare && !s->net_setup) {
+		int rc;
+		small_arg = (struct small_start){ .s = s, .sync_fd = sv[1], .prog_fd = pv[1], .close_a = sv[0],
+						  .close_b = pv[0], .as_root = as_root };
+		if ((pid = small_init_clone(small_child, &small_arg, JAIL_NS_FLAGS, &pidfd, err)) < 0)
+			return -1;
+		*j = (struct jail){ .pid = (pid_t)pid, .pidfd = pidfd, .sync_fd = steal_fd(&sv[0]),
+				    .prog_fd = steal_fd(&pv[0]) };
+		rc = s->cgroup.into ? small_init_cgroup(s->cgroup.dir_fd, j->pid, err) : 0;
+		if (rc == 0 && !as_root && read(j->sync_fd, &ready, 1) != 1)
+			rc = pc_syserr(err, "spawn", "wait for the jail child");
+		if (rc < 0) {
+			jail_abort(j);
+			jail_small_wait();
+			return -1;
+		}
+		return 0;
+	}
 	pid = syscall(SYS_clone3, &args, sizeof(args));
 	if (pid < 0 && errno == ENOSYS && s->bare) {
 		/* clone3 refused, as container profiles do (glibc falls back
@@ -869,6 +796,8 @@ int jail_release(const struct jail_spec *s, struct jail *j, struct pc_err *err)
 {
 	struct jail_go go = { .go = 'g' };
 
+	if (j->released)
+		return 0;   /* as the zygote's reply came (spawn_warm.c) */
 	log_debug("%6llu us: jail %d: cloned", (unsigned long long)log_elapsed_us(), (int)j->pid);
 	/* a bare jail has no user namespace to map */
 	if (!j->bare && (fault_at("idmap") ? pc_fail(err, EPERM, "idmap", "write the id maps of jail %d: %s "

@@ -87,6 +87,16 @@ struct jail_spec {
 	 * its rlimits and filter, and gives node its files through the
 	 * program pipe.  SECURITY.md says what holds then. */
 	bool bare;
+	/* The zygote's jails, but an egress run's (jail.c, small init): init is
+	 * cloned sharing the caller's memory and executes pycell-init, from
+	 * init_fd (an O_PATH descriptor above 3), once it has forked python, so
+	 * that python is the only copy made of the caller's address space.
+	 * Until its release init touches only its own stack; from then until
+	 * that exec the caller must not run: once it has sent the jail on to
+	 * whoever releases it, it calls jail_small_wait, before anything else
+	 * (the spec itself is read by init meanwhile).  Not with net_setup. */
+	bool small_init;
+	int init_fd;
 };
 
 struct jail {
@@ -97,6 +107,7 @@ struct jail {
 	 * waits on the other end for the program (jail_deliver); -1 else. */
 	int prog_fd;
 	bool bare;      /* made without namespaces (jail_spec.bare) */
+	bool released;  /* by jail_clone (jail_spec.small_init): jail_release only says so */
 };
 
 enum jail_msg_type { JAIL_MSG_ERROR = 1, JAIL_MSG_EXIT, JAIL_MSG_PROGRAM };
@@ -138,6 +149,10 @@ int jail_receive_program(int prog_fd, uint64_t *len, bool *linger);
  * child and close j's fds. */
 int jail_clone(const struct jail_spec *spec, struct jail *j, struct pc_err *err);
 int jail_release(const struct jail_spec *spec, struct jail *j, struct pc_err *err);
+/* After jail_clone of a small init (jail_spec.small_init) succeeded: until
+ * that init no longer shares our memory (it executed pycell-init, or
+ * ended).  At once otherwise. */
+void jail_small_wait(void);
 /* A released jail of spec->cgroup.later: its v1 cgroups are made, and
  * here are their tasks files (cgroup_run_tasks_fds), which it enters
  * itself before it goes on.  A child that has failed meanwhile is no

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/pidfd.h>
 #include <sys/prctl.h>
@@ -42,6 +43,11 @@ struct spawn_ahead {
 	struct spawn_ahead *next;
 	spawn_ahead_fn done;  /* NULL: cancelled */
 	void *ctx;
+	/* its answer, read (ahead_take) and not yet given to done: the jail
+	 * when ok, else why not */
+	bool answered, ok;
+	struct jail j;
+	struct pc_err err;
 };
 
 struct zygote {
@@ -52,6 +58,10 @@ struct zygote {
 	int ahead;            /* and of the one for jails asked ahead */
 	struct loop *loop;    /* that reads ahead's replies, while w_ahead is registered */
 	struct loop_watch w_ahead;  /* registered while a jail asked ahead is wanted */
+	/* and with it: written when answers were read outside the loop
+	 * (wait_reply), so that the loop gives them on (on_ahead) */
+	int kick;
+	struct loop_watch w_kick;
 	struct spawn_ahead *head, *tail;
 	unsigned n_live;      /* of those, not cancelled */
 	struct policy policy; /* the policy the zygote was started with */
@@ -185,6 +195,8 @@ static void ahead_unwatch_idle(struct zygote *z)
 {
 	if (!z->n_live && z->w_ahead.registered)
 		loop_del(z->loop, &z->w_ahead);
+	if (!z->n_live && z->w_kick.registered)
+		loop_del(z->loop, &z->w_kick);
 }
 
 /* Forget the jails asked ahead; those still wanted get err (NULL: none
@@ -197,6 +209,8 @@ static void ahead_end_all(struct zygote *z, const struct pc_err *err)
 	ahead_unwatch_idle(z);
 	while (a) {
 		struct spawn_ahead *next = a->next;
+		if (a->answered && a->ok)
+			jail_abort(&a->j);
 		if (a->done && err)
 			a->done(a->ctx, NULL, err);
 		else if (a->done)
@@ -360,6 +374,7 @@ static int zygote_launch(struct zygote *z, struct pc_err *err)
 			"libpython", libname, "host_id_base", (json_int_t)jail_host_id_base);
 	if (z->fonts_dir)
 		json_object_set_new(cfg, "fonts_dir", json_string(z->fonts_dir));
+	json_object_set_new(cfg, "init", json_string(pycell_init_path()));
 	if (p->n_python_preload) {
 		scratch_done(z);
 		snprintf(z->scratch, sizeof(z->scratch), "/tmp/pycell-zygote-XXXXXX");
@@ -517,8 +532,9 @@ static int send_request(struct zygote *z, int fd, const struct jail_spec *s, str
 
 /* One reply from control socket fd: 1 with j set, 0 with reply->err, -1
  * with errno when there is none (EAGAIN with MSG_DONTWAIT) or the zygote
- * is gone. */
-static int recv_reply(int fd, int flags, struct spawn_reply *reply, struct jail *j)
+ * is gone.  A jail with a small init (jail.h) is released here, as it
+ * comes: the zygote waits for that before it serves anything else. */
+static int recv_reply(struct zygote *z, int fd, int flags, struct spawn_reply *reply, struct jail *j)
 {
 	int fds[3] = { -1, -1, -1 };
 	char ctl[CMSG_SPACE(sizeof(fds))];
@@ -552,7 +568,82 @@ static int recv_reply(int fd, int flags, struct spawn_reply *reply, struct jail 
 	memcpy(fds, CMSG_DATA(c), (size_t)reply->n_fds * sizeof(int));
 	/* whole: a zygote's jail is never bare */
 	*j = (struct jail){ .pid = reply->pid, .pidfd = fds[0], .sync_fd = fds[1], .prog_fd = fds[2] };
+	if (reply->small_init) {
+		struct jail_spec spec = { .policy = &z->policy };
+		/* jail_release kills the jail when it fails */
+		if (jail_release(&spec, j, &reply->err) < 0)
+			return 0;
+		j->released = true;
+	}
 	return 1;
+}
+
+/* One answer from ahead, for the oldest jail asked ahead still without
+ * one: 1 read, 0 none there, -1 the zygote is gone (or owes none). */
+static int ahead_take(struct zygote *z)
+{
+	struct spawn_ahead *a = z->head;
+	struct spawn_reply reply;
+	struct jail j;
+	int rc = recv_reply(z, z->ahead, MSG_DONTWAIT, &reply, &j);
+
+	while (a && a->answered)
+		a = a->next;
+	if (rc < 0 && (errno == EAGAIN || errno == EINTR))
+		return 0;
+	if (rc < 0 && errno == EMFILE) {
+		/* the reply came, its descriptors did not fit: that jail
+		 * failed, the zygote did not */
+		rc = 0;
+		pc_syserr(&reply.err, "warm", "receive the jail's descriptors");
+	}
+	if (rc < 0 || !a) {
+		if (rc == 1)
+			jail_abort(&j);
+		return -1;
+	}
+	a->answered = true;
+	a->ok = rc == 1;
+	if (a->ok)
+		a->j = j;
+	else
+		a->err = reply.err;
+	return 1;
+}
+
+/* A reply on ctl within ms (0), or -1 with errno.  Meanwhile, the answers
+ * to jails asked ahead are read and their jails released (recv_reply):
+ * the zygote may be waiting for that before it reads our request; the
+ * loop gives them on (kick). */
+static int wait_reply(struct zygote *z, int ms)
+{
+	uint64_t until = now_ms() + (uint64_t)ms;
+	bool ahead = z->ahead >= 0;
+
+	for (;;) {
+		struct pollfd p[2] = { { .fd = z->ctl, .events = POLLIN }, { .fd = ahead ? z->ahead : -1, .events = POLLIN } };
+		uint64_t now = now_ms();
+		int n = now >= until ? 0 : poll(p, 2, (int)(until - now));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n == 0)
+			errno = ETIMEDOUT;
+		if (n <= 0)
+			return -1;
+		if (p[0].revents)
+			return 0;
+		switch (ahead_take(z)) {
+		case 1:
+			if (z->kick >= 0)
+				(void)eventfd_write(z->kick, 1);
+			break;
+		case 0:
+			break;
+		default:
+			ahead = false; /* the loop hears of it: on_ahead */
+			break;
+		}
+	}
 }
 
 /* Clone a jail from the zygote; on success j holds the pidfd and sync fd
@@ -568,8 +659,8 @@ static int warm_spawn(struct spawner *sp, const struct jail_spec *s, struct jail
 		return -1;
 	if (send_request(z, z->ctl, s, err) < 0)
 		return -1;
-	if (wait_readable(z->ctl, ZYGOTE_REPLY_MS) == 0) {
-		switch (recv_reply(z->ctl, 0, &reply, j)) {
+	if (wait_reply(z, ZYGOTE_REPLY_MS) == 0) {
+		switch (recv_reply(z, z->ctl, 0, &reply, j)) {
 		case 1:
 			return 0;
 		case 0:
@@ -588,47 +679,43 @@ static int warm_spawn(struct spawner *sp, const struct jail_spec *s, struct jail
 	return -1;
 }
 
-/* The zygote's next reply on ahead, for the oldest jail asked ahead. */
+/* The zygote's replies on ahead (or those wait_reply read: the kick),
+ * given to the jails asked ahead in the order asked. */
 static void on_ahead(struct loop_watch *w, uint32_t events, void *data)
 {
 	struct zygote *z = data;
-	struct spawn_reply reply;
-	struct spawn_ahead *a = z->head;
-	struct jail j;
-	int rc = recv_reply(z->ahead, MSG_DONTWAIT, &reply, &j);
+	struct spawn_ahead *a;
+	eventfd_t n;
+	int rc;
 
-	if (rc < 0 && (errno == EAGAIN || errno == EINTR))
-		return;
-	if (rc < 0 && errno == EMFILE) {
-		/* the reply came, its descriptors did not fit: that jail
-		 * failed, the zygote did not */
-		rc = 0;
-		pc_syserr(&reply.err, "warm", "receive the jail's descriptors");
-	}
-	if (rc < 0 || !a) {
+	if (z->kick >= 0)
+		(void)eventfd_read(z->kick, &n);
+	while ((rc = ahead_take(z)) > 0)
+		;
+	if (rc < 0) {
 		struct pc_err err = { 0 };
 		pc_fail(&err, EPIPE, "warm", "the zygote stopped answering");
-		if (rc == 1)
-			jail_abort(&j);
 		zygote_lost(z);
 		ahead_end_all(z, &err);
 		return;
 	}
-	z->head = a->next;
-	if (!z->head)
-		z->tail = NULL;
-	if (a->done)
-		z->n_live--;
-	ahead_unwatch_idle(z);
-	if (!a->done) {
-		if (rc == 1)
-			jail_abort(&j);
-	} else if (rc == 1) {
-		a->done(a->ctx, &j, NULL);
-	} else {
-		a->done(a->ctx, NULL, &reply.err);
+	while ((a = z->head) && a->answered) {
+		z->head = a->next;
+		if (!z->head)
+			z->tail = NULL;
+		if (a->done)
+			z->n_live--;
+		ahead_unwatch_idle(z);
+		if (!a->done) {
+			if (a->ok)
+				jail_abort(&a->j);
+		} else if (a->ok) {
+			a->done(a->ctx, &a->j, NULL);
+		} else {
+			a->done(a->ctx, NULL, &a->err);
+		}
+		free(a);
 	}
-	free(a);
 	(void)w;
 	(void)events;
 }
@@ -650,8 +737,17 @@ static struct spawn_ahead *warm_spawn_ahead(struct spawner *sp, struct loop *l, 
 		return NULL;
 	}
 	z->loop = l;
+	if (z->kick < 0 && (z->kick = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
+		pc_syserr(err, "warm", "eventfd");
+		return NULL;
+	}
 	if (!z->w_ahead.registered && loop_add(l, &z->w_ahead, z->ahead, EPOLLIN, on_ahead, z) < 0) {
 		pc_syserr(err, "warm", "epoll_ctl");
+		return NULL;
+	}
+	if (!z->w_kick.registered && loop_add(l, &z->w_kick, z->kick, EPOLLIN, on_ahead, z) < 0) {
+		pc_syserr(err, "warm", "epoll_ctl");
+		ahead_unwatch_idle(z);
 		return NULL;
 	}
 	if (send_request(z, z->ahead, s, err) < 0) {
@@ -706,6 +802,8 @@ static void warm_free(struct spawner *sp)
 		close(z->ctl);
 	if (z->ahead >= 0)
 		close(z->ahead);
+	if (z->kick >= 0)
+		close(z->kick);
 	if (z->pid > 0)
 		zygote_stop(z->pid);
 	scratch_done(z);
@@ -734,7 +832,7 @@ struct spawner *spawner_warm_new(void)
 {
 	struct zygote *z = xcalloc(1, sizeof(*z));
 	z->base.ops = &warm_ops;
-	z->ctl = z->ahead = -1;
+	z->ctl = z->ahead = z->kick = -1;
 	return &z->base;
 }
 

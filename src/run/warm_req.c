@@ -43,6 +43,8 @@ const struct warm_member warm_members[] = {
 	MEMBER(run_inline, WARM_ZYGOTE),    /* the zygote's interpreter runs the program */
 	MEMBER(linger, WARM_PROGRAM),       /* with the cell, at its delivery (jail_deliver) */
 	MEMBER(bare, WARM_NEVER),           /* a zygote's jail always has its namespaces */
+	MEMBER(small_init, WARM_ZYGOTE),    /* the zygote's, when it found pycell-init at its start */
+	MEMBER(init_fd, WARM_ZYGOTE),
 };
 const size_t warm_n_members = sizeof(warm_members) / sizeof(warm_members[0]);
 

@@ -25,6 +25,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -609,6 +610,26 @@ static void jails_end(void)
 		;
 }
 
+/* pycell-init, which makes this zygote's jails' inits small (jail.h,
+ * small_init), above the descriptors a jail places at 0..3; without it
+ * they are copies of the zygote, as a cold run's are of the supervisor, and
+ * the log says why (pycell doctor does too). */
+static void open_small_init(const char *path, struct jail_spec *tmpl)
+{
+	int fd = path ? open(path, O_PATH | O_CLOEXEC) : -1;
+	struct stat st;
+
+	if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & S_IXOTH) &&
+	    (tmpl->init_fd = fcntl(fd, F_DUPFD_CLOEXEC, 10)) >= 0) {
+		tmpl->small_init = true;
+	} else {
+		log_warn("zygote: %s: %s; a jail's init is a copy of the zygote", path ? path : "pycell-init",
+			 fd < 0 ? strerror(errno) : "not a file anyone may execute");
+	}
+	if (fd >= 0)
+		close(fd);
+}
+
 static int zygote_serve_one(int ctl, struct jail_spec *tmpl)
 {
 	struct spawn_req req;
@@ -644,9 +665,14 @@ static int zygote_serve_one(int ctl, struct jail_spec *tmpl)
 	if (jail_clone(&s, &j, &reply.err) == 0) {
 		int out[3] = { j.pidfd, j.sync_fd, j.prog_fd };
 		reply.ok = 1;
+		reply.small_init = s.small_init;
 		reply.pid = j.pid;
 		reply.n_fds = j.prog_fd >= 0 ? 3 : 2;
-		send_fds(ctl, &reply, sizeof(reply), out, reply.n_fds);
+		/* a small init goes on once released, which the supervisor
+		 * does as it reads this: unsent, it would wait for ever */
+		if (send_fds(ctl, &reply, sizeof(reply), out, reply.n_fds) < 0 && s.small_init)
+			pidfd_send_signal(j.pidfd, SIGKILL, NULL, 0);
+		jail_small_wait();
 		jails_add(j.pidfd);
 		close(j.sync_fd);
 		if (j.prog_fd >= 0)
@@ -729,6 +755,7 @@ answer:
 	tmpl.runtime_dir = runtime_dir;
 	tmpl.fonts_dir = json_string_value(json_object_get(cfg, "fonts_dir"));
 	tmpl.run_inline = zygote_run_inline;
+	open_small_init(json_string_value(json_object_get(cfg, "init")), &tmpl);
 	for (;;) {
 		struct pollfd pf[2] = { { .fd = ZYGOTE_FD, .events = POLLIN },
 					{ .fd = ZYGOTE_AHEAD_FD, .events = POLLIN } };

@@ -55,6 +55,7 @@ struct spawn_reply {
 	int32_t ok;
 	int32_t pid;
 	int32_t n_fds;   /* ok: the pidfd, the sync socket, and a ready jail's program socket */
+	int32_t small_init; /* ok: a small init's (jail.h), which the supervisor releases as it reads this */
 	struct pc_err err;
 };
 

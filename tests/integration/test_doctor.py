@@ -15,7 +15,7 @@ import pytest
 from conftest import HOST_IS_ROOT, PYCELL, pycell_env, run_json
 
 CHECKS = ["user namespaces", "apparmor userns", "max user namespaces", "seccomp", "cgroup v2",
-          "cgroup v1", "limits", "device filter", "egress", "python", "wasm", "preload", "fonts", "state"]
+          "cgroup v1", "limits", "device filter", "egress", "python", "init", "wasm", "preload", "fonts", "state"]
 
 
 def doctor(*args, prefix=(), timeout=60):

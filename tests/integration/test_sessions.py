@@ -8,12 +8,14 @@ import base64
 import json
 import os
 import re
+import shutil
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import TOOLS, RawMcp, descendants, jail_procs, proc_status, run_jails
+from conftest import DATADIR, PYCELL, TOOLS, RawMcp, descendants, jail_procs, proc_status, pycell_env, run_jails
 from test_mcp_raw import Server
 from test_serve import serve, sha  # noqa: F401 (serve is a fixture)
 
@@ -316,26 +318,63 @@ def vm_pte_kib(pid):
     return int(proc_status(pid)["VmPTE"].split()[0])
 
 
-@pytest.mark.skipif(bool(os.environ.get("PYCELL_SANITIZERS")),
-                    reason="a sanitizer build's init keeps all it inherited: the runtime's own memory "
-                           "is mapped after the start (src/jail/init_mem.h)")
-def test_a_sessions_init_gives_back_what_it_inherited(client):
-    """A session's init is a clone of the zygote; once python has run a
-    second, it unmaps all but what the process had at its start (libpython
-    and python's memory among what goes), and its page tables shrink; the
-    session goes on, and its end is still init's to report."""
+def test_a_sessions_init_is_pycell_init(client):
+    """A session's init, once its python is forked, is pycell-init
+    (src/jail/small_init.h): small from the start, no copy of the zygote
+    to give back; the session goes on, and its end is init's to report."""
     sid = client.open()
-    init = zygote_jail_init(client.proc.pid)
-    before = vm_pte_kib(init)
-    deadline = time.monotonic() + 10
-    while "libpython" in maps(init) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert "libpython" not in maps(init) and maps(init) != ""
-    assert vm_pte_kib(init) < before
+    inits = [p["pid"] for p in jail_procs(client.proc.pid) if p["name"] == "pycell-init" and p["nspid"][-1] == 1]
+    assert len(inits) == 1, inits
+    st = proc_status(inits[0])
+    with open(f"/proc/{inits[0]}/cmdline", "rb") as f:
+        assert f.read().split(b"\0")[0] == b"pycell-init"   # its own: the zygote's is "pycell __zygote"
+    assert "libpython" not in maps(inits[0])
+    assert int(st["VmRSS"].split()[0]) < 2048 and vm_pte_kib(inits[0]) <= 64, st
     assert client.cell(sid, "6 * 7")["return_value"] == 42
     r = client.cell(sid, "import os\nos._exit(3)")
     assert r["status"] == "error" and r["exit_code"] == 3, r
     assert_no_jails_soon(client)
+
+
+@pytest.mark.skipif(bool(os.environ.get("PYCELL_SANITIZERS")),
+                    reason="a sanitizer build's init keeps all it inherited: the runtime's own memory "
+                           "is mapped after the start (src/jail/init_mem.h)")
+def test_a_sessions_init_without_pycell_init_gives_back_what_it_inherited(host_tmp):
+    """With no pycell-init to execute (a data dir without one, and none
+    installed: pycell doctor warns, the zygote logs why), a session's init
+    is a clone of the zygote; once python has run a second, it unmaps all
+    but what the process had at its start (libpython and python's memory
+    among what goes), and its page tables shrink; the session goes on,
+    and its end is still init's to report."""
+    data = host_tmp / "data"   # copies: a jail binds runtime/ from it, and follows no link
+    for d in ("runtime", "policy"):
+        shutil.copytree(Path(DATADIR) / d, data / d, ignore=shutil.ignore_patterns("wasm", "__pycache__"))
+    env = pycell_env({"PYCELL_DATADIR": str(data)})
+    doctor = json.loads(subprocess.run([PYCELL, "doctor", "--json"], env=env, capture_output=True,
+                                       timeout=60).stdout)
+    check = [c for c in doctor["checks"] if c["name"] == "init"][0]
+    if check["status"] == "ok":
+        pytest.skip(f"an installed pycell-init is found: {check['detail']}")
+    assert check["status"] == "warn" and "a warm jail's init stays a copy of the zygote" in check["detail"], check
+    client = Client(env=env)
+    try:
+        client.initialize()
+        sid = client.open()
+        init = zygote_jail_init(client.proc.pid)
+        before = vm_pte_kib(init)
+        deadline = time.monotonic() + 10
+        while "libpython" in maps(init) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert "libpython" not in maps(init) and maps(init) != ""
+        assert vm_pte_kib(init) < before
+        assert client.cell(sid, "6 * 7")["return_value"] == 42
+        r = client.cell(sid, "import os\nos._exit(3)")
+        assert r["status"] == "error" and r["exit_code"] == 3, r
+        assert_no_jails_soon(client)
+    finally:
+        client.kill()
+        client._stderr_reader.join(10)
+    assert b"a jail's init is a copy of the zygote" in client.stderr, client.stderr[-2000:]
 
 
 def test_a_closed_session_leaves_no_process(client):

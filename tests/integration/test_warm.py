@@ -418,6 +418,30 @@ def zygote_of_or_none(pid):
         return None
 
 
+def test_a_ready_jails_init_is_small_and_not_dumpable():
+    """A ready jail's init, once made: pycell-init (src/jail/init_main.c),
+    named pycell-ready until its cell comes and pycell-init after, a few
+    hundred KiB resident instead of a copy of the zygote, and its memory
+    closed to the cell (same uid: not dumpable)."""
+    s = Mcp(["--warm"], pycell_env())
+    try:
+        jails = ready_jails(s, 2)
+        for j in jails:
+            name, size, rss = status_fields(j, "Name", "VmSize", "VmRSS")
+            assert name == "pycell-ready" and int(size.split()[0]) < 8 * 1024 and \
+                int(rss.split()[0]) < 2 * 1024, (j, name, size, rss)
+            with open(f"/proc/{j}/cmdline", "rb") as f:
+                assert f.read().split(b"\0")[0] == b"pycell-init"
+        sc = s.run("import errno\n"
+                   "f = dict(l.split(':', 1) for l in open('/proc/1/status').read().splitlines())\n"
+                   "try:\n    open('/proc/1/mem', 'r+b'); mem = 'opened'\n"
+                   "except OSError as e:\n    mem = errno.errorcode[e.errno]\n"
+                   "(f['Name'].strip(), int(f['VmRSS'].split()[0]) < 2048, mem)")
+        assert sc["return_value"] == ["pycell-init", True, "EACCES"], sc
+    finally:
+        s.close()
+
+
 def test_a_ready_jail_whose_python_died_is_replaced():
     """The python made ahead is killed while it waits: its jail ends with
     it, no call gets it, and another is made."""

@@ -33,6 +33,7 @@
 static const struct jail_spec every_member __attribute__((unused)) = {
 	NULL, NULL, { false, false, -1, { -1 }, 0 }, NULL, NULL,
 	{ { NULL, NULL, 0 } }, 0, NULL, NULL, NULL, { 0, 1, 2 }, 3, NULL, NULL, false, false, NULL, false, false,
+	false, -1,
 };
 
 /* Every byte of struct jail_spec is in a row's member or is the padding

@@ -1,0 +1,162 @@
+/* pycell-init: the init of a jail the zygote made, once python runs.
+ *
+ * The zygote clones a jail's init sharing its memory (jail.c,
+ * jail_spec.small_init): init builds the jail, forks python, a copy of the
+ * zygote as before, and then executes this program, a small static binary,
+ * so that no second copy of the zygote's address space is made for init to
+ * wait in: the kernel copies and tears down the page tables of the zygote
+ * (60 MB of it written with the data stack preloaded) once a run instead of
+ * twice.  What it does is what jail.c's jail_init does in other jails: wait
+ * for a ready jail's cell, forward termination signals to python, reap
+ * everything, and report python's wait status.
+ *
+ *   pycell-init SYNC_FD PYTHON_PID READY_FD PARK
+ *
+ * SYNC_FD is the socket to the supervisor; READY_FD a pipe python waits on
+ * before it runs anything: it hears from us once we are not dumpable, so
+ * it cannot open our memory in the moment between the exec (which makes a
+ * process dumpable) and the prctl; PARK is 1 for a ready jail.  The jail's
+ * seccomp filter, its ids and no_new_privs came with the exec; the
+ * termination signals and SIGCHLD come blocked, so none sent meanwhile is
+ * lost.  Built without the sanitizers (static). */
+#include "config.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "jail/jail.h"
+#include "jail/jail_program.h"
+
+static const int fwd[] = { SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 };
+static volatile pid_t python_pid;
+static int sync_fd = -1;
+
+static void forward_signal(int sig)
+{
+	if (python_pid > 0)
+		kill(python_pid, sig);
+}
+
+static void on_sigchld(int sig)
+{
+	(void)sig;
+}
+
+static void send_msg(const struct jail_msg *m)
+{
+	(void)!send(sync_fd, m, sizeof(*m), MSG_NOSIGNAL);
+}
+
+static __attribute__((noreturn)) void fail(int errnum, const char *msg)
+{
+	struct jail_msg m = { .type = JAIL_MSG_ERROR, .err.errnum = errnum };
+	snprintf(m.err.step, sizeof(m.err.step), "warm");
+	snprintf(m.err.msg, sizeof(m.err.msg), "%s%s%s", msg, errnum ? ": " : "", errnum ? strerror(errnum) : "");
+	send_msg(&m);
+	_exit(127);
+}
+
+static int number(const char *s, long max)
+{
+	char *end;
+	long v;
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || end == s || *end || v < 0 || v > max)
+		return -1;
+	return (int)v;
+}
+
+/* A ready jail, until its cell comes: python gets it straight from the
+ * supervisor, which tells us after with a program message without a
+ * memfd.  A supervisor that let the jail go unused (EOF), or a python that
+ * died waiting, ends the jail. */
+static void await_start(void)
+{
+	struct pollfd pf = { .fd = sync_fd, .events = POLLIN };
+	struct program_msg m;
+	sigset_t open;
+	ssize_t n;
+
+	sigemptyset(&open);
+	for (;;) {
+		/* checked with SIGCHLD blocked, waited for with it open: an
+		 * exit in between interrupts the ppoll */
+		if (waitpid(python_pid, NULL, WNOHANG) == python_pid)
+			_exit(0);
+		if (ppoll(&pf, 1, NULL, &open) > 0)
+			break;
+		if (errno != EINTR)
+			fail(errno, "wait for the cell");
+	}
+	do
+		n = recv(sync_fd, &m, sizeof(m), 0);
+	while (n < 0 && errno == EINTR);
+	if (n == 0)
+		_exit(0);
+	if (n != (ssize_t)sizeof(m) || m.type != JAIL_MSG_PROGRAM || m.len != 0)
+		fail(EPROTO, "bad start message for a ready jail");
+}
+
+int main(int argc, char **argv)
+{
+	struct sigaction sa = { .sa_handler = forward_signal };
+	struct sigaction chld = { .sa_handler = on_sigchld };
+	struct jail_msg m = { .type = JAIL_MSG_EXIT };
+	struct rusage ru;
+	sigset_t none;
+	int ready, status = 0;
+	bool park;
+
+	/* first: python waits for the byte below before it runs anything */
+	if (prctl(PR_SET_DUMPABLE, 0) < 0)
+		_exit(127);
+	if (argc != 5 || (sync_fd = number(argv[1], INT_MAX)) < 0 || (python_pid = number(argv[2], INT_MAX)) <= 0 ||
+	    (ready = number(argv[3], INT_MAX)) < 0 || number(argv[4], 1) < 0) {
+		/* not started by jail.c: say so to whoever runs it by hand */
+		fputs("pycell-init: the init of a jail pycell's zygote makes; not a command\n", stderr);
+		return 2;
+	}
+	park = argv[4][0] == '1';
+	if (write(ready, "g", 1) != 1)
+		fail(errno, "tell python that init is ready");
+	close(ready);
+	prctl(PR_SET_NAME, park ? "pycell-ready" : "pycell-init");
+	for (size_t i = 0; i < sizeof(fwd) / sizeof(fwd[0]); i++)
+		sigaction(fwd[i], &sa, NULL);
+	sigaction(SIGCHLD, &chld, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	if (park) {
+		await_start();
+		prctl(PR_SET_NAME, "pycell-init");
+	}
+	signal(SIGCHLD, SIG_DFL);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	/* pid 1: reap everything; when we exit the kernel kills whatever is
+	 * left in the pid namespace, so no grandchild outlives the run */
+	for (;;) {
+		pid_t p = waitpid(-1, &status, 0);
+		if (p == python_pid)
+			break;
+		if (p < 0 && errno != EINTR)
+			_exit(126);
+	}
+	getrusage(RUSAGE_CHILDREN, &ru);
+	m.wait_status = status;
+	m.cpu_us = (int64_t)ru.ru_utime.tv_sec * 1000000 + ru.ru_utime.tv_usec + (int64_t)ru.ru_stime.tv_sec * 1000000 +
+		   ru.ru_stime.tv_usec;
+	m.maxrss_kb = ru.ru_maxrss;
+	send_msg(&m);
+	_exit(0);
+}

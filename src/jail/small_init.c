@@ -1,0 +1,123 @@
+/* pycell: a small init (small_init.h). */
+#include "config.h"
+
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "jail/jail.h"
+#include "jail/small_init.h"
+
+/* python's C stack too: the size of a main thread's usual one */
+#define SMALL_STACK_SIZE (8u << 20)
+static char *small_stack;
+/* Nonzero while a small init shares our memory: the kernel sets it to 0,
+ * and wakes us, when that init's exec (or exit) lets go of it
+ * (CLONE_CHILD_CLEARTID). */
+static volatile pid_t small_sharing;
+
+long small_init_clone(int (*fn)(void *), void *arg, int flags, int *pidfd, struct pc_err *err)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	long pid;
+
+	if (small_sharing)
+		return pc_fail(err, EBUSY, "clone", "a jail's init shares our memory still (a bug in pycell)");
+	if (!small_stack) {
+		/* a guard page below it */
+		char *m = mmap(NULL, SMALL_STACK_SIZE + page, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+		if (m == MAP_FAILED)
+			return pc_syserr(err, "clone", "map a stack for the jail's init");
+		if (mprotect(m, page, PROT_NONE) < 0) {
+			munmap(m, SMALL_STACK_SIZE + page);
+			return pc_syserr(err, "clone", "guard the stack of the jail's init");
+		}
+		small_stack = m;
+	}
+	small_sharing = 1;
+	pid = clone(fn, small_stack + page + SMALL_STACK_SIZE, flags | CLONE_VM | CLONE_PIDFD | CLONE_CHILD_CLEARTID | SIGCHLD,
+		    arg, pidfd, NULL, &small_sharing);
+	if (pid < 0) {
+		small_sharing = 0;
+		return pc_syserr(err, "clone", "clone into new namespaces");
+	}
+	return pid;
+}
+
+void jail_small_wait(void)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	pid_t v;
+
+	if (!small_stack)
+		return;
+	while ((v = small_sharing) != 0)
+		syscall(SYS_futex, &small_sharing, FUTEX_WAIT, v, NULL, NULL, 0);
+	/* nothing of that jail's setup stays in our memory for the next
+	 * jails to inherit (python has its copy); the next init's first
+	 * writes find zero pages instead of copying these */
+	madvise(small_stack + page, SMALL_STACK_SIZE, MADV_DONTNEED);
+}
+
+int small_init_cgroup(int dir_fd, pid_t pid, struct pc_err *err)
+{
+	cleanup_close int fd = openat(dir_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
+	char num[16];
+	int len = snprintf(num, sizeof(num), "%d", (int)pid);
+	if (fd < 0 || write(fd, num, (size_t)len) != len)
+		return pc_syserr(err, "cgroup", "move the jail's init into the run's cgroup");
+	return 0;
+}
+
+/* Through /proc: the jail's filter lets init execve, not execveat. */
+void small_init_exec(int init_fd, int sync_fd, pid_t python, int ready, bool park, const int *forwarded, size_t n,
+		     struct pc_err *err)
+{
+	char name[] = "pycell-init", sync[16], pid[16], rd[16], parked[] = { park ? '1' : '0', '\0' };
+	char path[48];
+	char *argv[] = { name, sync, pid, rd, parked, NULL };
+	char *envp[] = { NULL };
+	sigset_t block;
+
+	sigemptyset(&block);
+	sigaddset(&block, SIGCHLD);
+	for (size_t i = 0; i < n; i++)
+		sigaddset(&block, forwarded[i]);
+	sigprocmask(SIG_BLOCK, &block, NULL);
+	/* init keeps none of the run's pipes: EOF on them means python and
+	 * its descendants are done writing */
+	for (int fd = 0; fd <= 3; fd++)
+		close(fd);
+	snprintf(sync, sizeof(sync), "%d", sync_fd);
+	snprintf(pid, sizeof(pid), "%d", (int)python);
+	snprintf(rd, sizeof(rd), "%d", ready);
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", init_fd);
+	if (fcntl(sync_fd, F_SETFD, 0) < 0 || fcntl(ready, F_SETFD, 0) < 0) {
+		pc_syserr(err, "exec", "keep the sync socket and ready pipe open for pycell-init");
+		return;
+	}
+	/* through syscall(2): a coverage build's gcov wraps execve() (jail.c) */
+	syscall(SYS_execve, path, argv, envp);
+	pc_syserr(err, "exec", "execute pycell-init");
+}
+
+void small_init_await(const int ready[2], int init_fd)
+{
+	char go;
+	ssize_t n;
+
+	close(ready[1]);
+	close(init_fd);
+	do
+		n = read(ready[0], &go, 1);
+	while (n < 0 && errno == EINTR);
+	if (n != 1)
+		_exit(127);
+	close(ready[0]);
+}

@@ -1,0 +1,41 @@
+/* pycell: a small init (jail.h, jail_spec.small_init).
+ *
+ * A jail's init is cloned sharing the caller's memory (CLONE_VM), on a
+ * stack of its own, while the caller waits, as vfork's parent does, until
+ * init executes pycell-init (init_main.c) or ends: init builds the jail,
+ * forks python from the caller's address space as it is, and leaves it.
+ * So the kernel copies the caller's page tables once for a jail, python's,
+ * not also for an init that only waits, and tears them down once; with
+ * the data stack preloaded that is 60 MB of the zygote's written memory.
+ * Until its release init uses only its stack: the caller sends the jail
+ * on (the zygote to the supervisor, which releases it as it reads it) and
+ * then waits (jail_small_wait), and nothing of the caller's runs while
+ * init uses its heap.  Python goes on in its copy of that stack. */
+#ifndef PYCELL_JAIL_SMALL_INIT_H
+#define PYCELL_JAIL_SMALL_INIT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "base/util.h"
+
+/* fn(arg) in a child cloned with flags (namespaces) and CLONE_VM, on the
+ * small init's stack: its pid, its pidfd in *pidfd; -1 with err.  One at a
+ * time: until jail_small_wait has returned, another fails. */
+long small_init_clone(int (*fn)(void *), void *arg, int flags, int *pidfd, struct pc_err *err);
+/* What CLONE_INTO_CGROUP does, which clone() lacks: pid into the cgroup2
+ * directory dir_fd, with our ids (init's own may not move itself). */
+int small_init_cgroup(int dir_fd, pid_t pid, struct pc_err *err);
+/* In init, once python is forked: execute pycell-init from init_fd with
+ * the sync socket and python's ready pipe open across the exec, and the
+ * n signals init forwards and SIGCHLD blocked, so that none sent before it
+ * has its handlers is lost.  Returns only when that failed, with err. */
+void small_init_exec(int init_fd, int sync_fd, pid_t python, int ready, bool park, const int *forwarded, size_t n,
+		     struct pc_err *err);
+/* In python, first: close what is init's, and run nothing until
+ * pycell-init says it is no longer dumpable (init_main.c says why); an
+ * init that failed to become it (EOF) ends python too. */
+void small_init_await(const int ready[2], int init_fd);
+
+#endif
