@@ -697,6 +697,7 @@ static struct small_start {
 static int small_child(void *arg)
 {
 	const struct small_start *a = arg;
+	small_init_started();
 	close(a->close_a);
 	if (a->close_b >= 0)
 		close(a->close_b);

@@ -13,6 +13,16 @@
 #include "jail/jail.h"
 #include "jail/small_init.h"
 
+#ifdef __SANITIZE_ADDRESS__
+#include <sanitizer/common_interface_defs.h>
+/* AddressSanitizer keeps one thread's stack bounds, here shared by the
+ * zygote, init and (copied) python: told of each switch, it does not take
+ * a call on the other stack for a stack overflow (a warning on the
+ * program's stderr) */
+static const void *caller_stack;
+static size_t caller_stack_size;
+#endif
+
 /* python's C stack too: the size of a main thread's usual one */
 #define SMALL_STACK_SIZE (8u << 20)
 static char *small_stack;
@@ -50,6 +60,15 @@ long small_init_clone(int (*fn)(void *), void *arg, int flags, int *pidfd, struc
 	return pid;
 }
 
+void small_init_started(void)
+{
+#ifdef __SANITIZE_ADDRESS__
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	__sanitizer_start_switch_fiber(NULL, small_stack + page, SMALL_STACK_SIZE);
+	__sanitizer_finish_switch_fiber(NULL, &caller_stack, &caller_stack_size);
+#endif
+}
+
 void jail_small_wait(void)
 {
 	size_t page = (size_t)sysconf(_SC_PAGESIZE);
@@ -63,6 +82,12 @@ void jail_small_wait(void)
 	 * jails to inherit (python has its copy); the next init's first
 	 * writes find zero pages instead of copying these */
 	madvise(small_stack + page, SMALL_STACK_SIZE, MADV_DONTNEED);
+#ifdef __SANITIZE_ADDRESS__
+	if (caller_stack_size) {
+		__sanitizer_start_switch_fiber(NULL, caller_stack, caller_stack_size);
+		__sanitizer_finish_switch_fiber(NULL, NULL, NULL);
+	}
+#endif
 }
 
 int small_init_cgroup(int dir_fd, pid_t pid, struct pc_err *err)

@@ -24,6 +24,9 @@
  * small init's stack: its pid, its pidfd in *pidfd; -1 with err.  One at a
  * time: until jail_small_wait has returned, another fails. */
 long small_init_clone(int (*fn)(void *), void *arg, int flags, int *pidfd, struct pc_err *err);
+/* In the child, first (small_init_clone's fn): a sanitizer build's
+ * runtime told of the stack it runs on.  Nothing otherwise. */
+void small_init_started(void);
 /* What CLONE_INTO_CGROUP does, which clone() lacks: pid into the cgroup2
  * directory dir_fd, with our ids (init's own may not move itself). */
 int small_init_cgroup(int dir_fd, pid_t pid, struct pc_err *err);
