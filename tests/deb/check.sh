@@ -46,7 +46,7 @@ echo "== install"
 check "dpkg -i" dpkg -i "$deb" >/dev/null
 for f in /usr/bin/pycell /usr/share/pycell/policy/default.json /usr/share/pycell/runtime/pycell/__init__.py \
 	/usr/share/man/man1/pycell.1.gz /lib/systemd/system/pycell.service /lib/systemd/system/pycell.socket \
-	/etc/pycell/pycell.conf; do
+	/etc/pycell/pycell.conf /usr/libexec/pycell/pycell-init; do
 	check "installed $f" test -f "$f"
 done
 check "the runtime is byte-compiled on install" test -d /usr/share/pycell/runtime/pycell/__pycache__
@@ -55,6 +55,9 @@ check "a pycell system user" sh -c 'id -u pycell >/dev/null && [ "$(id -u pycell
 check "tokens.json: the pycell user's, 0600" sh -c '[ "$(stat -c %U:%a /etc/pycell/tokens.json)" = pycell:600 ]'
 check "admin.token: root's, 0600" sh -c '[ "$(stat -c %U:%a /etc/pycell/admin.token)" = root:600 ]'
 check "pycell doctor" sh -c 'cd / && env -u PYCELL_DATADIR /usr/bin/pycell doctor >/dev/null'
+check "pycell doctor finds the installed pycell-init" sh -c 'cd / && env -u PYCELL_DATADIR /usr/bin/pycell doctor --json |
+	python3 -c "import json, sys; c = [c for c in json.load(sys.stdin)[\"checks\"] if c[\"name\"] == \"init\"][0];
+assert c[\"status\"] == \"ok\" and c[\"detail\"].startswith(\"/usr/libexec/pycell/pycell-init: \"), c"'
 
 echo "== an HTTP call to the installed pycell serve"
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
