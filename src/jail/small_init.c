@@ -14,11 +14,13 @@
 #include "jail/small_init.h"
 
 #ifdef __SANITIZE_ADDRESS__
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 /* AddressSanitizer keeps one thread's stack bounds, here shared by the
  * zygote, init and (copied) python: told of each switch, it does not take
  * a call on the other stack for a stack overflow (a warning on the
- * program's stderr) */
+ * program's stderr); and the stack's shadow is cleared after each init,
+ * whose frames never returned */
 static const void *caller_stack;
 static size_t caller_stack_size;
 #endif
@@ -83,6 +85,8 @@ void jail_small_wait(void)
 	 * writes find zero pages instead of copying these */
 	madvise(small_stack + page, SMALL_STACK_SIZE, MADV_DONTNEED);
 #ifdef __SANITIZE_ADDRESS__
+	/* and the redzones its frames marked, which no return cleared */
+	__asan_unpoison_memory_region(small_stack + page, SMALL_STACK_SIZE);
 	if (caller_stack_size) {
 		__sanitizer_start_switch_fiber(NULL, caller_stack, caller_stack_size);
 		__sanitizer_finish_switch_fiber(NULL, NULL, NULL);
