@@ -179,13 +179,14 @@ static int close_all_but(const int *keep, int n)
 
 /* Place stdin, stdout, stderr and the tool socket at 0..3 and close
  * everything else but copies above 3 of the sync socket (returned) and
- * of the program socket (*prog_fd, when there is one).  Copies come
- * first: a source may sit at 0..3, where another one goes. */
-static int place_fds(const struct jail_spec *s, int sync_fd, int *prog_fd, struct pc_err *err)
+ * of the program socket (*prog_fd, when there is one), and a small init's
+ * pycell-init.  Copies come first: a source may sit at 0..3, where
+ * another one goes. */
+static int place_fds(const struct jail_spec *s, bool small, int sync_fd, int *prog_fd, struct pc_err *err)
 {
 	const int src[4] = { s->stdio[0], s->stdio[1], s->stdio[2], s->tool_fd };
 	int tmp[4], sfd = fcntl(sync_fd, F_DUPFD_CLOEXEC, 4);
-	int keep[4] = { sfd, coverage_fd(), -1, s->small_init ? s->init_fd : -1 };
+	int keep[4] = { sfd, coverage_fd(), -1, small ? s->init_fd : -1 };
 	if (sfd < 0)
 		return pc_syserr(err, "fds", "copy the sync fd");
 	if (*prog_fd >= 0 && (keep[2] = *prog_fd = fcntl(*prog_fd, F_DUPFD_CLOEXEC, 4)) < 0)
@@ -221,7 +222,7 @@ struct child {
 	bool bare;                   /* no namespaces (jail_spec.bare) */
 	bool join_cgroup2;           /* cloned without CLONE_INTO_CGROUP: join it here */
 	int prog_fd;                 /* python's end of the program socket, or -1 */
-	bool small;                  /* jail_spec.small_init: sharing the caller's memory */
+	bool small;                  /* a small init (small_init.h): sharing the caller's memory */
 	uint32_t net_addr, net_gw;   /* an egress run's, from the release */
 };
 
@@ -396,7 +397,7 @@ static int open_exec_fd(const struct jail_spec *s, struct pc_err *err)
 
 static int step_fds(struct child *c, struct pc_err *err)
 {
-	int fd = place_fds(c->s, c->sync_fd, &c->prog_fd, err);
+	int fd = place_fds(c->s, c->small, c->sync_fd, &c->prog_fd, err);
 	if (fd < 0)
 		return -1;
 	c->sync_fd = fd;
@@ -576,10 +577,10 @@ static __attribute__((noreturn)) void start_python(struct child *c)
 }
 
 static __attribute__((noreturn)) void jail_child(const struct jail_spec *s, int sync_fd, int prog_fd,
-						 bool as_root, bool join_cgroup2)
+						 bool as_root, bool join_cgroup2, bool small)
 {
 	struct child c = { .s = s, .sync_fd = sync_fd, .as_root = as_root, .bare = s->bare,
-			   .join_cgroup2 = join_cgroup2, .prog_fd = prog_fd, .small = s->small_init };
+			   .join_cgroup2 = join_cgroup2, .prog_fd = prog_fd, .small = small };
 	struct pc_err err = { 0 };
 
 	coverage_keep_host();
@@ -702,8 +703,13 @@ static int small_child(void *arg)
 	if (a->close_b >= 0)
 		close(a->close_b);
 	/* jail_clone moves us into a cgroup2 directory (small_init_cgroup) */
-	jail_child(a->s, a->sync_fd, a->prog_fd, a->as_root, false);
+	jail_child(a->s, a->sync_fd, a->prog_fd, a->as_root, false, true);
 }
+
+/* A host that refuses clone with namespaces but not clone3 (a container
+ * runtime's seccomp profile, made before pycell-init existed): once
+ * refused, jails are cloned as other jails are, their inits copies. */
+static bool small_refused;
 
 int jail_clone(const struct jail_spec *s, struct jail *j, struct pc_err *err)
 {
@@ -731,14 +737,20 @@ int jail_clone(const struct jail_spec *s, struct jail *j, struct pc_err *err)
 	if (fault_at("clone"))
 		return pc_fail(err, EAGAIN, "clone3", "clone3 into new namespaces: %s (injected fault)",
 			       strerror(EAGAIN));
-	if (s->small_init && !s->bare && !s->net_setup) {
+	if (s->small_init && !s->bare && !s->net_setup && !small_refused) {
 		int rc;
 		small_arg = (struct small_start){ .s = s, .sync_fd = sv[1], .prog_fd = pv[1], .close_a = sv[0],
 						  .close_b = pv[0], .as_root = as_root };
-		if ((pid = small_init_clone(small_child, &small_arg, JAIL_NS_FLAGS, &pidfd, err)) < 0)
+		pid = small_init_clone(small_child, &small_arg, JAIL_NS_FLAGS, &pidfd, err);
+		if (pid < 0 && (err->errnum == EPERM || err->errnum == ENOSYS)) {
+			small_refused = true;
+			log_warn("jail: %s; a warm jail's init is a copy of the zygote from now on", err->msg);
+			goto clone3;
+		}
+		if (pid < 0)
 			return -1;
 		*j = (struct jail){ .pid = (pid_t)pid, .pidfd = pidfd, .sync_fd = steal_fd(&sv[0]),
-				    .prog_fd = steal_fd(&pv[0]) };
+				    .prog_fd = steal_fd(&pv[0]), .small = true };
 		rc = s->cgroup.into ? small_init_cgroup(s->cgroup.dir_fd, j->pid, err) : 0;
 		if (rc == 0 && !as_root && read(j->sync_fd, &ready, 1) != 1)
 			rc = pc_syserr(err, "spawn", "wait for the jail child");
@@ -749,6 +761,7 @@ int jail_clone(const struct jail_spec *s, struct jail *j, struct pc_err *err)
 		}
 		return 0;
 	}
+clone3:
 	pid = syscall(SYS_clone3, &args, sizeof(args));
 	if (pid < 0 && errno == ENOSYS && s->bare) {
 		/* clone3 refused, as container profiles do (glibc falls back
@@ -771,7 +784,7 @@ int jail_clone(const struct jail_spec *s, struct jail *j, struct pc_err *err)
 		close(sv[0]);
 		if (pv[0] >= 0)
 			close(pv[0]);
-		jail_child(s, sv[1], pv[1], as_root, join_cgroup2); /* does not return */
+		jail_child(s, sv[1], pv[1], as_root, join_cgroup2, false); /* does not return */
 	}
 	j->pid = (pid_t)pid;
 	j->pidfd = pidfd;

@@ -107,7 +107,8 @@ struct jail {
 	 * waits on the other end for the program (jail_deliver); -1 else. */
 	int prog_fd;
 	bool bare;      /* made without namespaces (jail_spec.bare) */
-	bool released;  /* by jail_clone (jail_spec.small_init): jail_release only says so */
+	bool small;     /* its init is a small one (jail_spec.small_init, and the host let it be) */
+	bool released;  /* as its answer was read (a small init's): jail_release does nothing */
 };
 
 enum jail_msg_type { JAIL_MSG_ERROR = 1, JAIL_MSG_EXIT, JAIL_MSG_PROGRAM };

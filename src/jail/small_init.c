@@ -8,8 +8,10 @@
 #include <stdio.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <ucontext.h>
 #include <unistd.h>
 
+#include "base/fault.h"
 #include "jail/jail.h"
 #include "jail/small_init.h"
 
@@ -32,6 +34,44 @@ static char *small_stack;
  * and wakes us, when that init's exec (or exit) lets go of it
  * (CLONE_CHILD_CLEARTID). */
 static volatile pid_t small_sharing;
+static bool small_cloned;   /* and not yet waited for (jail_small_wait) */
+
+int small_init_prepare(struct pc_err *err)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	char *m;
+
+	if (small_stack)
+		return 0;
+	/* a guard page below it */
+	m = mmap(NULL, SMALL_STACK_SIZE + page, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+	if (m == MAP_FAILED)
+		return pc_syserr(err, "clone", "map a stack for the jail's init");
+	if (mprotect(m, page, PROT_NONE) < 0) {
+		munmap(m, SMALL_STACK_SIZE + page);
+		return pc_syserr(err, "clone", "guard the stack of the jail's init");
+	}
+	small_stack = m;
+	return 0;
+}
+
+void small_init_on_stack(void (*fn)(void))
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	ucontext_t back, on;
+
+	if (!small_stack || getcontext(&on) < 0) {
+		fn();
+		return;
+	}
+	on.uc_stack.ss_sp = small_stack + page;
+	on.uc_stack.ss_size = SMALL_STACK_SIZE;
+	on.uc_link = &back;
+	makecontext(&on, fn, 0);
+	if (swapcontext(&back, &on) < 0)
+		fn();
+}
 
 long small_init_clone(int (*fn)(void *), void *arg, int flags, int *pidfd, struct pc_err *err)
 {
@@ -40,17 +80,11 @@ long small_init_clone(int (*fn)(void *), void *arg, int flags, int *pidfd, struc
 
 	if (small_sharing)
 		return pc_fail(err, EBUSY, "clone", "a jail's init shares our memory still (a bug in pycell)");
-	if (!small_stack) {
-		/* a guard page below it */
-		char *m = mmap(NULL, SMALL_STACK_SIZE + page, PROT_READ | PROT_WRITE,
-			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
-		if (m == MAP_FAILED)
-			return pc_syserr(err, "clone", "map a stack for the jail's init");
-		if (mprotect(m, page, PROT_NONE) < 0) {
-			munmap(m, SMALL_STACK_SIZE + page);
-			return pc_syserr(err, "clone", "guard the stack of the jail's init");
-		}
-		small_stack = m;
+	if (small_init_prepare(err) < 0)
+		return -1;
+	if (fault_at("small_clone")) {
+		errno = EPERM;
+		return pc_syserr(err, "clone", "clone into new namespaces (injected fault)");
 	}
 	small_sharing = 1;
 	pid = clone(fn, small_stack + page + SMALL_STACK_SIZE, flags | CLONE_VM | CLONE_PIDFD | CLONE_CHILD_CLEARTID | SIGCHLD,
@@ -59,6 +93,7 @@ long small_init_clone(int (*fn)(void *), void *arg, int flags, int *pidfd, struc
 		small_sharing = 0;
 		return pc_syserr(err, "clone", "clone into new namespaces");
 	}
+	small_cloned = true;
 	return pid;
 }
 
@@ -76,8 +111,9 @@ void jail_small_wait(void)
 	size_t page = (size_t)sysconf(_SC_PAGESIZE);
 	pid_t v;
 
-	if (!small_stack)
+	if (!small_cloned)
 		return;
+	small_cloned = false;
 	while ((v = small_sharing) != 0)
 		syscall(SYS_futex, &small_sharing, FUTEX_WAIT, v, NULL, NULL, 0);
 	/* nothing of that jail's setup stays in our memory for the next

@@ -20,6 +20,14 @@
 
 #include "base/util.h"
 
+/* The stack small inits start on, mapped now (small_init_clone maps it
+ * at its first call otherwise): at the same address in every clone made
+ * after.  -1 with err. */
+int small_init_prepare(struct pc_err *err);
+/* fn, on that stack when it is mapped (else on ours): a fork of the
+ * caller that learns what a jail's python writes (the zygote's hot-pages
+ * probe) writes the stack pages a jail's python does. */
+void small_init_on_stack(void (*fn)(void));
 /* fn(arg) in a child cloned with flags (namespaces) and CLONE_VM, on the
  * small init's stack: its pid, its pidfd in *pidfd; -1 with err.  One at a
  * time: until jail_small_wait has returned, another fails. */

@@ -640,7 +640,10 @@ static int wait_reply(struct zygote *z, int ms)
 		case 0:
 			break;
 		default:
-			ahead = false; /* the loop hears of it: on_ahead */
+			/* gone (the loop hears of its end: on_ahead), or an
+			 * answer no jail asked for: lost either way */
+			zygote_lost(z);
+			ahead = false;
 			break;
 		}
 	}

@@ -10,7 +10,8 @@
  *	serves   can it start a jail of this policy?
  *	spawn    clone a jail for a spec; the child waits for release
  *	release  write the jail's id maps and let it build itself; on failure
- *	         the jail is gone
+ *	         the jail is gone (warm: done already for a small init's jail,
+ *	         as its answer came; then nothing)
  *	deliver  hand a jail made ahead (spec->park) its program, after its
  *	         release; NULL when the spawner makes no jails ahead
  *	spawn_ahead  spawn, for a jail made ahead (spec->park), without

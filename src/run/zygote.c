@@ -36,6 +36,7 @@
 #include "base/log.h"
 #include "jail/rootfs.h"
 #include "jail/seccomp.h"
+#include "jail/small_init.h"
 #include "run/hot_pages.h"
 #include "run/program.h"
 #include "run/zygote.h"
@@ -129,7 +130,7 @@ static int run_cell(const struct jail_spec *s, int prog_fd)
  * the zygote (hot_pages_learn): the at-fork hooks and the warm-up, which
  * runs the runtime's own sample cell (/workspace, which the zygote's host
  * has not, is looked at and found empty). */
-static void hot_probe(void)
+static void hot_probe_run(void)
 {
 	int uses;
 	prctl(PR_SET_NAME, "pycell-probe");
@@ -142,6 +143,13 @@ static void hot_probe(void)
 		hot_pages_mark();
 		call_status(py.CallFunction(first_use_fn, "i", i), 1);
 	}
+}
+
+/* on the stack a jail's python runs on, a small init's (small_init.h):
+ * its pages are among those a phase learns */
+static void hot_probe(void)
+{
+	small_init_on_stack(hot_probe_run);
 }
 
 /* pycell._warm._hot_use(I), for a cell that names the module of first
@@ -619,9 +627,13 @@ static void open_small_init(const char *path, struct jail_spec *tmpl)
 	int fd = path ? open(path, O_PATH | O_CLOEXEC) : -1;
 	struct stat st;
 
+	struct pc_err err = { 0 };
+
 	if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & S_IXOTH) &&
-	    (tmpl->init_fd = fcntl(fd, F_DUPFD_CLOEXEC, 10)) >= 0) {
+	    small_init_prepare(&err) == 0 && (tmpl->init_fd = fcntl(fd, F_DUPFD_CLOEXEC, 10)) >= 0) {
 		tmpl->small_init = true;
+	} else if (err.msg[0]) {
+		log_warn("zygote: %s; a jail's init is a copy of the zygote", err.msg);
 	} else {
 		log_warn("zygote: %s: %s; a jail's init is a copy of the zygote", path ? path : "pycell-init",
 			 fd < 0 ? strerror(errno) : "not a file anyone may execute");
@@ -665,12 +677,12 @@ static int zygote_serve_one(int ctl, struct jail_spec *tmpl)
 	if (jail_clone(&s, &j, &reply.err) == 0) {
 		int out[3] = { j.pidfd, j.sync_fd, j.prog_fd };
 		reply.ok = 1;
-		reply.small_init = s.small_init;
+		reply.small_init = j.small;
 		reply.pid = j.pid;
 		reply.n_fds = j.prog_fd >= 0 ? 3 : 2;
 		/* a small init goes on once released, which the supervisor
 		 * does as it reads this: unsent, it would wait for ever */
-		if (send_fds(ctl, &reply, sizeof(reply), out, reply.n_fds) < 0 && s.small_init)
+		if (send_fds(ctl, &reply, sizeof(reply), out, reply.n_fds) < 0 && j.small)
 			pidfd_send_signal(j.pidfd, SIGKILL, NULL, 0);
 		jail_small_wait();
 		jails_add(j.pidfd);

@@ -5,7 +5,11 @@
  * run — and pid 2 of that jail runs the program in the interpreter it
  * inherited, instead of exec'ing a fresh one.  The run's pidfd and sync
  * socket travel back to the supervisor, which releases the jail and drives
- * it exactly like a cold one.
+ * it exactly like a cold one.  With pycell-init (jail.h, small_init) the
+ * zygote waits, after each answer, until that jail's init no longer shares
+ * its memory, and so for its release: the supervisor releases such a jail
+ * as it reads the answer, whichever socket it reads, even while it waits
+ * for another answer (spawn_warm.c, wait_reply).
  *
  * Two halves: the supervisor's is the warm spawner (spawn_warm.c, behind
  * spawner.h); the zygote's is zygote.c, with the Python it runs in

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import HOST_IS_ROOT, PYCELL, pycell_run, run_json
+from conftest import HOST_IS_ROOT, PYCELL, pycell_env, pycell_run, run_json
 from test_limits import run_dir_parents, run_dirs_of
 from test_mcp_raw import Server
 from test_tools import Tools
@@ -154,6 +154,26 @@ def test_a_warm_server_whose_every_jail_fails_answers_every_call(fault):
     finally:
         srv_close(srv)
     assert b"could not make a ready jail" in srv.stderr
+
+
+@needs_faults
+def test_a_zygote_refused_its_small_init_makes_jails_as_before():
+    """clone(2) into namespaces refused (an injected EPERM here; a container
+    runtime's profile made before pycell-init existed, in life), the zygote
+    says so once and clones its jails as a cold run's are cloned: the run is
+    warm still, its init a copy of the zygote (megabytes resident, not
+    pycell-init's few hundred KiB), and no descriptor of pycell-init reaches
+    the program."""
+    code = textwrap.dedent("""
+        import os
+        f = dict(l.split(":", 1) for l in open("/proc/1/status").read().splitlines())
+        print(int(f["VmRSS"].split()[0]) > 4096, sorted(os.listdir("/proc/self/fd")))
+    """)
+    res = run_json(code, "--warm", env=pycell_env({"PYCELL_FAULT": "small_clone"}))
+    assert (res["status"], res["stdout"]) == ("ok", "True ['0', '1', '2', '3', '4']\n"), res
+    assert not [w for w in res["warnings"] if "cold" in w], res["warnings"]
+    assert b"(injected fault); a warm jail's init is a copy of the zygote from now on" in res.stderr_bytes, \
+        res.stderr_bytes
 
 
 @needs_faults
