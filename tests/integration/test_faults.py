@@ -172,7 +172,8 @@ def test_a_zygote_refused_its_small_init_makes_jails_as_before():
     res = run_json(code, "--warm", env=pycell_env({"PYCELL_FAULT": "small_clone"}))
     assert (res["status"], res["stdout"]) == ("ok", "True ['0', '1', '2', '3', '4']\n"), res
     assert not [w for w in res["warnings"] if "cold" in w], res["warnings"]
-    assert b"(injected fault); a warm jail's init is a copy of the zygote from now on" in res.stderr_bytes, \
+    assert (b"clone into new namespaces (injected fault): Operation not permitted; a warm jail's init is a copy "
+            b"of the zygote from now on") in res.stderr_bytes, \
         res.stderr_bytes
 
 
