@@ -151,12 +151,13 @@ def test_a_cell_that_names_pyplot_or_pandas_finds_their_first_use_copied(policy_
         frame = own("def later():\n    import pandas")   # named in nested code
         both = own("from matplotlib import pyplot\nimport pandas as pd")
         assert fig - base > 1024 and frame - base > 512, (base, fig, frame)
-        # a sanitizer build: less, by the 1 MiB of shadow (one anonymous mapping in
-        # /proc/self/smaps) that a figure, a frame and both write each for the stack
-        # they run deep on, a jail's own (src/jail/small_init.h)
+        # a sanitizer build: up to 1 MiB apart, the shadow (one anonymous mapping in
+        # /proc/self/smaps) of the stack a jail's python runs on (src/jail/small_init.h),
+        # written in each cell as deep as it goes: the probe, there on another stack
+        # (no swapcontext under ASan), does not learn it
         slack = 256 + (1024 if os.environ.get("PYCELL_SANITIZERS") else 0)
         assert abs((both - base) - (fig - base) - (frame - base)) < slack, (base, fig, frame, both)
-        assert abs(own("import json") - base) < 256
+        assert abs(own("import json") - base) < slack
         # a session's cells copy nothing ahead
         sids = [s.call("tools/call", {"name": "session_open", "arguments": {}})["structuredContent"]["session_id"]
                 for _ in range(2)]
