@@ -698,6 +698,10 @@ static struct small_start {
 static int small_child(void *arg)
 {
 	const struct small_start *a = arg;
+	/* first, before anything that could wait: a small init whose zygote
+	 * is gone holds all the zygote's memory (child_start arms it too) */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+		_exit(127);
 	small_init_started();
 	close(a->close_a);
 	if (a->close_b >= 0)
