@@ -34,8 +34,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "jail/init_wait.h"
 #include "jail/jail.h"
-#include "jail/jail_program.h"
 
 static const int fwd[] = { SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 };
 static volatile pid_t python_pid;
@@ -77,45 +77,13 @@ static int number(const char *s, long max)
 	return (int)v;
 }
 
-/* A ready jail, until its cell comes: python gets it straight from the
- * supervisor, which tells us after with a program message without a
- * memfd.  A supervisor that let the jail go unused (EOF), or a python that
- * died waiting, ends the jail. */
-static void await_start(void)
-{
-	struct pollfd pf = { .fd = sync_fd, .events = POLLIN };
-	struct program_msg m;
-	sigset_t open;
-	ssize_t n;
-
-	sigemptyset(&open);
-	for (;;) {
-		/* checked with SIGCHLD blocked, waited for with it open: an
-		 * exit in between interrupts the ppoll */
-		if (waitpid(python_pid, NULL, WNOHANG) == python_pid)
-			_exit(0);
-		if (ppoll(&pf, 1, NULL, &open) > 0)
-			break;
-		if (errno != EINTR)
-			fail(errno, "wait for the cell");
-	}
-	do
-		n = recv(sync_fd, &m, sizeof(m), 0);
-	while (n < 0 && errno == EINTR);
-	if (n == 0)
-		_exit(0);
-	if (n != (ssize_t)sizeof(m) || m.type != JAIL_MSG_PROGRAM || m.len != 0)
-		fail(EPROTO, "bad start message for a ready jail");
-}
-
 int main(int argc, char **argv)
 {
 	struct sigaction sa = { .sa_handler = forward_signal };
 	struct sigaction chld = { .sa_handler = on_sigchld };
-	struct jail_msg m = { .type = JAIL_MSG_EXIT };
-	struct rusage ru;
+	struct jail_msg m;
 	sigset_t none;
-	int ready, status = 0;
+	int ready;
 	bool park;
 
 	/* first: python waits for the byte below before it runs anything */
@@ -137,26 +105,20 @@ int main(int argc, char **argv)
 	sigaction(SIGCHLD, &chld, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	if (park) {
-		await_start();
+		switch (init_await_start(sync_fd, python_pid)) {
+		case 1:
+			break;
+		case 0:
+			_exit(0);
+		default:
+			fail(errno, errno == EPROTO ? "bad start message for a ready jail" : "wait for the cell");
+		}
 		prctl(PR_SET_NAME, "pycell-init");
 	}
 	signal(SIGCHLD, SIG_DFL);
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
-	/* pid 1: reap everything; when we exit the kernel kills whatever is
-	 * left in the pid namespace, so no grandchild outlives the run */
-	for (;;) {
-		pid_t p = waitpid(-1, &status, 0);
-		if (p == python_pid)
-			break;
-		if (p < 0 && errno != EINTR)
-			_exit(126);
-	}
-	getrusage(RUSAGE_CHILDREN, &ru);
-	m.wait_status = status;
-	m.cpu_us = (int64_t)ru.ru_utime.tv_sec * 1000000 + ru.ru_utime.tv_usec + (int64_t)ru.ru_stime.tv_sec * 1000000 +
-		   ru.ru_stime.tv_usec;
-	m.maxrss_kb = ru.ru_maxrss;
+	init_exit_msg(&m, init_reap(python_pid, NULL));
 	send_msg(&m);
 	_exit(0);
 }

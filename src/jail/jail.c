@@ -29,6 +29,7 @@
 #include "jail/caps.h"
 #include "jail/cgroup.h"
 #include "jail/init_mem.h"
+#include "jail/init_wait.h"
 #include "jail/jail.h"
 #include "jail/jail_program.h"
 #include "jail/net.h"
@@ -105,23 +106,29 @@ static void on_alarm(int sig)
 	shrink_due = 1;
 }
 
+static void shrink_if_due(void)
+{
+	if (shrink_due) {
+		shrink_due = 0;
+		init_mem_shrink();
+	}
+}
+
 /* How long python runs before init gives back what it inherited
  * (init_mem.h): longer than a warm cell, whose jail's teardown would free
  * it anyway, off the answer's way */
 #define INIT_SHRINK_AFTER_S 1
 
-/* pid 1: forward termination signals, reap everything, and report
- * python's wait status.  When init exits the kernel kills whatever is left
- * in the pid namespace, so no grandchild outlives the run. */
 /* what init passes on to python (and pycell-init, init_main.c, too) */
 static const int fwd[] = { SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 };
+
+/* pid 1: forward termination signals, reap everything, and report
+ * python's wait status (init_wait.h). */
 
 static __attribute__((noreturn)) void jail_init(int sync_fd)
 {
 	struct sigaction sa = { .sa_handler = forward_signal };
-	struct jail_msg m = { .type = JAIL_MSG_EXIT };
-	struct rusage ru;
-	int status = 0;
+	struct jail_msg m;
 
 	for (size_t i = 0; i < ARRAY_SIZE(fwd); i++)
 		sigaction(fwd[i], &sa, NULL);
@@ -136,22 +143,7 @@ static __attribute__((noreturn)) void jail_init(int sync_fd)
 		sigaction(SIGALRM, &alarm_sa, NULL);
 		alarm(INIT_SHRINK_AFTER_S);
 	}
-	for (;;) {
-		pid_t p = waitpid(-1, &status, 0);
-		if (p == python_pid)
-			break;
-		if (p < 0 && errno != EINTR)
-			_exit(126);
-		if (shrink_due) {
-			shrink_due = 0;
-			init_mem_shrink();
-		}
-	}
-	getrusage(RUSAGE_CHILDREN, &ru);
-	m.wait_status = status;
-	m.cpu_us = (int64_t)ru.ru_utime.tv_sec * 1000000 + ru.ru_utime.tv_usec +
-		   (int64_t)ru.ru_stime.tv_sec * 1000000 + ru.ru_stime.tv_usec;
-	m.maxrss_kb = ru.ru_maxrss;
+	init_exit_msg(&m, init_reap(python_pid, shrink_if_due));
 	send_msg(sync_fd, &m);
 	coverage_flush();
 	_exit(0);

@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "jail/init_wait.h"
 #include "jail/jail.h"
 #include "jail/jail_program.h"
 
@@ -136,35 +137,22 @@ static void on_sigchld(int sig)
 int program_await_start(int sync_fd, pid_t python, struct pc_err *err)
 {
 	struct sigaction sa = { .sa_handler = on_sigchld };
-	struct pollfd pf = { .fd = sync_fd, .events = POLLIN };
-	struct program_msg m;
-	sigset_t chld, none;
-	ssize_t n;
+	sigset_t chld;
+	int rc;
 
-	sigemptyset(&none);
 	sigemptyset(&chld);
 	sigaddset(&chld, SIGCHLD);
 	sigprocmask(SIG_BLOCK, &chld, NULL);
 	sigaction(SIGCHLD, &sa, NULL);
-	for (;;) {
-		/* checked with SIGCHLD blocked, waited for with it open: an
-		 * exit in between interrupts the ppoll */
-		if (waitpid(python, NULL, WNOHANG) == python)
-			_exit(0);
-		if (ppoll(&pf, 1, NULL, &none) > 0)
-			break;
-		if (errno != EINTR)
-			return pc_syserr(err, "warm", "wait for the cell");
-	}
+	rc = init_await_start(sync_fd, python);
+	if (rc == 0)
+		_exit(0);
+	if (rc < 0 && errno == EPROTO)
+		return pc_fail(err, EPROTO, "warm", "bad start message for a ready jail");
+	if (rc < 0)
+		return pc_syserr(err, "warm", "wait for the cell");
 	signal(SIGCHLD, SIG_DFL);
 	sigprocmask(SIG_UNBLOCK, &chld, NULL);
-	do
-		n = recv(sync_fd, &m, sizeof(m), 0);
-	while (n < 0 && errno == EINTR);
-	if (n == 0)
-		_exit(0);
-	if (n != (ssize_t)sizeof(m) || m.type != JAIL_MSG_PROGRAM || m.len != 0)
-		return pc_fail(err, EPROTO, "warm", "bad start message for a ready jail");
 	return 0;
 }
 
