@@ -1,7 +1,8 @@
 /* pycell: the jail.  The supervisor clones a child into fresh namespaces,
  * writes its id maps, and lets it go; the child builds its root and becomes
  * the jail's init (pid 1), which forks python (pid 2) and reports how it
- * ended.  Any failure in the child travels back as a struct jail_msg. */
+ * ended (the zygote's: executing pycell-init to do so, small_init.h).  Any
+ * failure in the child travels back as a struct jail_msg. */
 #include "config.h"
 
 #include <fcntl.h>
@@ -124,7 +125,6 @@ static const int fwd[] = { SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 };
 
 /* pid 1: forward termination signals, reap everything, and report
  * python's wait status (init_wait.h). */
-
 static __attribute__((noreturn)) void jail_init(int sync_fd)
 {
 	struct sigaction sa = { .sa_handler = forward_signal };
