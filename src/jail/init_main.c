@@ -96,14 +96,16 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	park = argv[4][0] == '1';
-	if (write(ready, "g", 1) != 1)
+	/* EPIPE, not the signal: python is gone already, and its status
+	 * says how */
+	signal(SIGPIPE, SIG_IGN);
+	if (write(ready, "g", 1) != 1 && errno != EPIPE)
 		fail(errno, "tell python that init is ready");
 	close(ready);
 	prctl(PR_SET_NAME, park ? "pycell-ready" : "pycell-init");
 	for (size_t i = 0; i < sizeof(fwd) / sizeof(fwd[0]); i++)
 		sigaction(fwd[i], &sa, NULL);
 	sigaction(SIGCHLD, &chld, NULL);
-	signal(SIGPIPE, SIG_IGN);
 	if (park) {
 		switch (init_await_start(sync_fd, python_pid)) {
 		case 1:
