@@ -241,7 +241,7 @@ static void child_start(struct child *c)
 	if (!c->small)
 		blank_cmdline();
 	/* ps tells a ready jail (made ahead, no program yet) from a running
-	 * one; a small init's is ready once it is pycell-init (init_main.c) */
+	 * one; a small init's is named so once released (start_python) */
 	prctl(PR_SET_NAME, c->s->park && !c->small ? "pycell-ready" : "pycell-init");
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
 		_exit(127);
@@ -486,6 +486,11 @@ static __attribute__((noreturn)) void start_python(struct child *c)
 		pc_syserr(&err, "pipe", "the pipe python waits on for pycell-init");
 		child_fail(c->sync_fd, &err);
 	}
+	/* a small init's ready jail, released and built: named as ready
+	 * before python, which takes the name, is forked (and pycell-init
+	 * names itself so too) */
+	if (c->small && s->park)
+		prctl(PR_SET_NAME, "pycell-ready");
 	pid = fork();
 	if (pid < 0) {
 		pc_syserr(&err, "fork", "fork python");
