@@ -12,6 +12,7 @@
  *
  *   pycell-init SYNC_FD PYTHON_PID READY_FD PARK
  *
+ * (argv[0] pycell-ready for a ready jail's, until its cell comes).
  * SYNC_FD is the socket to the supervisor; READY_FD a pipe python waits on
  * before it runs anything: it hears from us once we are not dumpable, so
  * it cannot open our memory in the moment between the exec (which makes a
@@ -115,7 +116,10 @@ int main(int argc, char **argv)
 		default:
 			fail(errno, errno == EPROTO ? "bad start message for a ready jail" : "wait for the cell");
 		}
+		/* its cell came: a running jail's, in ps and /proc alike */
 		prctl(PR_SET_NAME, "pycell-init");
+		memset(argv[0], 0, strlen(argv[0]));
+		memcpy(argv[0], "pycell-init", sizeof("pycell-init") - 1);
 	}
 	signal(SIGCHLD, SIG_DFL);
 	sigemptyset(&none);

@@ -150,9 +150,12 @@ int small_init_cgroup(int dir_fd, pid_t pid, struct pc_err *err)
 void small_init_exec(int init_fd, int sync_fd, pid_t python, int ready, bool park, const int *forwarded, size_t n,
 		     struct pc_err *err)
 {
-	char name[] = "pycell-init", sync[16], pid[16], rd[16], parked[] = { park ? '1' : '0', '\0' };
+	/* argv[0] the name it has from the exec on, as a ready jail's or a
+	 * running one's (the kernel's comm is the path's, until its prctl) */
+	char ready_name[] = "pycell-ready", name[] = "pycell-init", sync[16], pid[16], rd[16];
+	char parked[] = { park ? '1' : '0', '\0' };
 	char path[48];
-	char *argv[] = { name, sync, pid, rd, parked, NULL };
+	char *argv[] = { park ? ready_name : name, sync, pid, rd, parked, NULL };
 	char *envp[] = { NULL };
 	sigset_t block;
 

@@ -625,9 +625,8 @@ static void jails_end(void)
 static void open_small_init(const char *path, struct jail_spec *tmpl)
 {
 	int fd = path ? open(path, O_PATH | O_CLOEXEC) : -1;
-	struct stat st;
-
 	struct pc_err err = { 0 };
+	struct stat st;
 
 	if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & S_IXOTH) &&
 	    small_init_prepare(&err) == 0 && (tmpl->init_fd = fcntl(fd, F_DUPFD_CLOEXEC, 10)) >= 0) {

@@ -143,7 +143,9 @@ def run_jails(pid):
                 comm, cmd = f.read().strip(), g.read()
         except OSError:
             continue
-        if comm != "pycell-ready" and cmd != b"pycell\0__zygote\0":
+        # a ready jail's init is pycell-ready by its command line from its exec
+        # on, by its name a moment later (src/jail/init_main.c)
+        if comm != "pycell-ready" and cmd != b"pycell\0__zygote\0" and not cmd.startswith(b"pycell-ready\0"):
             out.append(p)
     return out
 

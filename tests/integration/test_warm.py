@@ -431,7 +431,7 @@ def test_a_ready_jails_init_is_small_and_not_dumpable():
             assert name == "pycell-ready" and int(size.split()[0]) < 8 * 1024 and \
                 int(rss.split()[0]) < 2 * 1024, (j, name, size, rss)
             with open(f"/proc/{j}/cmdline", "rb") as f:
-                assert f.read().split(b"\0")[0] == b"pycell-init"
+                assert f.read().split(b"\0")[0] == b"pycell-ready"
         sc = s.run("import errno\n"
                    "f = dict(l.split(':', 1) for l in open('/proc/1/status').read().splitlines())\n"
                    "try:\n    open('/proc/1/mem', 'r+b'); mem = 'opened'\n"

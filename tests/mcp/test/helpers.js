@@ -195,9 +195,12 @@ function isZygote(pid) {
   }
 }
 
+// A ready jail's init is pycell-ready by its command line from its exec on,
+// by its name a moment later (src/jail/init_main.c).
 function isReadyJail(pid) {
   try {
-    return readFileSync(`/proc/${pid}/comm`, "latin1") === "pycell-ready\n";
+    return readFileSync(`/proc/${pid}/comm`, "latin1") === "pycell-ready\n" ||
+      readFileSync(`/proc/${pid}/cmdline`, "latin1").startsWith("pycell-ready\0");
   } catch {
     return false;
   }
