@@ -29,7 +29,7 @@ static size_t caller_stack_size;
 
 /* python's C stack too: the size of a main thread's usual one */
 #define SMALL_STACK_SIZE (8u << 20)
-static char *small_stack;
+static char *small_stack;   /* its lowest byte, above the guard page */
 /* Nonzero while a small init shares our memory: the kernel sets it to 0,
  * and wakes us, when that init's exec (or exit) lets go of it
  * (CLONE_CHILD_CLEARTID). */
@@ -52,13 +52,12 @@ int small_init_prepare(struct pc_err *err)
 		munmap(m, SMALL_STACK_SIZE + page);
 		return pc_syserr(err, "clone", "guard the stack of the jail's init");
 	}
-	small_stack = m;
+	small_stack = m + page;
 	return 0;
 }
 
 void small_init_on_stack(void (*fn)(void))
 {
-	size_t page = (size_t)sysconf(_SC_PAGESIZE);
 	ucontext_t back, on;
 
 	/* a sanitizer build's runtime warns of swapcontext on stderr: there
@@ -71,7 +70,7 @@ void small_init_on_stack(void (*fn)(void))
 #ifndef __SANITIZE_ADDRESS__
 	}
 #endif
-	on.uc_stack.ss_sp = small_stack + page;
+	on.uc_stack.ss_sp = small_stack;
 	on.uc_stack.ss_size = SMALL_STACK_SIZE;
 	on.uc_link = &back;
 	makecontext(&on, fn, 0);
@@ -81,7 +80,6 @@ void small_init_on_stack(void (*fn)(void))
 
 long small_init_clone(int (*fn)(void *), void *arg, int flags, int *pidfd, struct pc_err *err)
 {
-	size_t page = (size_t)sysconf(_SC_PAGESIZE);
 	long pid;
 
 	if (small_sharing)
@@ -93,7 +91,7 @@ long small_init_clone(int (*fn)(void *), void *arg, int flags, int *pidfd, struc
 		return pc_syserr(err, "clone", "clone into new namespaces (injected fault)");
 	}
 	small_sharing = 1;
-	pid = clone(fn, small_stack + page + SMALL_STACK_SIZE, flags | CLONE_VM | CLONE_PIDFD | CLONE_CHILD_CLEARTID | SIGCHLD,
+	pid = clone(fn, small_stack + SMALL_STACK_SIZE, flags | CLONE_VM | CLONE_PIDFD | CLONE_CHILD_CLEARTID | SIGCHLD,
 		    arg, pidfd, NULL, &small_sharing);
 	if (pid < 0) {
 		small_sharing = 0;
@@ -106,15 +104,13 @@ long small_init_clone(int (*fn)(void *), void *arg, int flags, int *pidfd, struc
 void small_init_started(void)
 {
 #ifdef __SANITIZE_ADDRESS__
-	size_t page = (size_t)sysconf(_SC_PAGESIZE);
-	__sanitizer_start_switch_fiber(NULL, small_stack + page, SMALL_STACK_SIZE);
+	__sanitizer_start_switch_fiber(NULL, small_stack, SMALL_STACK_SIZE);
 	__sanitizer_finish_switch_fiber(NULL, &caller_stack, &caller_stack_size);
 #endif
 }
 
 void jail_small_wait(void)
 {
-	size_t page = (size_t)sysconf(_SC_PAGESIZE);
 	pid_t v;
 
 	if (!small_cloned)
@@ -125,10 +121,10 @@ void jail_small_wait(void)
 	/* nothing of that jail's setup stays in our memory for the next
 	 * jails to inherit (python has its copy); the next init's first
 	 * writes find zero pages instead of copying these */
-	madvise(small_stack + page, SMALL_STACK_SIZE, MADV_DONTNEED);
+	madvise(small_stack, SMALL_STACK_SIZE, MADV_DONTNEED);
 #ifdef __SANITIZE_ADDRESS__
 	/* and the redzones its frames marked, which no return cleared */
-	__asan_unpoison_memory_region(small_stack + page, SMALL_STACK_SIZE);
+	__asan_unpoison_memory_region(small_stack, SMALL_STACK_SIZE);
 	if (caller_stack_size) {
 		__sanitizer_start_switch_fiber(NULL, caller_stack, caller_stack_size);
 		__sanitizer_finish_switch_fiber(NULL, NULL, NULL);
