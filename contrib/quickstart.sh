@@ -17,7 +17,7 @@ deps() {
 	need_root
 	local pkgs=(build-essential autoconf automake libtool pkg-config
 		libseccomp-dev libcap-ng-dev libnl-3-dev libnl-route-3-dev libjansson-dev libbpf-dev libmicrohttpd-dev libsystemd-dev check
-		systemd haproxy curl procps python3 libpython3-dev python3-pytest python3-numpy python3-pandas python3-matplotlib python3-dill python3-pil python3-pip python3-setuptools python3-wheel iproute2 util-linux bubblewrap busybox-static
+		systemd haproxy curl procps python3 libpython3-dev python3-pytest python3-pytest-timeout python3-numpy python3-pandas python3-matplotlib python3-dill python3-pil python3-pip python3-setuptools python3-wheel iproute2 util-linux bubblewrap busybox-static
 		qemu-system-x86 cpio gcovr clang-14 libclang-rt-14-dev)
 	command -v node >/dev/null && command -v npm >/dev/null || pkgs+=(nodejs npm)
 	export DEBIAN_FRONTEND=noninteractive

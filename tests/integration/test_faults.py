@@ -83,6 +83,16 @@ def no_run_dirs_but_ready_jails(srv):
     settles(lambda: [d for d in run_dirs_of({srv.proc.pid}) if not ready_jail_dir(d)], [])
 
 
+def fault_env(fault):
+    """A server's environment with PYCELL_FAULT: and no cache, so that no
+    font list is built at its start (src/run/fonts.c): that build is a
+    jail of its own, which would take the count's first clone, id maps
+    and cgroup dirs whenever the list is missing or stale (a fresh
+    machine, a build whose runtime moved), and the fault would hit it
+    instead of the run the test counts on."""
+    return {"PYCELL_FAULT": fault, "PYCELL_CACHE_DIR": "none"}
+
+
 def cgroup_sites():
     """How many run cgroup directories one run makes here (the "cgroup"
     fault site is reached once for each)."""
@@ -111,7 +121,7 @@ def test_a_setup_step_that_fails_fails_its_run_alone(fault, step, message):
     """Cold, through pycell mcp: the second run's step fails (setup_failed,
     the step and why in the message), nothing of it is left (no cgroup, no
     fd, no process), and the next runs of the same server are served."""
-    srv = Server("--cold", env={"PYCELL_FAULT": fault})
+    srv = Server("--cold", env=fault_env(fault))
     try:
         srv.initialize()
         assert call(srv, 1, "print(1)")["structuredContent"]["stdout"] == "1\n"
@@ -141,7 +151,7 @@ def test_a_warm_server_whose_every_jail_fails_answers_every_call(fault):
     ready pool cannot fill, the warm start falls back to cold, which fails
     the same way; every call is answered setup_failed, and the server still
     answers pings and exits cleanly."""
-    srv = Server("--warm", env={"PYCELL_FAULT": fault})
+    srv = Server("--warm", env=fault_env(fault))
     try:
         srv.initialize()
         for rid in (1, 2, 3):
@@ -181,7 +191,7 @@ def test_a_zygote_refused_its_small_init_makes_jails_as_before():
 def test_a_warm_server_recovers_when_the_fault_passes():
     """The first ready jail cannot be made: it is made again, and every
     call succeeds warm."""
-    srv = Server("--warm", env={"PYCELL_FAULT": "idmap:1"})
+    srv = Server("--warm", env=fault_env("idmap:1"))
     try:
         srv.initialize()
         # the pool asks for its two jails as the server starts, and the
@@ -218,7 +228,7 @@ def test_a_zygote_that_cannot_be_started_again_kills_nothing_else(tmp_path):
     conf = tmp_path / "pycell.conf"
     conf.write_text(json.dumps({"warm": {"enabled": True, "ready": 0}}))
     # a session of its own: the old code kills only itself, not pytest
-    srv = Server("--config", str(conf), env={"PYCELL_FAULT": "zygote:2"}, preexec=os.setsid)
+    srv = Server("--config", str(conf), env=fault_env("zygote:2"), preexec=os.setsid)
     try:
         srv.initialize()
         assert call(srv, 1, "6 * 7")["structuredContent"]["return_value"] == 42
