@@ -100,10 +100,12 @@ int main(int argc, char **argv)
 	/* EPIPE, not the signal: python is gone already, and its status
 	 * says how */
 	signal(SIGPIPE, SIG_IGN);
+	/* named before python runs: its comm is the exec path's ("10",
+	 * from /proc/self/fd/10) until then, which a cell could see */
+	prctl(PR_SET_NAME, park ? "pycell-ready" : "pycell-init");
 	if (write(ready, "g", 1) != 1 && errno != EPIPE)
 		fail(errno, "tell python that init is ready");
 	close(ready);
-	prctl(PR_SET_NAME, park ? "pycell-ready" : "pycell-init");
 	for (size_t i = 0; i < sizeof(fwd) / sizeof(fwd[0]); i++)
 		sigaction(fwd[i], &sa, NULL);
 	sigaction(SIGCHLD, &chld, NULL);

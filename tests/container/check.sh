@@ -168,6 +168,14 @@ flag_checks() {
 	check "a run with README's flags: exit 0, \"hello\" from the jail's uid 1000" test "$rc:$out" = "0:hello 1000"
 	out=$($run --rm $sec $UNMASK $LEAST "$IMAGE" run --warm -c 'import socket; print(socket.gethostname())' 2>/dev/null); rc=$?
 	check "a warm run: exit 0, the jail's hostname" test "$rc:$out" = "0:pycell"
+	# the profile's clone: the zygote's small init (pycell-init, a few
+	# hundred KiB resident), not the fallback's copy of the zygote (MiBs)
+	out=$($run --rm $sec $UNMASK $LEAST "$IMAGE" run --warm -c '
+import re
+s = open("/proc/1/status").read()
+rss = int(re.search(r"VmRSS:\s+(\d+)", s).group(1))
+print(re.search(r"Name:\s+(\S+)", s).group(1) in ("pycell-init", "pycell-ready") and rss < 2048)' 2>/dev/null); rc=$?
+	check "a warm run's init is pycell-init, not a copy of the zygote" test "$rc:$out" = "0:True"
 	err=$($run --rm $UNMASK $LEAST "$IMAGE" run -c 'print(1)' 2>&1 >/dev/null); rc=$?
 	check "the runtime's default profile stops the jail: exit 125, $why" \
 		sh -c "[ $rc = 125 ] && echo \"\$1\" | grep -q '$refused'" - "$err"
