@@ -4,8 +4,8 @@
 usage: seccomp_check.py SECCOMP_PY DEFAULT.json OUTPUT.json
 
 Checks, on the runtime's real default and on a small profile shaped as
-Docker's (the additions gated on CAP_SYS_ADMIN there, clone3 refused with
-ENOSYS): every addition is one unconditional allow rule with a comment; no
+Docker's (the additions gated on CAP_SYS_ADMIN there, clone allowed only
+without namespace flags, clone3 refused with ENOSYS): every addition is one unconditional allow rule with a comment; no
 other rule names an addition; every other rule is the default's, in order;
 the top-level keys are the default's.
 """
@@ -45,7 +45,11 @@ DOCKER_LIKE = {
     "defaultAction": "SCMP_ACT_ERRNO",
     "defaultErrnoRet": 1,
     "syscalls": [
-        {"names": ["read", "write", "clone"], "action": "SCMP_ACT_ALLOW"},
+        {"names": ["read", "write"], "action": "SCMP_ACT_ALLOW"},
+        # CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET
+        {"names": ["clone"], "action": "SCMP_ACT_ALLOW",
+         "args": [{"index": 0, "value": 2114060288, "op": "SCMP_CMP_MASKED_EQ"}],
+         "excludes": {"caps": ["CAP_SYS_ADMIN"]}},
         {"names": ["mount", "umount2", "unshare", "setns", "pivot_root", "sethostname"],
          "action": "SCMP_ACT_ALLOW", "includes": {"caps": ["CAP_SYS_ADMIN"]}},
         {"names": ["clone3"], "action": "SCMP_ACT_ERRNO", "errnoRet": 38,
@@ -67,6 +71,7 @@ def main(argv):
     gated = [r for r in docker["syscalls"] if r.get("includes")]
     assert gated and gated[0]["names"] == ["setns"], gated
     assert not any(r["action"] == "SCMP_ACT_ERRNO" for r in docker["syscalls"]), "clone3's refusal stayed"
+    assert not any(r.get("args") for r in docker["syscalls"]), "clone's condition on its flags stayed"
     print(f"    {len(mod.ADDITIONS)} additions: {', '.join(mod.ADDITIONS)}")
     return 0
 
