@@ -63,6 +63,84 @@ def test_a_value_with_repr_png_and_display_are_images(client):
     assert sizes == [(3, 2), (5, 7)]
 
 
+# a figure, and beside it what the test compares its image with: the same
+# figure drawn on its canvas, its pixels cropped to those not white with
+# 10 px (savefig.pad_inches at 100 dpi) around them (crop), and saved by
+# savefig(bbox_inches="tight") (tight); each figure.draw is a line on stderr
+FIGURE = """
+import hashlib, io, sys, numpy, matplotlib.pyplot as plt
+def figure():
+    fig, ax = plt.subplots()
+    ax.plot(range(50), [i * i for i in range(50)], label="squares")
+    ax.set_title("squares")
+    %s
+    return fig
+ref = figure()
+b = io.BytesIO()
+ref.savefig(b, format="png", bbox_inches="tight")
+tight = hashlib.sha256(b.getvalue()).hexdigest()
+ref.canvas.draw()
+px = numpy.asarray(ref.canvas.buffer_rgba())
+ink = (px != 255).any(axis=2)
+r, c = numpy.flatnonzero(ink.any(axis=1)), numpy.flatnonzero(ink.any(axis=0))
+crop = px[r[0] - 10:r[-1] + 11, c[0] - 10:c[-1] + 11]
+plt.close(ref)
+fig = figure()
+draw = fig.draw
+def counted(renderer):
+    sys.stderr.write("draw\\n")
+    return draw(renderer)
+fig.draw = counted
+print(tight, hashlib.sha256(crop.tobytes()).hexdigest(), crop.shape[1], crop.shape[0], *b.getbuffer()[16:24])
+fig
+"""
+
+
+def figure_image(client, extra=""):
+    """(the image's PNG bytes, stderr, and what FIGURE printed: savefig's
+    tight crop's sha256, the canvas crop's and its size, and the tight
+    PNG's width and height as bytes)"""
+    res = client.call("run_python", {"code": FIGURE % extra})
+    sc = res["structuredContent"]
+    assert sc["status"] == "ok" and len(sc["images"]) == 1, sc
+    return base64.b64decode(content_of(res, "image")[0]["data"]), sc["stderr"], sc["stdout"].split()
+
+
+def test_a_figure_is_drawn_once_and_cropped_as_savefig_crops_it(client):
+    """savefig(bbox_inches="tight") draws a figure twice (to measure what it
+    covers, then to save it): the image is the one drawing, cropped to the
+    pixels that differ from its background with savefig.pad_inches around
+    them, within a few pixels of savefig's crop (which goes by the text's
+    boxes, not its ink)."""
+    import hashlib
+    import io
+    from PIL import Image   # python3-pil: the host's reads what the jail made
+    data, err, (tight, crop, w, h, *size) = figure_image(client)
+    assert err == "draw\n"
+    img = Image.open(io.BytesIO(data))
+    assert img.mode == "RGBA" and img.size == (int(w), int(h))
+    assert hashlib.sha256(img.tobytes()).hexdigest() == crop
+    tw, th = int.from_bytes(bytes(map(int, size[:4])), "big"), int.from_bytes(bytes(map(int, size[4:])), "big")
+    assert abs(tw - img.size[0]) <= 4 and abs(th - img.size[1]) <= 6, (tw, th, img.size)
+
+
+@pytest.mark.parametrize("extra", [
+    'ax.legend(bbox_to_anchor=(1.05, 1), loc="upper left")',   # past the right edge
+    'ax.legend(bbox_to_anchor=(1.5, 1), loc="upper left")',    # wholly past it
+    'plt.rcParams["savefig.dpi"] = 50',                        # savefig's own settings
+    'fig.subplots_adjust(0, 0, 1, 1)',                          # drawn to the edges
+], ids=["legend-across-the-edge", "legend-past-the-edge", "savefig-dpi", "axes-to-the-edges"])
+def test_a_figure_that_one_drawing_cannot_crop_is_savefigs_crop(client, extra):
+    """Where cropping the drawing could differ from savefig's crop (a
+    legend or text reaching past the canvas, which savefig's crop takes
+    in; a drawing that reaches an edge; savefig settings of the user's),
+    the image is savefig's, byte for byte."""
+    import hashlib
+    data, err, (tight, *_) = figure_image(client, extra)
+    assert hashlib.sha256(data).hexdigest() == tight
+    assert err.count("draw\n") >= 2
+
+
 def test_a_displayed_figure_left_open_is_sent_once(client):
     code = ("import matplotlib.pyplot as plt, pycell\nfig = plt.figure()\nplt.plot([1, 2])\n"
             "pycell.display(fig)\nplt.figure()\nplt.plot([3])\nfig")
