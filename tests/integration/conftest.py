@@ -144,9 +144,14 @@ def run_jails(pid):
         except OSError:
             continue
         # a ready jail's init is pycell-ready by its command line from its exec
-        # on, by its name a moment later (src/jail/init_main.c)
-        if comm != "pycell-ready" and cmd != b"pycell\0__zygote\0" and not cmd.startswith(b"pycell-ready\0"):
-            out.append(p)
+        # on, by its name a moment later (src/jail/init_main.c); in its exec,
+        # it is named by the path it execs (/proc/self/fd/N: "N") and has no
+        # command line yet
+        if comm == "pycell-ready" or cmd == b"pycell\0__zygote\0" or cmd.startswith(b"pycell-ready\0"):
+            continue
+        if comm.isdigit() and cmd == b"":
+            continue
+        out.append(p)
     return out
 
 

@@ -196,11 +196,15 @@ function isZygote(pid) {
 }
 
 // A ready jail's init is pycell-ready by its command line from its exec on,
-// by its name a moment later (src/jail/init_main.c).
+// by its name a moment later (src/jail/init_main.c); in its exec, it is
+// named by the path it execs (/proc/self/fd/N: "N") and has no command line
+// yet.
 function isReadyJail(pid) {
   try {
-    return readFileSync(`/proc/${pid}/comm`, "latin1") === "pycell-ready\n" ||
-      readFileSync(`/proc/${pid}/cmdline`, "latin1").startsWith("pycell-ready\0");
+    const comm = readFileSync(`/proc/${pid}/comm`, "latin1");
+    const cmdline = readFileSync(`/proc/${pid}/cmdline`, "latin1");
+    return comm === "pycell-ready\n" || cmdline.startsWith("pycell-ready\0") ||
+      (/^\d+\n$/.test(comm) && cmdline === "");
   } catch {
     return false;
   }
