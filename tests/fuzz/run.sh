@@ -26,17 +26,18 @@ fi
 [ -f "$build/src/mcp/schemas.c" ] || { echo "fuzz: build pycell first (make)" >&2; exit 2; }
 mkdir -p "$out/obj"
 flags="-g -O1 -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
-       -DPYCELL_FAULT_INJECTION=1 -DPYCELL_DATADIR=\"$src\" -DPYCELL_SYSCONFDIR=\"/etc/pycell\"
+       -DPYCELL_FAULT_INJECTION=1 -DPYCELL_DATADIR=\"$src\" -DPYCELL_SYSCONFDIR=\"/etc/pycell\" -DPYCELL_LIBEXECDIR=\"$build\"
        -I$build -I$src/src -Wno-unused-command-line-argument"
 # the dependencies' -I flags, as configure found them
 flags="$flags $(sed -n -E 's/^(CAPNG|JANSSON|LIBBPF|LIBNL|SECCOMP|MHD)_CFLAGS = //p' "$build/Makefile" | tr '\n' ' ')"
 libs=$(sed -n "s/^DEPS_LIBS = //p" "$build/Makefile")
 
-# the library, once for all targets; an object is made again when its
+# the library (not the programs: pycell's main, pycell-init's), once for
+# all targets; an object is made again when its
 # source, or any header (no dependency tracking here), is newer
 newest_h=$(ls -t "$src"/src/*/*.h "$build/config.h" 2>/dev/null | head -n 1)
 objs=
-for f in $(cd "$src" && ls src/*/*.c | grep -v -e '^src/cli/main.c$' -e '^src/mcp/schemas.c$') src/mcp/schemas.c; do
+for f in $(cd "$src" && ls src/*/*.c | grep -v -e '^src/cli/main.c$' -e '^src/jail/init_main.c$' -e '^src/mcp/schemas.c$') src/mcp/schemas.c; do
 	[ -f "$src/$f" ] && in="$src/$f" || in="$build/$f"
 	o="$out/obj/$(echo "$f" | tr / _).o"
 	if [ ! -f "$o" ] || [ "$in" -nt "$o" ] || [ "$newest_h" -nt "$o" ]; then
