@@ -118,10 +118,22 @@ def test_a_figure_is_drawn_once_and_cropped_as_savefig_crops_it(client):
     data, err, (tight, crop, w, h, *size) = figure_image(client)
     assert err == "draw\n"
     img = Image.open(io.BytesIO(data))
-    assert img.mode == "RGBA" and img.size == (int(w), int(h))
-    assert hashlib.sha256(img.tobytes()).hexdigest() == crop
+    assert img.mode == "RGB" and img.size == (int(w), int(h))   # opaque: RGB
+    assert hashlib.sha256(img.convert("RGBA").tobytes()).hexdigest() == crop
     tw, th = int.from_bytes(bytes(map(int, size[:4])), "big"), int.from_bytes(bytes(map(int, size[4:])), "big")
     assert abs(tw - img.size[0]) <= 4 and abs(th - img.size[1]) <= 6, (tw, th, img.size)
+
+
+def test_a_transparent_figure_stays_transparent(client):
+    """The RGB image is for an opaque drawing: a figure whose background is
+    transparent comes back RGBA, its margin transparent, its one drawing
+    cropped all the same."""
+    import io
+    from PIL import Image
+    data, err, _ = figure_image(client, "fig.patch.set_alpha(0)")
+    img = Image.open(io.BytesIO(data))
+    assert err == "draw\n" and img.mode == "RGBA", (err, img.mode)
+    assert img.getpixel((0, 0))[3] == img.getpixel((img.size[0] - 1, img.size[1] - 1))[3] == 0
 
 
 @pytest.mark.parametrize("extra", [
