@@ -442,12 +442,14 @@ def _figure_png(fig):
     its artists cover, once to save) and measures every artist between,
     twice the time of the figure's own drawing.  Drawn once on its Agg
     canvas instead, the image is cropped to the pixels that differ from
-    the figure's background, with savefig.pad_inches around them.  None,
-    for savefig to do it, where the two could differ: a canvas not Agg's,
-    savefig settings of the user's own (dpi, colours, transparency), a
-    background not one colour at the corners, a drawing that reaches
-    within the pad of an edge, or a legend or text placed past one (cut
-    off by the canvas, where savefig's crop would take it in)."""
+    the figure's background, with savefig.pad_inches around them, and
+    written as RGB when it is opaque (as most are).  None, for savefig to
+    do it, where the two could differ: a canvas not Agg's, savefig
+    settings of the user's own (dpi, colours, transparency), subfigures,
+    a background not one colour at the corners, a drawing that reaches an
+    edge, or an artist placed freely (a legend, a text, one added to the
+    figure or an axes) reaching past one (cut off by the canvas, where
+    savefig's crop would take it in)."""
     import matplotlib
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     rc = matplotlib.rcParams
@@ -455,7 +457,8 @@ def _figure_png(fig):
     canvas = fig.canvas
     if (type(canvas) is not FigureCanvasAgg or rc["savefig.dpi"] not in ("figure", fig.dpi)
             or rc["savefig.facecolor"] != "auto" or rc["savefig.edgecolor"] != "auto"
-            or rc["savefig.transparent"] or type(pad) not in (int, float) or pad < 0):
+            or rc["savefig.transparent"] or type(pad) not in (int, float) or pad < 0
+            or getattr(fig, "subfigs", None)):
         return None
     import io
     try:
@@ -466,9 +469,9 @@ def _figure_png(fig):
     canvas.draw()
     renderer = canvas.get_renderer()
     h, w = int(renderer.height), int(renderer.width)
-    free = list(fig.legends) + list(fig.texts)
+    free = list(fig.legends) + list(fig.texts) + list(fig.artists) + list(fig.images)
     for ax in fig.axes:
-        free += [a for a in (ax.get_legend(),) if a is not None] + list(ax.texts)
+        free += [a for a in (ax.get_legend(),) if a is not None] + list(ax.texts) + list(ax.artists)
     for a in free:
         if a.get_visible():
             e = a.get_window_extent(renderer)

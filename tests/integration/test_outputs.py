@@ -141,7 +141,9 @@ def test_a_transparent_figure_stays_transparent(client):
     'ax.legend(bbox_to_anchor=(1.5, 1), loc="upper left")',    # wholly past it
     'plt.rcParams["savefig.dpi"] = 50',                        # savefig's own settings
     'fig.subplots_adjust(0, 0, 1, 1)',                          # drawn to the edges
-], ids=["legend-across-the-edge", "legend-past-the-edge", "savefig-dpi", "axes-to-the-edges"])
+    'from matplotlib.offsetbox import AnchoredText; ax.add_artist(AnchoredText('
+    '"x", loc="upper left", bbox_to_anchor=(1.6, 1), bbox_transform=ax.transAxes))',   # an artist past it
+], ids=["legend-across-the-edge", "legend-past-the-edge", "savefig-dpi", "axes-to-the-edges", "artist-past-the-edge"])
 def test_a_figure_that_one_drawing_cannot_crop_is_savefigs_crop(client, extra):
     """Where cropping the drawing could differ from savefig's crop (a
     legend or text reaching past the canvas, which savefig's crop takes
