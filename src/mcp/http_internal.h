@@ -85,7 +85,9 @@ struct hconn {
 	struct http_server *h;
 	int fd;
 	enum conn_state state;
-	uint64_t t_start;            /* when the request being received began */
+	uint64_t t_start;            /* when the request being received began (or,
+	                              * kept alive, the last one ended) */
+	bool graced;                 /* its time restarted once, a request arriving */
 	uint64_t t_connect;          /* when the connection came */
 	bool proven;                 /* it sent a whole request that authenticated */
 	struct peer_key peer;

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -521,6 +522,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
 	if (hc) {
 		hc->state = CONN_RECEIVING;
 		hc->t_start = now_ms();
+		hc->graced = false;
 		hc->req = NULL;
 	}
 	if (!r)
@@ -686,9 +688,23 @@ static void on_timer(struct loop_watch *w, uint32_t events, void *data)
 	run_mhd(h);
 }
 
+/* Bytes waiting in hc's socket, unread: a request that came in the same
+ * wakeup as this tick, as its connection's idle time ran out (a busy
+ * loop meets both at once).  Cut, its client could not tell whether it
+ * ran: its time starts now instead, once a request (a slow client gets
+ * one limit more at most). */
+static bool arriving(struct hconn *hc)
+{
+	int n = 0;
+	if (hc->graced || ioctl(hc->fd, FIONREAD, &n) < 0 || n <= 0)
+		return false;
+	hc->graced = true;
+	return true;
+}
+
 /* Once a second: a connection that has not sent its whole request within
- * the limit is cut (a slow client cannot hold a slot), and idle sessions
- * end. */
+ * the limit is cut (a slow client cannot hold a slot; a kept-alive one
+ * idle that long is closed), and idle sessions end. */
 static void on_tick(struct loop_watch *w, uint32_t events, void *data)
 {
 	struct http_server *h = data;
@@ -699,7 +715,9 @@ static void on_tick(struct loop_watch *w, uint32_t events, void *data)
 	for (struct hconn *hc = h->conns; hc; hc = hc->next) {
 		if (hc->state != CONN_RECEIVING || hc->cut || hc->fd < 0)
 			continue;
-		if (now - hc->t_start > limit)
+		if (now - hc->t_start > limit && arriving(hc))
+			hc->t_start = now;
+		else if (now - hc->t_start > limit)
 			cut(hc, "no whole request within the request timeout");
 		else if (!hc->proven && now - hc->t_connect > (limit < UNPROVEN_MS ? limit : UNPROVEN_MS))
 			cut(hc, "no whole authenticated request within its first seconds");

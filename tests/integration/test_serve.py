@@ -468,6 +468,44 @@ def test_slowloris_is_cut_and_others_are_served(serve):
     c.close()
 
 
+def test_a_request_that_meets_its_idle_connections_timeout_is_served(serve):
+    """A kept-alive connection idle for the request timeout is closed (once
+    a second the server looks); a request that reaches it in the same
+    wakeup of the server as that look (sent here while the server is
+    stopped, past the timeout: a server busy making jails in life) is
+    served, not cut unanswered: nothing tells its client whether it ran."""
+    s = serve("--listen", "127.0.0.1:0", "--request-timeout", "1s")
+    c = s.conn()
+    assert s.modern(1, "tools/list", conn=c)[0].status == 200
+    got = {}
+
+    def call():
+        try:
+            got["r"] = s.modern(2, "tools/list", conn=c)
+        except (OSError, http.client.HTTPException) as e:
+            got["e"] = e
+    os.kill(s.proc.pid, signal.SIGSTOP)
+    try:
+        time.sleep(2.5)   # its look is due: the connection idle past 1 s
+        t = threading.Thread(target=call, daemon=True)
+        t.start()
+        time.sleep(0.3)   # the request is in the server's socket
+    finally:
+        os.kill(s.proc.pid, signal.SIGCONT)
+    t.join(30)
+    assert "e" not in got, got
+    r, data = got["r"]
+    assert r.status == 200 and "tools" in json.loads(data)["result"], data
+    # and an idle connection is still closed after the timeout
+    time.sleep(2.5)
+    c.sock.setblocking(False)
+    try:
+        assert c.sock.recv(1) == b""
+    except ConnectionResetError:
+        pass
+    c.close()
+
+
 def open_or_cut(c):
     """Is socket c still open (True), or did the server cut it (False)?"""
     c.setblocking(False)
