@@ -135,8 +135,9 @@ class Reaper:
         def strays():
             return {p: st for p, st in children_of(os.getpid()).items() if p not in owned}
 
-        # A jail whose runner just exited may still be dying: give it a moment.
-        deadline = time.monotonic() + 0.5
+        # A jail whose runner just exited may still be dying: give it a
+        # moment (on a loaded machine, more than half a second).
+        deadline = time.monotonic() + 2
         while (any(st[0] != "Z" for st in strays().values())
                and time.monotonic() < deadline):
             time.sleep(0.01)
@@ -260,16 +261,25 @@ def memory_cgroup_bytes(pid):
     theirs, ours = paths(pid), paths(os.getpid())
     for ctrls, path in theirs.items():
         if "memory" in ctrls.split(",") and path != ours.get(ctrls):
-            f = Path("/sys/fs/cgroup/memory" + path) / "memory.usage_in_bytes"
-            if f.exists():
-                return int(f.read_text())
+            got = read_int(Path("/sys/fs/cgroup/memory" + path) / "memory.usage_in_bytes")
+            if got is not None:
+                return got
     path = theirs.get("")
     if path is not None and path != ours.get(""):
         for root in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified"):
-            f = Path(root + path) / "memory.current"
-            if f.exists():
-                return int(f.read_text())
+            got = read_int(Path(root + path) / "memory.current")
+            if got is not None:
+                return got
     return None
+
+
+def read_int(f):
+    """The number in a cgroup file, or None where there is none (the run's
+    cgroup may be removed as it is read: its jail ended meanwhile)."""
+    try:
+        return int(f.read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def tree_memory(pids):

@@ -57,7 +57,8 @@ trap 'rm -f "$log" "$rcfile"' EXIT
 } | tee "$log"
 rc=$(cat "$rcfile")
 
-summary=$(grep -E '^=+ .*(passed|failed|skipped|error|no tests ran|deselected).* in [0-9.]+s' "$log" |
+# the line pytest ends with: between ='s, or bare under -q
+summary=$(grep -E '^(=+ )?[0-9a-z ,]*(passed|failed|skipped|error|no tests ran|deselected).* in [0-9.]+s' "$log" |
 	tail -n 1 | sed -e 's/^=* *//' -e 's/ *=*$//')
 echo "${PYCELL_SUITE_NAME:-integration}: ${summary:-no pytest summary line} (pytest exit $rc)"
 

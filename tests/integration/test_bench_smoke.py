@@ -44,6 +44,15 @@ def bench(args, timeout=600, script=BENCH):
     return proc.returncode, out.decode(), err.decode()
 
 
+def failed(script, rc, err):
+    """An assertion message whose first lines are what the benchmark said
+    went wrong (its lines that are not progress, a traceback's), then the
+    end of its stderr: a record cut short keeps the cause."""
+    lines = err.splitlines()
+    said = [line for line in lines if not re.match(r"bench: (?!error)", line)]
+    return f"{script} exit {rc}; said:\n" + "\n".join(said[-40:]) + "\nstderr's end:\n" + err[-3000:]
+
+
 def table_rows(report, heading):
     """The body rows of the first table under the '## heading...' line, as
     lists of stripped cells."""
@@ -92,7 +101,7 @@ def test_quick_run_fills_every_table(tmp_path):
         runners.remove("bwrap")
         args += ["--runners", "python3,pycell-run,pycell-mcp,pycell-serve"]
     rc, out, err = bench(args)
-    assert rc == 0, f"bench.py exit {rc}; stderr:\n{err[-5000:]}"
+    assert rc == 0, failed("bench.py", rc, err)
     report = (tmp_path / "report.md").read_text()
     assert report.strip() == out.strip(), "--out differs from what was printed"
     res = json.loads((tmp_path / "report.json").read_text())
