@@ -12,6 +12,10 @@
  *   cgroup  cgroup.c, making one of a run's cgroup directories (ENOSPC; the
  *           first run's are made by the probe, cgroup_probe.c)
  *   zygote  spawn_warm.c, starting a zygote, before its fork (EMFILE)
+ *   small_clone   small_init.c, the clone of a warm jail's small init
+ *           (EPERM: the zygote makes classic inits from then on)
+ *   small_clone3  small_init.c, its clone3 taken as refused (clone, and
+ *           a write to move it into its cgroup2 directory, from then on)
  *   veth    net.c, making an egress run's veth pair (EPERM)
  *   egress_bpf  egress.c: not a failure but a weakening, for the tests
  *           only: the egress filters are loaded and not attached, which

@@ -703,7 +703,8 @@ static int small_child(void *arg)
 	close(a->close_a);
 	if (a->close_b >= 0)
 		close(a->close_b);
-	/* jail_clone moves us into a cgroup2 directory (small_init_cgroup) */
+	/* made in the run's cgroup2 directory, or moved there by jail_clone
+	 * (small_init_cgroup) */
 	jail_child(a->s, a->sync_fd, a->prog_fd, a->as_root, false, true);
 }
 
@@ -739,10 +740,12 @@ int jail_clone(const struct jail_spec *s, struct jail *j, struct pc_err *err)
 		return pc_fail(err, EAGAIN, "clone3", "clone3 into new namespaces: %s (injected fault)",
 			       strerror(EAGAIN));
 	if (s->small_init && !s->bare && !s->net_setup && !small_refused) {
+		bool joined;
 		int rc;
 		small_arg = (struct small_start){ .s = s, .sync_fd = sv[1], .prog_fd = pv[1], .close_a = sv[0],
 						  .close_b = pv[0], .as_root = as_root };
-		pid = small_init_clone(small_child, &small_arg, JAIL_NS_FLAGS, &pidfd, err);
+		pid = small_init_clone(small_child, &small_arg, JAIL_NS_FLAGS, s->cgroup.into ? s->cgroup.dir_fd : -1,
+				       &pidfd, &joined, err);
 		if (pid < 0 && (err->errnum == EPERM || err->errnum == ENOSYS)) {
 			small_refused = true;
 			log_warn("jail: %s; a warm jail's init is a copy of the zygote from now on", err->msg);
@@ -752,7 +755,7 @@ int jail_clone(const struct jail_spec *s, struct jail *j, struct pc_err *err)
 			return -1;
 		*j = (struct jail){ .pid = (pid_t)pid, .pidfd = pidfd, .sync_fd = steal_fd(&sv[0]),
 				    .prog_fd = steal_fd(&pv[0]), .small = true };
-		rc = s->cgroup.into ? small_init_cgroup(s->cgroup.dir_fd, j->pid, err) : 0;
+		rc = s->cgroup.into && !joined ? small_init_cgroup(s->cgroup.dir_fd, j->pid, err) : 0;
 		if (rc == 0 && !as_root && read(j->sync_fd, &ready, 1) != 1)
 			rc = pc_syserr(err, "spawn", "wait for the jail child");
 		if (rc < 0) {

@@ -30,8 +30,12 @@ int small_init_prepare(struct pc_err *err);
 void small_init_on_stack(void (*fn)(void));
 /* fn(arg) in a child cloned with flags (namespaces) and CLONE_VM, on the
  * small init's stack: its pid, its pidfd in *pidfd; -1 with err.  One at a
- * time: until jail_small_wait has returned, another fails. */
-long small_init_clone(int (*fn)(void *), void *arg, int flags, int *pidfd, struct pc_err *err);
+ * time: until jail_small_wait has returned, another fails.  Made in the
+ * cgroup2 directory cgroup_fd (-1: none) by clone3 where it can (*joined
+ * true if there is one); by clone where clone3 is refused, for
+ * small_init_cgroup to move it there. */
+long small_init_clone(int (*fn)(void *), void *arg, int flags, int cgroup_fd, int *pidfd, bool *joined,
+		      struct pc_err *err);
 /* In the child, first (small_init_clone's fn): a sanitizer build's
  * runtime told of the stack it runs on.  Nothing otherwise. */
 void small_init_started(void);

@@ -370,8 +370,11 @@ static int zygote_launch(struct zygote *z, struct pc_err *err)
 	z->pid = pid;
 	z->ctl = steal_fd(&sv[0]);
 	z->ahead = steal_fd(&av[0]);
-	cfg = json_pack("{s:o,s:s,s:s,s:I}", "policy", policy_to_json(p), "runtime_dir", runtime_dir,
-			"libpython", libname, "host_id_base", (json_int_t)jail_host_id_base);
+	/* our log level (info at most), which its empty environment and argv
+	 * cannot carry */
+	cfg = json_pack("{s:o,s:s,s:s,s:I,s:i}", "policy", policy_to_json(p), "runtime_dir", runtime_dir,
+			"libpython", libname, "host_id_base", (json_int_t)jail_host_id_base, "log_level",
+			(int)log_level);
 	if (z->fonts_dir)
 		json_object_set_new(cfg, "fonts_dir", json_string(z->fonts_dir));
 	json_object_set_new(cfg, "init", json_string(pycell_init_path()));

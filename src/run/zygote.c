@@ -735,6 +735,10 @@ int cmd_zygote(int argc, char **argv)
 		goto answer;
 	}
 	jail_host_id_base = (uid_t)json_integer_value(json_object_get(cfg, "host_id_base"));
+	/* info at most: a warm jail's debug steps would be timed from the
+	 * zygote's start, not the run's */
+	if (json_integer_value(json_object_get(cfg, "log_level")) >= LOG_INFO)
+		log_level = LOG_INFO;
 	ptext = json_dumps(pj, JSON_COMPACT);
 	if (!ptext || policy_parse(ptext, "zygote", &pol, &reply.err) < 0)
 		goto answer;

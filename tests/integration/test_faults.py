@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 
 from conftest import HOST_IS_ROOT, PYCELL, pycell_env, pycell_run, run_json
-from test_limits import run_dir_parents, run_dirs_of
+from test_limits import doctor as limits_doctor, python_cgroups, run_dir_parents, run_dirs_of, \
+    run_waiting_on_stdin
 from test_mcp_raw import Server
 from test_tools import Tools
 from test_warm import children, comm, zygote_of
@@ -185,6 +186,24 @@ def test_a_zygote_refused_its_small_init_makes_jails_as_before():
     assert (b"clone into new namespaces (injected fault): Operation not permitted; a warm jail's init is a copy "
             b"of the zygote from now on") in res.stderr_bytes, \
         res.stderr_bytes
+
+
+@needs_faults
+def test_a_zygote_refused_clone3_moves_its_small_init_into_the_run_cgroup():
+    """clone3 refused (an injected ENOSYS here; Docker's default profile
+    in life), a warm jail's small init is cloned by clone(2) and moved
+    into the run's cgroup2 directory by a write, where clone3 makes it
+    there: its python is in the run's directory either way (the path
+    without the fault: test_limits.py's every_run_cgroup, warm)."""
+    if not HOST_IS_ROOT or not limits_doctor()["cgroups"]["v2_parent"]:
+        pytest.skip("no cgroup2 directory for runs on this host (made as root)")
+    err = []
+    lines = run_waiting_on_stdin(("--warm", "--debug"), python_cgroups, "the jail's python never showed up",
+                                 env={"PYCELL_FAULT": "small_clone3"}, stderr=err)
+    [v2] = [line[3:] for line in lines if line.startswith("0::")]
+    assert re.search(r"/pycell-\d+-\d+$", v2), lines
+    assert (b"clone3 of a warm jail's init: Function not implemented; clone, and a move into its "
+            b"cgroup, from now on") in err[0], err
 
 
 @needs_faults

@@ -279,13 +279,14 @@ def bpf_device_progs(cgroup_dir):
         os.close(fd)
 
 
-def run_waiting_on_stdin(start, look, what):
+def run_waiting_on_stdin(start, look, what, env=None, stderr=None):
     """Start `pycell run` with a program that waits on its stdin, poll the
     processes below it until look(pid) returns something (an OSError is
     a process gone meanwhile), then let the program end.  What look
-    returned, once the run has ended with status 0."""
+    returned, once the run has ended with status 0 (its stderr appended
+    to the list stderr, if given)."""
     before = set(children_of(os.getpid()))
-    proc = start_pycell(["run", *start, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE,
+    proc = start_pycell(["run", *start, "-c", "import sys; sys.stdin.read()"], env=env, stdin=subprocess.PIPE,
                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 10
@@ -304,6 +305,8 @@ def run_waiting_on_stdin(start, look, what):
         out, err = proc.communicate(b"", timeout=30)
         reap_orphans(before)
     assert proc.returncode == 0, err
+    if stderr is not None:
+        stderr.append(err)
     return found
 
 
@@ -331,6 +334,13 @@ def test_device_filter_is_attached_to_the_run(start):
     assert not os.path.exists(path)
 
 
+def python_cgroups(p):
+    """/proc/p/cgroup's lines if p is a python3, else None."""
+    if Path(f"/proc/{p}/comm").read_text().strip() != "python3":
+        return None
+    return Path(f"/proc/{p}/cgroup").read_text().splitlines()
+
+
 @pytest.mark.parametrize("start", START)
 def test_the_program_runs_in_every_run_cgroup(start):
     """Seen from the host, the jail's python is in the run's own cgroup in
@@ -347,11 +357,6 @@ def test_the_program_runs_in_every_run_cgroup(start):
         pytest.skip(f"no cgroup for runs on this host: {cg}")
     points = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()
               if line.split()[line.split().index("-") + 1] == "cgroup"]
-
-    def python_cgroups(p):
-        if Path(f"/proc/{p}/comm").read_text().strip() != "python3":
-            return None
-        return Path(f"/proc/{p}/cgroup").read_text().splitlines()
     lines = run_waiting_on_stdin(start, python_cgroups, "the jail's python never showed up")
     # each v1 hierarchy's line, as a host path (mount point + path)
     seen = set()
