@@ -23,8 +23,9 @@ ADDITIONS = {
     "clone3": "a jail is one clone3 call into new user, mount, pid, network, IPC and UTS "
               "namespaces, with a pidfd (Docker's default answers ENOSYS without CAP_SYS_ADMIN)",
     "clone": "a warm jail's init is cloned by the zygote into the same namespaces with CLONE_VM, "
-             "on a stack of its own, so that it holds nothing of the zygote (src/jail/small_init.c); "
-             "Docker's default allows clone only without namespace flags, without CAP_SYS_ADMIN",
+             "on a stack of its own, so that it holds nothing of the zygote (src/jail/small_init.c): "
+             "by clone3, or by clone where clone3 is refused; Docker's default allows clone only "
+             "without namespace flags, without CAP_SYS_ADMIN",
     "unshare": "the jail's cgroup namespace, made after it joins its cgroup; `pycell doctor`'s probe",
     "mount": "the jail's tmpfs root, its read-only binds of /usr and the runtime, its own /proc "
              "and /dev/pts, inside the jail's own mount namespace",

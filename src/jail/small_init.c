@@ -116,9 +116,11 @@ static long clone3_on_stack(struct clone_args *args, int (*fn)(void *), void *ar
 
 /* The small init by clone3, made in the cgroup2 directory cgroup_fd (-1:
  * none) as it is made: a CLONE_VM child moved by a write to cgroup.procs
- * took 7-10 ms of the zygote's here (a forked one 0.1).  Its pid; -1 with errno; -2 where clone3
- * is refused (a container's profile answers ENOSYS, an old kernel E2BIG
- * or EINVAL), once and from then on. */
+ * took 7-10 ms of the zygote's here (a forked one 0.1).  Its pid; -1 with
+ * errno; -2 where clone3 is refused, once and from then on: a container
+ * profile's ENOSYS (Docker's, podman's; EPERM in older Docker profiles,
+ * which clone would meet too if the namespaces were what it refused),
+ * an old kernel's E2BIG or EINVAL. */
 static long small_clone3(int (*fn)(void *), void *arg, int flags, int cgroup_fd, int *pidfd)
 {
 #if defined(__x86_64__)
@@ -142,7 +144,7 @@ static long small_clone3(int (*fn)(void *), void *arg, int flags, int cgroup_fd,
 	pid = fault_at("small_clone3") ? -ENOSYS : clone3_on_stack(&args, fn, arg);
 	if (pid >= 0)
 		return pid;
-	if (pid == -ENOSYS || pid == -E2BIG || pid == -EINVAL) {
+	if (pid == -ENOSYS || pid == -EPERM || pid == -E2BIG || pid == -EINVAL) {
 		refused = true;
 		log_info("jail: clone3 of a warm jail's init: %s; clone, and a move into its cgroup, from now on",
 			 strerror((int)-pid));
