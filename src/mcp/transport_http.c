@@ -744,15 +744,19 @@ struct http_server *http_server_new(struct loop *l, const struct http_config *cf
 	} else if (http_listen_on(h, cfg->listen, err) < 0) {
 		goto fail;
 	}
+	/* Its own timeout (a connection without traffic) past ours: on_tick
+	 * closes idle and slow ones first, and spares a request that meets
+	 * the tick (arriving), which libmicrohttpd would close unread; its
+	 * own is left for a client that does not read its answer. */
 	h->d = mhd.start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL,
 				on_request, h,
+				MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h,
 				MHD_OPTION_LISTEN_SOCKET, h->listen_fd,
 				MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
 				MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
 				MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
-				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->request_timeout_s,
+				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->request_timeout_s + 2,
 				MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HEADER_MEMORY,
-				MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h,
 				MHD_OPTION_END);
 	if (!h->d) {
 		pc_fail(err, EIO, "serve", "libmicrohttpd would not start on %s", cfg->listen);
