@@ -715,11 +715,12 @@ static void on_tick(struct loop_watch *w, uint32_t events, void *data)
 	for (struct hconn *hc = h->conns; hc; hc = hc->next) {
 		if (hc->state != CONN_RECEIVING || hc->cut || hc->fd < 0)
 			continue;
-		if (now - hc->t_start > limit && arriving(hc))
-			hc->t_start = now;
-		else if (now - hc->t_start > limit)
-			cut(hc, "no whole request within the request timeout");
-		else if (!hc->proven && now - hc->t_connect > (limit < UNPROVEN_MS ? limit : UNPROVEN_MS))
+		if (now - hc->t_start > limit) {
+			if (arriving(hc))
+				hc->t_start = now;
+			else
+				cut(hc, "no whole request within the request timeout");
+		} else if (!hc->proven && now - hc->t_connect > (limit < UNPROVEN_MS ? limit : UNPROVEN_MS))
 			cut(hc, "no whole authenticated request within its first seconds");
 	}
 	legacy_expire(h);
