@@ -206,6 +206,12 @@ def soak(runs, mode, pycell, tmp):
             c.send({"jsonrpc": "2.0", "method": "notifications/cancelled",
                     "params": {"requestId": rid, "reason": "soak"}})
             cancels.remove((due, rid))
+        if base_rss is None and i >= tenth and pending == 0 and not cancels:
+            # the baseline: after the first tenth, with nothing in flight.
+            # Here, not only after an answer: the tenth's last request is
+            # a cancel, which gets none once its notification is sent
+            base_rss, base_fds = quiet_sample(c.proc.pid)
+            continue
         try:
             msg = c.answers.get(timeout=0.05)
         except queue.Empty:
@@ -233,9 +239,6 @@ def soak(runs, mode, pycell, tmp):
                 failures.append(why)
         if kind == "plain":
             latency[rid] = (time.monotonic() - t0) * 1000
-        if base_rss is None and i >= tenth and pending == 0 and not cancels:
-            # the baseline: after the first tenth, with nothing in flight
-            base_rss, base_fds = quiet_sample(c.proc.pid)
     pid = c.proc.pid
     end_rss, end_fds = quiet_sample(pid)
     c.proc.stdin.close()
