@@ -135,7 +135,7 @@ def _matplotlib_ready():
 
 def _pyplot_first_figure():
     """What a run's first figure does once per process, done here: the Agg
-    backend and PIL (its PNG writer) imported, the default font found,
+    backend and PIL's writers (a savefig's) imported, the default font found,
     pyplot's backend resolved, a figure drawn and encoded as a cell's image
     is (pycell._cell._png).  The figure is closed; the fonts loaded are
     let go (each holds its file open, which a jail must not inherit, and
@@ -148,6 +148,11 @@ def _pyplot_first_figure():
         sys.modules["pycell._cell"]._png(fig)
     finally:
         plt.close(fig)
+    try:
+        from PIL import Image
+        Image.preinit()   # PIL's writers, as a user's savefig imports them first (a cell's image needs none)
+    except ImportError:
+        pass
     fm = sys.modules["matplotlib.font_manager"]
     if hasattr(fm, "_get_font"):
         fm._get_font.cache_clear()

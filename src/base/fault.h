@@ -16,6 +16,8 @@
  *           (EPERM: the zygote makes classic inits from then on)
  *   small_clone3  small_init.c, its clone3 taken as refused (clone, and
  *           a write to move it into its cgroup2 directory, from then on)
+ *   huge_pages  huge_pages.c, the zygote's MADV_COLLAPSE (EINVAL: its memory
+ *           stays in 4 KiB pages)
  *   veth    net.c, making an egress run's veth pair (EPERM)
  *   egress_bpf  egress.c: not a failure but a weakening, for the tests
  *           only: the egress filters are loaded and not attached, which

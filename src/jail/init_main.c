@@ -19,15 +19,15 @@
  * process dumpable) and the prctl; PARK is 1 for a ready jail.  The jail's
  * seccomp filter, its ids and no_new_privs came with the exec; the
  * termination signals and SIGCHLD come blocked, so none sent meanwhile is
- * lost.  Built without the sanitizers (static). */
+ * lost.  Built static and without the sanitizers; on x86_64 without a C
+ * library too, on init_rt.c's system calls (it says why): so it calls
+ * nothing but what init_rt.c has. */
 #include "config.h"
 
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -58,23 +58,38 @@ static void send_msg(const struct jail_msg *m)
 	(void)!send(sync_fd, m, sizeof(*m), MSG_NOSIGNAL);
 }
 
+/* s after dst[*at], cut to fit (with its NUL) */
+static void append(char *dst, size_t cap, size_t *at, const char *s)
+{
+	while (*s && *at + 1 < cap)
+		dst[(*at)++] = *s++;
+	dst[*at] = '\0';
+}
+
 static __attribute__((noreturn)) void fail(int errnum, const char *msg)
 {
 	struct jail_msg m = { .type = JAIL_MSG_ERROR, .err.errnum = errnum };
-	snprintf(m.err.step, sizeof(m.err.step), "warm");
-	snprintf(m.err.msg, sizeof(m.err.msg), "%s%s%s", msg, errnum ? ": " : "", errnum ? strerror(errnum) : "");
+	size_t at = 0, step = 0;
+	append(m.err.step, sizeof(m.err.step), &step, "warm");
+	append(m.err.msg, sizeof(m.err.msg), &at, msg);
+	if (errnum) {
+		append(m.err.msg, sizeof(m.err.msg), &at, ": ");
+		append(m.err.msg, sizeof(m.err.msg), &at, strerror(errnum));
+	}
 	send_msg(&m);
 	_exit(127);
 }
 
+/* a decimal of at most max, or -1 */
 static int number(const char *s, long max)
 {
-	char *end;
-	long v;
-	errno = 0;
-	v = strtol(s, &end, 10);
-	if (errno || end == s || *end || v < 0 || v > max)
+	long v = 0;
+	if (!*s)
 		return -1;
+	for (; *s; s++) {
+		if (*s < '0' || *s > '9' || (v = v * 10 + (*s - '0')) > max)
+			return -1;
+	}
 	return (int)v;
 }
 
@@ -93,7 +108,8 @@ int main(int argc, char **argv)
 	if (argc != 5 || (sync_fd = number(argv[1], INT_MAX)) < 0 || (python_pid = number(argv[2], INT_MAX)) <= 0 ||
 	    (ready = number(argv[3], INT_MAX)) < 0 || number(argv[4], 1) < 0) {
 		/* not started by jail.c: say so to whoever runs it by hand */
-		fputs("pycell-init: the init of a jail pycell's zygote makes; not a command\n", stderr);
+		static const char usage[] = "pycell-init: the init of a jail pycell's zygote makes; not a command\n";
+		(void)!write(2, usage, sizeof(usage) - 1);
 		return 2;
 	}
 	park = argv[4][0] == '1';

@@ -278,6 +278,12 @@ static int read_preload_report(struct zygote *z, struct pc_err *err)
 	json_object_foreach(json_object_get(z->preload, "unused"), name, v)
 		log_warn("warm starts: python.preload: %s is loaded, but its first use in the zygote failed "
 			 "(a run does that work itself): %s", name, json_string_value(v));
+	if ((why = json_string_value(json_object_get(z->preload, "huge_pages_refused"))))
+		log_debug("warm starts: huge pages refused for the zygote's memory (%s): it stays in 4 KiB pages", why);
+	else
+		log_debug("warm starts: %lld MiB of the zygote's memory in huge pages (%lld ms)",
+			  (long long)json_integer_value(json_object_get(z->preload, "huge_pages_mib")),
+			  (long long)json_integer_value(json_object_get(z->preload, "huge_pages_ms")));
 	if (z->policy.n_python_preload)
 		log_info("warm starts: python.preload: %zu of %zu modules in %lld ms",
 			 json_array_size(json_object_get(z->preload, "loaded")), z->policy.n_python_preload,

@@ -38,6 +38,7 @@
 #include "jail/seccomp.h"
 #include "jail/small_init.h"
 #include "run/hot_pages.h"
+#include "run/huge_pages.h"
 #include "run/program.h"
 #include "run/zygote.h"
 
@@ -747,6 +748,27 @@ int cmd_zygote(int argc, char **argv)
 	if (load_python(libname, &pol, runtime_dir, json_string_value(json_object_get(cfg, "scratch")), &report,
 			&reply.err) < 0)
 		goto answer;
+	{
+		/* said in the report, which the supervisor logs */
+		int refused;
+		uint64_t t0 = now_ms();
+		size_t moved = huge_pages_collapse(&refused);
+		json_int_t ms = (json_int_t)(now_ms() - t0);
+		json_t *r = json_loads(report, 0, NULL);
+		char *with = NULL;
+		if (r) {
+			json_object_set_new(r, "huge_pages_mib", json_integer((json_int_t)(moved >> 20)));
+			json_object_set_new(r, "huge_pages_ms", json_integer(ms));
+			if (refused)
+				json_object_set_new(r, "huge_pages_refused", json_string(strerror(refused)));
+			with = json_dumps(r, JSON_COMPACT);
+			json_decref(r);
+		}
+		if (with) {
+			free(report);
+			report = with;
+		}
+	}
 	reply.ok = 1;
 answer:
 	free(ptext);

@@ -6,13 +6,14 @@ open descriptor behind refused; and the thread pools of numerical
 libraries sized to the jail (OMP_NUM_THREADS and the like)."""
 import json
 import os
+import re
 import subprocess
 import textwrap
 
 import pytest
 
 from conftest import PYCELL, run_json, pycell_env
-from test_warm import Mcp, ready_jails
+from test_warm import Mcp, ready_jails, zygote_of
 
 DATA = ("numpy", "pandas", "matplotlib.pyplot")
 PY_VERSION = tuple(int(x) for x in subprocess.run(
@@ -25,6 +26,58 @@ def need_data_stack():
     if r.returncode != 0:
         pytest.skip("the data stack is not installed for /usr/bin/python3 (apt-get install python3-pandas "
                     "python3-matplotlib): " + r.stderr.decode()[-200:])
+
+
+def huge_pages_refused_here():
+    """Why this kernel cannot collapse the zygote's memory into huge
+    pages (MADV_COLLAPSE), or None."""
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+            mode = f.read()
+    except OSError:
+        return "this kernel has no transparent huge pages"
+    if "[never]" in mode:
+        return "transparent huge pages are off here ([never])"
+    if tuple(int(x) for x in os.uname().release.split(".")[:2]) < (6, 1):
+        return "MADV_COLLAPSE came in Linux 6.1"
+    return None
+
+
+def smaps_kib(pid, key):
+    """A line of /proc/PID/smaps_rollup, in KiB."""
+    with open(f"/proc/{pid}/smaps_rollup") as f:
+        return sum(int(line.split()[1]) for line in f if line.startswith(key + ":"))
+
+
+def zygote_memory(pol, extra_env=None):
+    """(the zygote's Anonymous and AnonHugePages in KiB, the MiB it said it
+    moved into huge pages, its server's stderr) of a warm server of
+    policy pol, after a run."""
+    s = Mcp(["-vv", "--warm", "--policy", pol], pycell_env(extra_env))
+    try:
+        assert s.run("print(1)")["stdout"] == "1\n"
+        z = zygote_of(s.proc.pid)
+        anon, huge = smaps_kib(z, "Anonymous"), smaps_kib(z, "AnonHugePages")
+    finally:
+        err = stop(s)
+    moved = re.findall(r"warm starts: (\d+) MiB of the zygote's memory in huge pages \(\d+ ms\)", err)
+    refused = re.findall(r"warm starts: huge pages refused for the zygote's memory \((.*)\): it stays in 4 KiB "
+                         r"pages", err)
+    assert len(moved + refused) == 1, err[-3000:]
+    return anon, huge, int(moved[0]) if moved else 0, err
+
+
+def test_the_zygotes_memory_is_in_huge_pages(policy_file):
+    """Every warm jail's python is a fork of the zygote: its memory in huge
+    pages, a fork copies (and an exit clears) an entry of the page table
+    per 2 MiB instead of per 4 KiB (src/run/huge_pages.c; the
+    refusal, and the bound on the memory it adds: test_faults.py)."""
+    need_data_stack()
+    why = huge_pages_refused_here()
+    if why:
+        pytest.skip(why)
+    _, huge, moved, _ = zygote_memory(policy_file({"python": {"preload": list(DATA)}}))
+    assert moved >= 8 and huge >= 4096, (moved, huge)
 
 
 def info(s):
