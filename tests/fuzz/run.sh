@@ -37,7 +37,9 @@ libs=$(sed -n "s/^DEPS_LIBS = //p" "$build/Makefile")
 # source, or any header (no dependency tracking here), is newer
 newest_h=$(ls -t "$src"/src/*/*.h "$build/config.h" 2>/dev/null | head -n 1)
 objs=
-for f in $(cd "$src" && ls src/*/*.c | grep -v -e '^src/cli/main.c$' -e '^src/jail/init_main.c$' -e '^src/mcp/schemas.c$') src/mcp/schemas.c; do
+# (pycell-init's own sources are not pycell's: init_rt.c is its C library)
+for f in $(cd "$src" && ls src/*/*.c | grep -v -e '^src/cli/main.c$' -e '^src/jail/init_main.c$' \
+		-e '^src/jail/init_rt.c$' -e '^src/mcp/schemas.c$') src/mcp/schemas.c; do
 	[ -f "$src/$f" ] && in="$src/$f" || in="$build/$f"
 	o="$out/obj/$(echo "$f" | tr / _).o"
 	if [ ! -f "$o" ] || [ "$in" -nt "$o" ] || [ "$newest_h" -nt "$o" ]; then
