@@ -36,10 +36,7 @@
  * nothing is copied ahead */
 #define HOT_PROBE_MS 2000
 
-/* The private writable mappings of this process (/proc/self/maps), the
- * only ones a clone copies on write, but those above HOT_MAP_MAX.  -1
- * when unreadable. */
-static int writable_maps(struct hot_range **out, size_t *n)
+int hot_pages_maps(struct hot_range **out, size_t *n, bool anonymous)
 {
 	FILE *f = fopen("/proc/self/maps", "re");
 	char *line = NULL;
@@ -50,11 +47,19 @@ static int writable_maps(struct hot_range **out, size_t *n)
 	if (!f)
 		return -1;
 	while (getline(&line, &len, f) > 0) {
-		unsigned long lo, hi;
+		unsigned long lo, hi, off, inode;
+		unsigned maj, mnr;
 		char perms[5];
-		if (sscanf(line, "%lx-%lx %4s", &lo, &hi, perms) != 3 || hi <= lo)
+		int name = 0;
+		if (sscanf(line, "%lx-%lx %4s %lx %x:%x %lu %n", &lo, &hi, perms, &off, &maj, &mnr, &inode,
+			   &name) < 7 || hi <= lo)
 			continue;
 		if (perms[0] != 'r' || perms[1] != 'w' || perms[3] != 'p' || hi - lo > HOT_MAP_MAX)
+			continue;
+		/* anonymous: no file, and no name but the heap's ([stack] is
+		 * this process's own, [vvar] the kernel's) */
+		if (anonymous && (inode != 0 || (line[name] != '\n' && line[name] != '\0' &&
+						 strncmp(line + name, "[heap]", 6) != 0)))
 			continue;
 		if (*n == cap)
 			*out = xrealloc(*out, (cap = cap ? 2 * cap : 64) * sizeof(**out));
@@ -179,7 +184,7 @@ int hot_pages_learn(struct hot_pages *h, size_t n, void (*probe)(void))
 
 	for (size_t i = 0; i < n; i++)
 		h[i] = (struct hot_pages){ 0 };
-	if (writable_maps(&maps, &n_maps) < 0)
+	if (hot_pages_maps(&maps, &n_maps, false) < 0)
 		return -1;
 	if (pipe2(p, O_CLOEXEC) < 0) {
 		free(maps);

@@ -14,6 +14,7 @@
 #ifndef PYCELL_RUN_HOT_PAGES_H
 #define PYCELL_RUN_HOT_PAGES_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -30,6 +31,13 @@ struct hot_pages {
 	size_t n;
 	size_t pages;
 };
+
+/* The private writable mappings of this process (/proc/self/maps), the
+ * only ones a clone copies on write, but those over 1 GiB (a
+ * reservation, not a heap: a sanitizer's shadow is terabytes); with
+ * anonymous, only those of no file (python's heap and arenas, a
+ * module's data).  *out is the caller's to free.  -1 when unreadable. */
+int hot_pages_maps(struct hot_range **out, size_t *n, bool anonymous);
 
 /* A probe's phases, at most: what a ready jail does before its cell,
  * then the first use of each preloaded module that has one */

@@ -4,14 +4,13 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include "base/fault.h"
 #include "base/util.h"
+#include "run/hot_pages.h"
 #include "run/huge_pages.h"
 
 #ifndef MADV_COLLAPSE
@@ -23,32 +22,21 @@
  * huge page: some 4 ms a span here, 68 ms for the data stack's 32 MiB;
  * a sanitizer's heap is hundreds of MiB) */
 #define HUGE_COLLAPSE_MS 300
-/* a mapping larger is a reservation, not a heap (a sanitizer's shadow is
- * terabytes): not looked at */
-#define HUGE_MAP_MAX (1ul << 30)
 
 size_t huge_pages_collapse(int *refused_errno)
 {
 	uint64_t t0 = now_ms();
-	FILE *f = fopen("/proc/self/maps", "re");
-	char *line = NULL;
-	size_t len = 0, moved = 0, page = (size_t)sysconf(_SC_PAGESIZE);
+	struct hot_range *maps = NULL;
+	size_t n_maps = 0, moved = 0, page = (size_t)sysconf(_SC_PAGESIZE);
 	unsigned char *in = xmalloc(HUGE_SPAN / page);
 	int refused = 0;   /* the errno of a refusal */
 	bool late = false;
 
-	while (f && !late && getline(&line, &len, f) > 0) {
-		unsigned long lo, hi, off, inode;
-		unsigned maj, mnr;
-		char perms[5];
-		int name = 0;
-		if (sscanf(line, "%lx-%lx %4s %lx %x:%x %lu %n", &lo, &hi, perms, &off, &maj, &mnr, &inode,
-			   &name) < 7 || strcmp(perms, "rw-p") != 0 || inode != 0 || hi - lo > HUGE_MAP_MAX)
-			continue;
-		/* anonymous: no name, or the heap's ([stack] is the zygote's own) */
-		if (line[name] != '\n' && line[name] != '\0' && strncmp(line + name, "[heap]", 6) != 0)
-			continue;
-		for (unsigned long a = (lo + HUGE_SPAN - 1) & ~(HUGE_SPAN - 1); a + HUGE_SPAN <= hi; a += HUGE_SPAN) {
+	if (hot_pages_maps(&maps, &n_maps, true) < 0)
+		n_maps = 0;
+	for (size_t m = 0; m < n_maps && !late; m++) {
+		uintptr_t lo = maps[m].start, hi = maps[m].start + maps[m].len;
+		for (uintptr_t a = (lo + HUGE_SPAN - 1) & ~(HUGE_SPAN - 1); a + HUGE_SPAN <= hi; a += HUGE_SPAN) {
 			size_t present = 0;
 			if (now_ms() - t0 >= HUGE_COLLAPSE_MS) {
 				late = true;
@@ -75,9 +63,7 @@ size_t huge_pages_collapse(int *refused_errno)
 		}
 	}
 	*refused_errno = moved ? 0 : refused;
-	free(line);
+	free(maps);
 	free(in);
-	if (f)
-		fclose(f);
 	return moved;
 }

@@ -437,6 +437,55 @@ static void probe_in_phases(void)
 	touch(12);
 }
 
+/* The mappings looked at: a private writable one, of a file or not; an
+ * anonymous one alone when anonymous is asked for; never a shared one,
+ * a read-only one, or one over 1 GiB (a reservation) */
+static bool listed(const struct hot_range *r, size_t n, const void *at, size_t len)
+{
+	for (size_t i = 0; i < n; i++)
+		if (r[i].start == (uintptr_t)at && r[i].len == len)
+			return true;
+	return false;
+}
+
+START_TEST(test_the_maps_looked_at)
+{
+	size_t len = 4 * (size_t)sysconf(_SC_PAGESIZE), big = (size_t)3 << 30, n;
+	char path[] = "/tmp/pycell-unit-maps-XXXXXX";
+	int fd = mkstemp(path);
+	struct hot_range *r;
+	void *anon, *file, *shared, *ro, *huge;
+
+	ck_assert_int_ge(fd, 0);
+	unlink(path);
+	ck_assert_int_eq(ftruncate(fd, (off_t)len), 0);
+	/* each with its own protection, so that none merges with a neighbour */
+	anon = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	file = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+	shared = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ro = mmap(NULL, len, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	huge = mmap(NULL, big, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	ck_assert(anon != MAP_FAILED && file != MAP_FAILED && shared != MAP_FAILED && ro != MAP_FAILED &&
+		  huge != MAP_FAILED);
+	ck_assert_int_eq(mprotect((char *)anon + len / 2, len / 2, PROT_READ | PROT_WRITE | PROT_EXEC), 0);
+
+	ck_assert_int_eq(hot_pages_maps(&r, &n, false), 0);
+	ck_assert(listed(r, n, anon, len / 2) && listed(r, n, file, len));
+	ck_assert(!listed(r, n, shared, len) && !listed(r, n, ro, len) && !listed(r, n, huge, big));
+	free(r);
+	ck_assert_int_eq(hot_pages_maps(&r, &n, true), 0);
+	ck_assert(listed(r, n, anon, len / 2) && !listed(r, n, file, len));
+	ck_assert(!listed(r, n, shared, len) && !listed(r, n, ro, len) && !listed(r, n, huge, big));
+	free(r);
+	munmap(anon, len);
+	munmap(file, len);
+	munmap(shared, len);
+	munmap(ro, len);
+	munmap(huge, big);
+	close(fd);
+}
+END_TEST
+
 /* Each phase's pages are those it wrote first: a page an earlier phase
  * wrote is not a later one's, and phases past those asked for are
  * dropped.  A mark outside a probe does nothing. */
@@ -524,6 +573,7 @@ Suite *warm_suite(void)
 	tcase_add_test(t, test_the_probe_learns_the_pages_it_wrote);
 	tcase_add_test(t, test_a_clone_copies_them_ahead);
 	tcase_add_test(t, test_the_probe_learns_each_phase_apart);
+	tcase_add_test(t, test_the_maps_looked_at);
 	tcase_add_test(t, test_a_probe_that_hangs_is_killed);
 	tcase_add_test(t, test_a_probe_killed_in_a_phase_keeps_those_it_ended);
 	suite_add_tcase(s, t);
