@@ -454,6 +454,65 @@ def cgroup_mount(ctrl):
     return None
 
 
+def session_jail(c, known=()):
+    """(init, python) host pids of the one session jail of server c whose
+    init is not in known (a ready jail's init is named pycell-ready)."""
+    def comm(p):
+        return Path(f"/proc/{p}/comm").read_text().strip()
+    [init] = [p for p in descendants(c.proc.pid) if comm(p) == "pycell-init" and p not in known]
+    [python] = [p for p in descendants(init) if comm(p) == "python3"]
+    return init, python
+
+
+def test_a_session_is_in_cgroups_of_its_own_with_the_device_filter(client):
+    """A session's init and python are in the session's own cgroup in every
+    hierarchy pycell limits with, and in a cgroup2 dir of the same name
+    with the device filter attached to it alone (as a run's:
+    test_limits.py); another session's are others; session_close removes
+    the closed one's, and the server's exit the rest."""
+    from test_limits import bpf_device_progs, doctor
+    if os.geteuid() != 0:
+        pytest.skip("session cgroups are made as root on this host")
+    cg = doctor()["cgroups"]
+    used = [c for c in ("memory", "pids", "cpu") if cg["limits"][c] == "cgroup1"]
+    if not used and not cg["v2_parent"]:
+        pytest.skip(f"no cgroup for sessions on this host: {cg}")
+
+    def dirs(init, python):
+        """The session's dirs, as host paths, and the name they share."""
+        groups = cgroups_of(init)
+        assert cgroups_of(python) == groups
+        out = [cgroup_mount(c) + groups[c] for c in used]
+        if cg["v2_parent"]:
+            out.append(cg["v2_mount"] + groups[""])
+        names = {os.path.basename(d) for d in out}
+        assert len(names) == 1 and re.fullmatch(r"pycell-\d+-\d+", names.pop()), out
+        for d in out:
+            assert os.path.isdir(d), d
+        if cg["v2_parent"] and cg["device_filter"]:
+            assert bpf_device_progs(out[-1]) == 1
+            assert bpf_device_progs(cg["v2_parent"]) == 0
+        return out
+
+    a = client.open()
+    assert client.cell(a, "x = 1")["status"] == "ok"
+    init_a, python_a = session_jail(client)
+    dirs_a = dirs(init_a, python_a)
+    b = client.open()
+    assert client.cell(b, "y = 2")["status"] == "ok"
+    dirs_b = dirs(*session_jail(client, known=(init_a,)))
+    assert set(dirs_a).isdisjoint(dirs_b)
+    assert client.ok("session_close", {"session_id": a}) == {"session_id": a, "cells": 1}
+    deadline = time.monotonic() + 5
+    while any(os.path.exists(d) for d in dirs_a) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert [d for d in dirs_a if os.path.exists(d)] == []
+    assert all(os.path.isdir(d) for d in dirs_b)
+    assert client.cell(b, "y")["return_value"] == 2
+    client.close()
+    assert [d for d in dirs_b if os.path.exists(d)] == []
+
+
 def shared_policy(policy_file, memory, shared):
     return policy_file({"limits": {"memory": memory}, "sessions": {"shared_memory": shared}}, name="shared")
 
