@@ -21,8 +21,9 @@
 #   PYCELL_VM_CACHE    kernel cache (default ${XDG_CACHE_HOME:-~/.cache}/pycell-vm)
 #   PYCELL_VM_KERNEL_DEB  use this linux-image-*.deb instead of downloading
 #   PYCELL_VM_TESTS    pytest files or node ids, relative to tests/integration
-#                      (default: test_limits.py, test_doctor.py and the two
-#                      tests of sessions that share a memory cgroup)
+#                      (default: test_limits.py, test_doctor.py, the two
+#                      tests of sessions that share a memory cgroup and the
+#                      one of a session's own cgroups)
 #   PYCELL_VM_PYTEST_ARGS  extra pytest arguments (e.g. -k memory -x)
 #   PYCELL_VM_TIMEOUT  seconds before the VM is killed (default 600; 300 in
 #                      systemd mode; both VMs took 241 s in all in CI)
@@ -52,6 +53,7 @@ build=$(cd "${PYCELL_BUILDDIR:-$top}" && pwd)
 cache=${PYCELL_VM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pycell-vm}
 shared=test_sessions.py::test_sessions_that_share_a_memory_cgroup_are_each_held_to_their_limit
 shared="$shared test_sessions.py::test_the_shared_memory_cgroup_bounds_the_sessions_together"
+shared="$shared test_sessions.py::test_a_session_is_in_cgroups_of_its_own_with_the_device_filter"
 tests=${PYCELL_VM_TESTS:-test_limits.py test_doctor.py $shared}
 mode=${PYCELL_VM_MODE:-tests}
 if [ "$mode" = systemd ]; then timeout_s=${PYCELL_VM_TIMEOUT:-300}; else timeout_s=${PYCELL_VM_TIMEOUT:-600}; fi
