@@ -294,8 +294,8 @@ static void *python_function(const char *module, const char *name)
 /* The policy's python.preload, imported by pycell._warm.preload_modules
  * (the names and its report are JSON text) with what they write at import
  * kept in scratch, the supervisor's directory: the report, for the
- * supervisor, in *report; -1 with err when it refused a module. */
-static int preload(const struct policy *p, const char *scratch, char **report, struct pc_err *err)
+ * supervisor, in *report (parsed); -1 with err when it refused a module. */
+static int preload(const struct policy *p, const char *scratch, json_t **report, struct pc_err *err)
 {
 	json_t *names = json_array(), *r;
 	cleanup_free char *arg = NULL;
@@ -321,15 +321,18 @@ static int preload(const struct policy *p, const char *scratch, char **report, s
 		return pc_fail(err, EINVAL, "warm", "python.preload: the runtime's preload_modules failed (its "
 			       "traceback is on standard error)");
 	}
-	*report = xstrdup(text);
+	r = json_loads(text, 0, NULL);
 	py.DecRef(res);
-	r = json_loads(*report, 0, NULL);
 	if ((refused = json_string_value(json_object_get(r, "refused"))))
 		rc = pc_fail(err, EPERM, "warm", "%s", refused);
 	else if (!r)
 		rc = pc_fail(err, EINVAL, "warm", "python.preload: the runtime's report is not JSON");
-	json_decref(r);
-	return rc;
+	if (rc < 0) {
+		json_decref(r);
+		return rc;
+	}
+	*report = r;
+	return 0;
 }
 
 /* os.environ of the zygote made what a cold run's python has (without the
@@ -489,7 +492,7 @@ static int give_hot_use(struct pc_err *err)
 }
 
 static int load_python(const char *libname, const struct policy *p, const char *runtime_dir, const char *scratch,
-		       char **report, struct pc_err *err)
+		       json_t **report, struct pc_err *err)
 {
 	void *h = dlopen(libname, RTLD_NOW | RTLD_GLOBAL);
 	char **envp;
@@ -713,7 +716,8 @@ int cmd_zygote(int argc, char **argv)
 	char *python_argv[2];
 	char *cfg_text = xmalloc(ZYGOTE_CONFIG_MAX + 1);
 	json_t *cfg, *pj;
-	char *ptext = NULL, *report = NULL;
+	char *ptext = NULL, *text;
+	json_t *report = NULL;
 	const char *runtime_dir, *libname;
 	ssize_t n;
 
@@ -753,37 +757,30 @@ int cmd_zygote(int argc, char **argv)
 		int refused;
 		uint64_t t0 = now_ms();
 		size_t moved = huge_pages_collapse(&refused);
-		json_int_t ms = (json_int_t)(now_ms() - t0);
-		json_t *r = json_loads(report, 0, NULL);
-		char *with = NULL;
-		if (r) {
-			json_object_set_new(r, "huge_pages_mib", json_integer((json_int_t)(moved >> 20)));
-			json_object_set_new(r, "huge_pages_ms", json_integer(ms));
-			if (refused)
-				json_object_set_new(r, "huge_pages_refused", json_string(strerror(refused)));
-			with = json_dumps(r, JSON_COMPACT);
-			json_decref(r);
-		}
-		if (with) {
-			free(report);
-			report = with;
-		}
+		json_object_set_new(report, "huge_pages_mib", json_integer((json_int_t)(moved >> 20)));
+		json_object_set_new(report, "huge_pages_ms", json_integer((json_int_t)(now_ms() - t0)));
+		if (refused)
+			json_object_set_new(report, "huge_pages_refused", json_string(strerror(refused)));
 	}
 	reply.ok = 1;
 answer:
 	free(ptext);
 	send(ZYGOTE_FD, &reply, sizeof(reply), MSG_NOSIGNAL);
 	if (!reply.ok) {
-		free(report);
+		json_decref(report);
 		return 1;
 	}
 	/* then what python.preload loaded */
-	if (strlen(report) > ZYGOTE_REPORT_MAX) {
-		free(report);
-		report = xstrdup("{\"error\":\"its report is larger than 64 KiB\"}");
+	text = json_dumps(report, JSON_COMPACT);
+	json_decref(report);
+	if (!text)
+		text = xstrdup("{\"error\":\"its report could not be written (out of memory)\"}");
+	else if (strlen(text) > ZYGOTE_REPORT_MAX) {
+		free(text);
+		text = xstrdup("{\"error\":\"its report is larger than 64 KiB\"}");
 	}
-	send(ZYGOTE_FD, report, strlen(report), MSG_NOSIGNAL);
-	free(report);
+	send(ZYGOTE_FD, text, strlen(text), MSG_NOSIGNAL);
+	free(text);
 	python_argv[0] = pol.python;
 	python_argv[1] = NULL;
 	tmpl.policy = &pol;
