@@ -1418,7 +1418,8 @@ def parse_args(argv):
     ap.add_argument("--run", action="append", metavar="LABEL=ARGS",
                     help="a pycell run runner: LABEL and extra arguments for `pycell run` "
                     "(e.g. 'pycell run warm=--warm'); repeatable; default: 'pycell run=' "
-                    "(no extra arguments)")
+                    "(no extra arguments). The runners start in a scratch directory, so a path "
+                    "in ARGS (this option's, --mcp's or --serve's) must be absolute")
     ap.add_argument("--mcp", action="append", metavar="LABEL=ARGS",
                     help="a pycell mcp runner: LABEL and extra arguments for `pycell mcp`; "
                     "repeatable; default: 'pycell mcp=' (warm starts, the default) and "
