@@ -8,7 +8,8 @@ the runners every iteration, and prints markdown tables:
                of each median to bare python3's
   throughput   runs/s of print("hello") at concurrency 1, 2 and 8
   CPU per run  the machine's CPU time per run of print("hello") (every process
-               and the kernel's workers), beside the kernel's floor
+               and the kernel's workers), beside the kernel's floor and,
+               for warm runs, a fork of python3 with no jail
   memory       supervisor RSS idle, RSS of one running jail
   step costs   where `pycell run` spends its time (its --debug timings)
   targets      the issue's goals against the measured ratios
@@ -945,6 +946,71 @@ def cpu_phase(runners, workload, runs, reaper, log):
 
 FLOOR_ROW = "+ all seven + tmpfs + cgroup (a jail's floor)"
 
+# A warm run's python is a fork of an interpreter that has its modules
+# imported (the zygote's): this is that fork with no jail around it, so
+# what the kernel charges for the address space alone (its page tables
+# copied and torn down, the child's copies on write and first reads) is
+# measured beside the jail's floor.  argv: runs, then the modules.
+FORK_FLOOR = r"""
+import gc, json, os, sys, time
+for m in sys.argv[2:]:
+    __import__(m)
+runs = int(sys.argv[1])
+code = compile("print('hello')", "<cell>", "exec")
+gc.collect()
+gc.freeze()
+
+def busy():
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:9]]
+    return (v[0] + v[1] + v[2] + v[5] + v[6]) / os.sysconf("SC_CLK_TCK")
+
+def one():
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.dup2(w, 1)
+        exec(code, {"__name__": "__main__"})
+        sys.stdout.flush()
+        os._exit(0)
+    os.close(w)
+    out = b""
+    while True:
+        b = os.read(r, 4096)
+        if not b:
+            break
+        out += b
+    os.close(r)
+    _, status = os.waitpid(pid, 0)
+    if out != b"hello\n" or status != 0:
+        sys.exit("the child wrote %r and ended with status %d" % (out, status))
+
+for _ in range(5):
+    one()
+time.sleep(0.3)
+b0, t0 = busy(), time.perf_counter()
+for _ in range(runs):
+    one()
+wall = time.perf_counter() - t0
+time.sleep(0.3)
+print(json.dumps({"cpu": (busy() - b0) / runs, "wall": wall / runs}))
+"""
+
+
+def fork_floor(modules, runs, env, timeout):
+    """{"cpu", "wall"} per run, in seconds, of print("hello") in a forked
+    child of a python3 that has `modules` imported and its objects frozen
+    (gc.freeze, as the zygote's are): the machine's busy CPU (every
+    process, the kernel's workers) over the runs and 0.3 s after them, as
+    cpu_phase counts it; the parent's own CPU counts, as the zygote's
+    does.  BenchError when it fails."""
+    p = subprocess.run([PYTHON, "-c", FORK_FLOOR, str(runs), *modules], env=env, capture_output=True,
+                       text=True, timeout=timeout)
+    if p.returncode != 0:
+        raise BenchError(f"the fork floor ({' '.join(modules) or 'nothing imported'}) exited "
+                         f"{p.returncode}: {p.stderr[-500:]}")
+    return json.loads(p.stdout)
+
 
 def floor_machine_cpu_s(table):
     """The machine CPU per run of the jail's floor row of floor.c's table,
@@ -1264,7 +1330,7 @@ def render(res):
 
     if res["cpu_per_run"]:
         cpu, cores = res["cpu_per_run"], res["machine"]["cores"]
-        floor = res["floor_cpu"]
+        floor, fork = res["floor_cpu"], res.get("fork_floor_cpu")
         add(f"## CPU per run (print(\"hello\"), {res['cpu_runs']} runs one after another)")
         add("")
         add("The machine's busy CPU time (every CPU's, /proc/stat) over the runs and "
@@ -1272,25 +1338,32 @@ def render(res):
             "processes, a zygote, and the kernel's workers that finish a namespace's teardown "
             "all count, and so does whatever else the machine did (the load average is above). "
             "The reference of a cold run is the kernel's floor (tests/bench/floor's last row, "
-            "measured the same way) plus bare python3's run; a warm run starts no interpreter, "
-            "so its reference is the floor alone. \"Runs/s at most\" is the "
+            "measured the same way) plus bare python3's run. A warm run starts no interpreter: "
+            "its python is a fork of one that has imported what it needs, so its reference is "
+            "the floor plus such a fork with no jail (a python3 that forks a child per "
+            "print(\"hello\"), measured the same way; nothing imported, where pycell's zygote "
+            "holds its own runtime and a policy's preload too, so the reference is the lower). "
+            "\"/ floor\" is each against the floor alone. \"Runs/s at most\" is the "
             f"{cores} cores divided by the CPU per run.")
         add("")
-        add("| runner | CPU per run ms | reference | / reference | runs/s at most |")
-        add("|---|---:|---|---:|---:|")
+        add("| runner | CPU per run ms | / floor | reference | / reference | runs/s at most |")
+        add("|---|---:|---:|---|---:|---:|")
         rows = [(r, cpu[r]) for r in res["runners"] if r in cpu]
-        if floor is not None:
-            rows.insert(1, ("the kernel's floor (a jail)", floor))
+        refs = [n for n, v in (("the kernel's floor (a jail)", floor),
+                               ("a fork of python3 (no jail)", fork)) if v is not None]
+        rows[1:1] = [(n, floor if n.startswith("the kernel") else fork) for n in refs]
         for name, c in rows:
             warm = name in res["warm_runners"]
-            if floor is None or name in (base, "the kernel's floor (a jail)"):
-                ref, ratio = "", ""
+            if floor is None or name == base or name in refs:
+                per_floor, ref, ratio = "", "", ""
+            elif warm and fork is not None:
+                per_floor, ref, ratio = f"{c / floor:.2f}x", "floor + a fork", f"{c / (floor + fork):.2f}x"
             elif warm:
-                ref, ratio = "floor", f"{c / floor:.2f}x"
+                per_floor, ref, ratio = f"{c / floor:.2f}x", "floor", f"{c / floor:.2f}x"
             else:
-                ref, ratio = "floor + python3", f"{c / (floor + cpu[base]):.2f}x"
+                per_floor, ref, ratio = f"{c / floor:.2f}x", "floor + python3", f"{c / (floor + cpu[base]):.2f}x"
             most = f"{cores / c:.0f}" if c > 0 else "n/a"
-            add(f"| {name} | {c * 1000:.2f} | {ref} | {ratio} | {most} |")
+            add(f"| {name} | {c * 1000:.2f} | {per_floor} | {ref} | {ratio} | {most} |")
         add("")
 
     add("## Memory")
@@ -1658,6 +1731,10 @@ def run(a):
             if out.returncode != 0:
                 raise BenchError(f"{a.floor} exited {out.returncode}: {out.stderr[-500:]}")
             floor = out.stdout.strip()
+        fork = None
+        if a.cpu_runs and any(getattr(r, "warm", False) for r in runners):
+            log(f"the fork floor: {a.cpu_runs} forks of python3")
+            fork = fork_floor([], a.cpu_runs, env, a.timeout + a.cpu_runs)["cpu"]
 
         steps = None
         pyrun = next((r for r in runners if r.name in res["run_runners"]), None)
@@ -1694,6 +1771,7 @@ def run(a):
         "steps": steps,
         "floor": floor,
         "floor_cpu": floor_machine_cpu_s(floor) if floor else None,
+        "fork_floor_cpu": fork,
         "leftovers": reaper.leftovers,
     })
     res["targets"] = targets(res)

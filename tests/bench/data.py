@@ -2,7 +2,10 @@
 """The data stack through pycell: pandas, numpy and matplotlib cells, a
 session cell that reuses a frame, what a session holds, and a warm run's
 CPU, with the shipped policies default (nothing preloaded) and data
-(python.preload: numpy, pandas, matplotlib.pyplot) side by side.
+(python.preload: numpy, pandas, matplotlib.pyplot) side by side.  A warm
+run's CPU is set beside what the kernel charges for its parts alone: a
+fork of python3 with the policy's modules imported (no jail), and the
+jail's floor (tests/bench/floor, when built and run as root).
 
     /usr/bin/python3 tests/bench/data.py [--quick] [--iterations N]
                                          [--sessions N] [--out FILE]
@@ -39,7 +42,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench import (PYTHON, REPO, RUN_ENV, BenchError, McpClient, Reaper,  # noqa: E402
-                   SetupError, descendants, machine_busy_s, page_fault_us, status_kib)
+                   SetupError, descendants, floor_machine_cpu_s, fork_floor, machine_busy_s,
+                   page_fault_us, status_kib)
 
 MIB = 1 << 20
 
@@ -96,6 +100,16 @@ def mem_available():
 
 def pss(pid):
     return (status_kib(pid, "Pss") or 0) * 1024
+
+
+def policy_preload(name):
+    """The modules the shipped policy `name` (policy/NAME.json, its extends
+    followed) preloads: python.preload."""
+    d = json.loads((REPO / "policy" / (name + ".json")).read_text())
+    pre = d.get("python", {}).get("preload")
+    if pre is None and d.get("extends"):
+        return policy_preload(d["extends"])
+    return list(pre or [])
 
 
 class Bench:
@@ -175,9 +189,25 @@ class Bench:
 
     # ---------------------------------------------------------- CPU of a warm run
     def warm_cpu(self):
+        """Per policy: CPU and wall per warm print, and beside them the
+        references a warm run's CPU is set against: a fork of python3 with
+        the policy's python.preload imported (no jail), and the jail's
+        floor (tests/bench/floor, when built and run as root)."""
         out = {}
         n = self.args.cpu_runs
+        floor_bin = REPO / "tests" / "bench" / "floor"
+        self.jail_floor, self.jail_floor_note = None, None
+        if not floor_bin.exists():
+            self.jail_floor_note = "%s is not built (make tests/bench/floor)" % floor_bin
+        elif os.geteuid() != 0:
+            self.jail_floor_note = "the jail's floor needs root (its cgroup rows)"
+        else:
+            p = subprocess.run([str(floor_bin), "-n", "200"], capture_output=True, text=True, timeout=600)
+            if p.returncode:
+                raise BenchError("%s exited %d: %s" % (floor_bin, p.returncode, p.stderr[-500:]))
+            self.jail_floor = floor_machine_cpu_s(p.stdout)
         for pol in self.args.policies:
+            out[pol] = {"fork": fork_floor(policy_preload(pol), n, self.env, 120 + n)["cpu"]}
             c = self.mcp(pol)
             try:
                 for _ in range(5):
@@ -187,7 +217,7 @@ class Bench:
                 t0 = time.perf_counter()
                 for _ in range(n):
                     c.run_python("print('hello')")
-                out[pol] = {"cpu": (machine_busy_s() - b0) / n, "wall": (time.perf_counter() - t0) / n}
+                out[pol].update(cpu=(machine_busy_s() - b0) / n, wall=(time.perf_counter() - t0) / n)
             finally:
                 c.close()
         print("warm cpu: %s" % out, file=sys.stderr)
@@ -286,13 +316,25 @@ def report(args, rows, cpu, dens):
             r["title"], fmt(b), fmt(p50(r["floor"])), fmt(p50(r["default"])), p50(r["default"]) / b,
             fmt(p50(r["data"])), p50(r["data"]) / b))
     L.append("")
-    L.append("A warm `print('hello')` through `pycell mcp` (%d runs one after another): the machine's "
-             "CPU per run (its busy time in /proc/stat, as bench.py counts it: steal left out) and wall time per run.\n" % args.cpu_runs)
-    L.append("| policy | CPU per run | wall per run |")
-    L.append("|---|---|---|")
-    for pol, v in cpu.items():
-        L.append("| %s | %s | %s |" % (pol, fmt(v["cpu"]), fmt(v["wall"])))
-    L.append("")
+    if cpu:
+        jf = args.jail_floor
+        L.append("A warm `print('hello')` through `pycell mcp` (%d runs one after another): the machine's "
+                 "CPU per run (its busy time in /proc/stat, as bench.py counts it: steal left out) and wall "
+                 "time per run; beside it, measured the same way, what the kernel charges for what a warm run "
+                 "cannot do without: a fork of python3 with the policy's python.preload imported and its "
+                 "objects frozen, printing in the child (no jail: the address space alone), and the jail's "
+                 "floor (tests/bench/floor's last row: namespaces, a tmpfs root, a cgroup, a small exec). "
+                 "The issue's target is CPU at most 2x the jail's floor.\n" % args.cpu_runs)
+        if jf is None:
+            L.append("The jail's floor was not measured: %s.\n" % args.jail_floor_note)
+        L.append("| policy | CPU per run | wall per run | a fork (no jail) | the jail's floor | / floor "
+                 "| / floor + fork |")
+        L.append("|---|---|---|---|---|---|---|")
+        for pol, v in cpu.items():
+            L.append("| %s | %s | %s | %s | %s | %s | %s |" % (
+                pol, fmt(v["cpu"]), fmt(v["wall"]), fmt(v["fork"]), fmt(jf) if jf else "-",
+                "%.2fx" % (v["cpu"] / jf) if jf else "-", "%.2fx" % (v["cpu"] / (jf + v["fork"])) if jf else "-"))
+        L.append("")
     if dens:
         L.append("%d sessions asked of %s: per session, the PSS of its jail's processes and the "
                  "drop in MemAvailable (page tables, namespaces, tmpfs and cgroups included), idle, and for "
@@ -362,6 +404,7 @@ def main():
     try:
         rows = b.latency() if "latency" in phases else {}
         cpu = b.warm_cpu() if "cpu" in phases else {}
+        args.jail_floor, args.jail_floor_note = getattr(b, "jail_floor", None), getattr(b, "jail_floor_note", None)
         dens = b.density() if "density" in phases else {}
     except SetupError as e:
         print("data.py: %s" % e, file=sys.stderr)

@@ -192,19 +192,25 @@ def test_quick_run_fills_every_table(tmp_path):
         assert "The SDK client's table was left out: needs node" in report
 
     rows = table_rows(report, "CPU per run")
-    # python3, the floor (when built), then the other runners in order
-    names = runners[:1] + (["the kernel's floor (a jail)"] if floor.exists() else []) + runners[1:]
+    # python3, the floor (when built), a fork of python3 (the runners
+    # include warm ones), then the other runners in order
+    refs = (["the kernel's floor (a jail)"] if floor.exists() else []) + ["a fork of python3 (no jail)"]
+    names = runners[:1] + refs + runners[1:]
     assert [r[0] for r in rows] == names, rows
     warm = ("pycell mcp", "pycell serve")
     for r in rows:
-        assert len(r) == 5, r
+        assert len(r) == 6, r
         assert_num(r[1], f"CPU per run {r[0]}")
-        if r[0] in names[:2] or not floor.exists():
-            assert r[2:4] == ["", ""], r
+        if r[0] in names[:1] + refs or not floor.exists():
+            assert r[2:5] == ["", "", ""], r
         else:
-            assert r[2] == ("floor" if r[0] in warm else "floor + python3"), r
-            assert_num(r[3], f"CPU ratio {r[0]}", "x")
+            assert_num(r[2], f"CPU over the floor {r[0]}", "x")
+            assert r[3] == ("floor + a fork" if r[0] in warm else "floor + python3"), r
+            assert_num(r[4], f"CPU ratio {r[0]}", "x")
+            # the reference is the floor and more: its ratio is the lower
+            assert float(r[4][:-1]) < float(r[2][:-1]), r
     assert res["cpu_runs"] == 10 and set(res["cpu_per_run"]) == set(runners)
+    assert 0 < res["fork_floor_cpu"] < 1, res["fork_floor_cpu"]
 
     # a cell of a live session and session_open, beside bare python3
     rows = table_rows(report, "Sessions")
@@ -290,3 +296,36 @@ def test_data_density_over_two_servers():
     assert re.fullmatch(NUM, cells[6]) and float(cells[6]) >= 7, cells
     assert re.fullmatch(NUM + " s", cells[7]), cells
     assert "stopped at" not in out, out
+
+
+@NOT_UNDER_SANITIZERS
+def test_data_cpu_beside_a_fork_and_the_floor():
+    """data.py's CPU table: per policy, a warm print's CPU and wall, a fork of
+    python3 with the policy's python.preload imported (the data stack's
+    costs more than nothing's: its parent holds more), the jail's floor when
+    it is built, and the ratios to the floor and to the floor and the fork."""
+    if subprocess.run([PY, "-c", "import numpy, pandas, matplotlib"], capture_output=True).returncode:
+        pytest.skip("the data stack is not installed for /usr/bin/python3 (python3-pandas, python3-matplotlib)")
+    floor = Path(PYCELL).parent / "tests" / "bench" / "floor"
+    rc, out, err = bench(["--quick", "--phases", "cpu", "--policies", "default,data"], script=DATA)
+    assert rc == 0, err[-3000:]
+    rows = {}
+    for line in out.splitlines():
+        if line.startswith(("| default |", "| data |")):
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            rows[cells[0]] = cells
+    assert set(rows) == {"default", "data"}, out
+    ms = lambda c: float(c[:-3])  # noqa: E731
+    for pol, c in rows.items():
+        assert len(c) == 7, c
+        for cell in c[1:4]:
+            assert re.fullmatch(NUM + " ms", cell) and ms(cell) > 0, c
+        if floor.exists() and os.geteuid() == 0:
+            assert re.fullmatch(NUM + " ms", c[4]), c
+            assert re.fullmatch(NUM + "x", c[5]) and re.fullmatch(NUM + "x", c[6]), c
+            assert float(c[6][:-1]) < float(c[5][:-1]), c
+        else:
+            assert c[4:] == ["-", "-", "-"], c
+            assert "The jail's floor was not measured: " in out, out
+    # numpy, pandas and matplotlib make a parent of some 100 MB to copy
+    assert ms(rows["data"][3]) > ms(rows["default"][3]), rows
