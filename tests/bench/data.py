@@ -202,10 +202,14 @@ class Bench:
         elif os.geteuid() != 0:
             self.jail_floor_note = "the jail's floor needs root (its cgroup rows)"
         else:
-            p = subprocess.run([str(floor_bin), "-n", "200"], capture_output=True, text=True, timeout=600)
+            p = subprocess.run([str(floor_bin), "-n", "20" if self.args.quick else "200"], capture_output=True,
+                               text=True, timeout=600)
             if p.returncode:
                 raise BenchError("%s exited %d: %s" % (floor_bin, p.returncode, p.stderr[-500:]))
             self.jail_floor = floor_machine_cpu_s(p.stdout)
+            if self.jail_floor is None:
+                self.jail_floor_note = "%s's last row has no figure: %s" % (
+                    floor_bin, p.stdout.strip().splitlines()[-1] if p.stdout.strip() else "no output")
         for pol in self.args.policies:
             out[pol] = {"fork": fork_floor(policy_preload(pol), n, self.env, 120 + n)["cpu"]}
             c = self.mcp(pol)
