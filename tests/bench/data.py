@@ -33,6 +33,7 @@ import datetime
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -418,6 +419,7 @@ def main():
         return 1
     finally:
         b.reaper.kill_all()
+        shutil.rmtree(b.tmp, ignore_errors=True)
     text = report(args, rows, cpu, dens)
     sys.stdout.write(text)
     if args.out:

@@ -284,9 +284,12 @@ def test_data_density_over_two_servers():
     every cell, the servers' descriptors per session counted."""
     if subprocess.run([PY, "-c", "import numpy, pandas, matplotlib"], capture_output=True).returncode:
         pytest.skip("the data stack is not installed for /usr/bin/python3 (python3-pandas, python3-matplotlib)")
+    before = {d for d in os.listdir("/tmp") if d.startswith("pycell-bench-data-")}
     rc, out, err = bench(["--quick", "--phases", "density", "--policies", "default", "--servers", "2",
                           "--pandas-sessions", "1"], script=DATA)
     assert rc == 0, err[-3000:]
+    # its scratch directory (the sessions' policies) is gone with it
+    assert {d for d in os.listdir("/tmp") if d.startswith("pycell-bench-data-")} == before
     rows = [line for line in out.splitlines() if line.startswith("| default |")]
     assert len(rows) == 1, out
     cells = [c.strip() for c in rows[0].strip().strip("|").split("|")]
