@@ -15,6 +15,7 @@ DIR is a built source tree with the wasm backend (default: this one).
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -43,18 +44,21 @@ def mcp_calls(pycell, env, backend, n, pace):
             if m.get("id") == i:
                 return m
 
-    call(0, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
-                           "clientInfo": {"name": "bench", "version": "1"}})
-    out = []
-    for i in range(1, n + 1):
-        time.sleep(pace)
-        t0 = time.perf_counter()
-        r = call(i, "tools/call", {"name": "run_python", "arguments": {"code": CODE}})
-        out.append((time.perf_counter() - t0) * 1000)
-        if r["result"]["structuredContent"]["stdout"] != "hello\n":
-            sys.exit("wasm.py: a call failed: %r" % r)
-    p.stdin.close()
-    p.wait()
+    try:
+        call(0, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                               "clientInfo": {"name": "bench", "version": "1"}})
+        out = []
+        for i in range(1, n + 1):
+            time.sleep(pace)
+            t0 = time.perf_counter()
+            r = call(i, "tools/call", {"name": "run_python", "arguments": {"code": CODE}})
+            out.append((time.perf_counter() - t0) * 1000)
+            if r["result"]["structuredContent"]["stdout"] != "hello\n":
+                sys.exit("wasm.py: a call failed: %r" % r)
+    finally:
+        p.stdin.close()
+        p.wait()
+        shutil.rmtree(pol.parent, ignore_errors=True)
     return out
 
 

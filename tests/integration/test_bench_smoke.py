@@ -258,10 +258,13 @@ def test_wasm_bench_fills_its_table(tmp_path):
         pytest.skip("the wasm backend is not usable here: " + err)
     env = dict(os.environ, PYCELL=PYCELL, PYCELL_DATADIR=DATADIR, PYTHONDONTWRITEBYTECODE="1")
     before = set(children_of(os.getpid()))
+    scratch = {d for d in os.listdir("/tmp") if d.startswith("pycell-bench-wasm-")}
     out_file = tmp_path / "wasm.md"
     p = subprocess.run([PY, str(REPO / "tests" / "bench" / "wasm.py"), "--iterations", "2", "--pace", "0.5",
                         "--out", str(out_file)], env=env, capture_output=True, timeout=300)
     check_no_leftovers(before, "wasm.py")
+    # the policies of its MCP servers went with them
+    assert {d for d in os.listdir("/tmp") if d.startswith("pycell-bench-wasm-")} == scratch
     assert p.returncode == 0, p.stderr.decode()[-2000:]
     rows = [line for line in out_file.read_text().splitlines() if line.startswith("| ") and "---" not in line]
     names = [r.split(" | ")[0][2:] for r in rows[1:]]
