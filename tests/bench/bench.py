@@ -26,6 +26,7 @@ tests/bench/README.md for the method and its caveats.
 import argparse
 import ctypes
 import datetime
+import inspect
 import json
 import math
 import os
@@ -950,7 +951,8 @@ FLOOR_ROW = "+ all seven + tmpfs + cgroup (a jail's floor)"
 # imported (the zygote's): this is that fork with no jail around it, so
 # what the kernel charges for the address space alone (its page tables
 # copied and torn down, the child's copies on write and first reads) is
-# measured beside the jail's floor.  argv: runs, then the modules.
+# measured beside the jail's floor.  argv: runs, then the modules; the
+# busy time is machine_busy_s's, whose source fork_floor puts before it.
 FORK_FLOOR = r"""
 import gc, json, os, sys, time
 for m in sys.argv[2:]:
@@ -959,11 +961,6 @@ runs = int(sys.argv[1])
 code = compile("print('hello')", "<cell>", "exec")
 gc.collect()
 gc.freeze()
-
-def busy():
-    with open("/proc/stat") as f:
-        v = [int(x) for x in f.readline().split()[1:9]]
-    return (v[0] + v[1] + v[2] + v[5] + v[6]) / os.sysconf("SC_CLK_TCK")
 
 def one():
     r, w = os.pipe()
@@ -988,12 +985,12 @@ def one():
 for _ in range(5):
     one()
 time.sleep(0.3)
-b0, t0 = busy(), time.perf_counter()
+b0, t0 = machine_busy_s(), time.perf_counter()
 for _ in range(runs):
     one()
 wall = time.perf_counter() - t0
 time.sleep(0.3)
-print(json.dumps({"cpu": (busy() - b0) / runs, "wall": wall / runs}))
+print(json.dumps({"cpu": (machine_busy_s() - b0) / runs, "wall": wall / runs}))
 """
 
 
@@ -1004,12 +1001,22 @@ def fork_floor(modules, runs, env, timeout):
     process, the kernel's workers) over the runs and 0.3 s after them, as
     cpu_phase counts it; the parent's own CPU counts, as the zygote's
     does.  BenchError when it fails."""
-    p = subprocess.run([PYTHON, "-c", FORK_FLOOR, str(runs), *modules], env=env, capture_output=True,
+    script = "import os\n" + inspect.getsource(machine_busy_s) + FORK_FLOOR
+    p = subprocess.run([PYTHON, "-c", script, str(runs), *modules], env=env, capture_output=True,
                        text=True, timeout=timeout)
     if p.returncode != 0:
         raise BenchError(f"the fork floor ({' '.join(modules) or 'nothing imported'}) exited "
                          f"{p.returncode}: {p.stderr[-500:]}")
     return json.loads(p.stdout)
+
+
+def jail_floor_table(path, runs):
+    """tests/bench/floor's table (markdown) over `runs` runs of each step;
+    BenchError when it fails."""
+    out = subprocess.run([str(path), "-n", str(runs)], capture_output=True, text=True, timeout=600)
+    if out.returncode != 0:
+        raise BenchError(f"{path} exited {out.returncode}: {out.stderr[-500:]}")
+    return out.stdout.strip()
 
 
 def floor_machine_cpu_s(table):
@@ -1349,12 +1356,12 @@ def render(res):
         add("| runner | CPU per run ms | / floor | reference | / reference | runs/s at most |")
         add("|---|---:|---:|---|---:|---:|")
         rows = [(r, cpu[r]) for r in res["runners"] if r in cpu]
-        refs = [n for n, v in (("the kernel's floor (a jail)", floor),
-                               ("a fork of python3 (no jail)", fork)) if v is not None]
-        rows[1:1] = [(n, floor if n.startswith("the kernel") else fork) for n in refs]
+        refs = [(n, v) for n, v in (("the kernel's floor (a jail)", floor),
+                                    ("a fork of python3 (no jail)", fork)) if v is not None]
+        rows[1:1] = refs
         for name, c in rows:
             warm = name in res["warm_runners"]
-            if floor is None or name == base or name in refs:
+            if floor is None or name == base or (name, c) in refs:
                 per_floor, ref, ratio = "", "", ""
             elif warm and fork is not None:
                 per_floor, ref, ratio = f"{c / floor:.2f}x", "floor + a fork", f"{c / (floor + fork):.2f}x"
@@ -1726,11 +1733,7 @@ def run(a):
         floor = None
         if a.floor:
             log(f"the kernel's floor: {a.floor}")
-            out = subprocess.run([a.floor, "-n", "10" if a.quick else "200"], capture_output=True,
-                                 text=True, timeout=600)
-            if out.returncode != 0:
-                raise BenchError(f"{a.floor} exited {out.returncode}: {out.stderr[-500:]}")
-            floor = out.stdout.strip()
+            floor = jail_floor_table(a.floor, 10 if a.quick else 200)
         fork = None
         if a.cpu_runs and any(getattr(r, "warm", False) for r in runners):
             log(f"the fork floor: {a.cpu_runs} forks of python3")

@@ -43,8 +43,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench import (PYTHON, REPO, RUN_ENV, BenchError, McpClient, Reaper,  # noqa: E402
-                   SetupError, descendants, floor_machine_cpu_s, fork_floor, machine_busy_s,
-                   page_fault_us, status_kib)
+                   SetupError, descendants, floor_machine_cpu_s, fork_floor, jail_floor_table,
+                   machine_busy_s, page_fault_us, status_kib)
 
 MIB = 1 << 20
 
@@ -120,6 +120,8 @@ class Bench:
         self.env = dict(RUN_ENV, PYCELL_DATADIR=str(REPO), MPLBACKEND="Agg")
         self.tmp = Path(tempfile.mkdtemp(prefix="pycell-bench-data-"))
         self.pycell = str(REPO / "pycell")
+        # the CPU table's floor (warm_cpu), or why there is none
+        self.jail_floor, self.jail_floor_note = None, None
 
     # ---------------------------------------------------------- runners
     def bare(self, code):
@@ -197,20 +199,16 @@ class Bench:
         out = {}
         n = self.args.cpu_runs
         floor_bin = REPO / "tests" / "bench" / "floor"
-        self.jail_floor, self.jail_floor_note = None, None
         if not floor_bin.exists():
             self.jail_floor_note = "%s is not built (make tests/bench/floor)" % floor_bin
         elif os.geteuid() != 0:
             self.jail_floor_note = "the jail's floor needs root (its cgroup rows)"
         else:
-            p = subprocess.run([str(floor_bin), "-n", "20" if self.args.quick else "200"], capture_output=True,
-                               text=True, timeout=600)
-            if p.returncode:
-                raise BenchError("%s exited %d: %s" % (floor_bin, p.returncode, p.stderr[-500:]))
-            self.jail_floor = floor_machine_cpu_s(p.stdout)
+            table = jail_floor_table(floor_bin, 20 if self.args.quick else 200)
+            self.jail_floor = floor_machine_cpu_s(table)
             if self.jail_floor is None:
                 self.jail_floor_note = "%s's last row has no figure: %s" % (
-                    floor_bin, p.stdout.strip().splitlines()[-1] if p.stdout.strip() else "no output")
+                    floor_bin, table.splitlines()[-1] if table else "no output")
         for pol in self.args.policies:
             out[pol] = {"fork": fork_floor(policy_preload(pol), n, self.env, 120 + n)["cpu"]}
             c = self.mcp(pol)
@@ -409,7 +407,7 @@ def main():
     try:
         rows = b.latency() if "latency" in phases else {}
         cpu = b.warm_cpu() if "cpu" in phases else {}
-        args.jail_floor, args.jail_floor_note = getattr(b, "jail_floor", None), getattr(b, "jail_floor_note", None)
+        args.jail_floor, args.jail_floor_note = b.jail_floor, b.jail_floor_note
         dens = b.density() if "density" in phases else {}
     except SetupError as e:
         print("data.py: %s" % e, file=sys.stderr)
