@@ -1523,8 +1523,9 @@ def parse_args(argv):
     ap.add_argument("--output-bytes", type=int, default=MIB, help="size of the output workload")
     ap.add_argument("--debug-runs", type=int, help="`pycell run --debug` runs for the step "
                     "table (default 20; 3 with --quick; 0 leaves it out)")
-    ap.add_argument("--cpu-runs", type=int, help="runs per runner for the CPU-per-run table "
-                    "(default 200; 10 with --quick; 0 leaves it out)")
+    ap.add_argument("--cpu-runs", type=int, help="runs per runner for the CPU-per-run table, and forks "
+                    "of python3 for its warm runs' reference (default 200; 10 with --quick; 0 leaves "
+                    "both out)")
     ap.add_argument("--timeout", type=float, default=60, help="seconds allowed to any one run")
     a = ap.parse_args(argv)
     q = a.quick
