@@ -42,22 +42,31 @@ static struct mcp_server *server_for(void *ctx, const struct token *t)
 	return server;
 }
 
+static char sock_dir[] = "/tmp/pycell-fuzz-http-XXXXXX";
+
+/* at libFuzzer's exit (its time is up): the socket and its directory */
+static void remove_sock_dir(void)
+{
+	unlink(sock_path);
+	rmdir(sock_dir);
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	struct pc_err err = { 0 };
 	struct mcp_server_config cfg = { .max_runs = 2 };
 	struct http_config hcfg = { 0 };
 	static char listen[120];
-	char dir[] = "/tmp/pycell-fuzz-http-XXXXXX";
 	(void)argc;
 	(void)argv;
 	setenv("PYCELL_FAULT", "clone", 1);
 	fault_init();
-	if (!fault_at("clone") || !mkdtemp(dir)) {
+	if (!fault_at("clone") || !mkdtemp(sock_dir)) {
 		fprintf(stderr, "fuzz_http: built without the fault sites, or no temp dir\n");
 		abort();
 	}
-	snprintf(sock_path, sizeof(sock_path), "%s/s", dir);
+	snprintf(sock_path, sizeof(sock_path), "%s/s", sock_dir);
+	atexit(remove_sock_dir);
 	snprintf(listen, sizeof(listen), "unix:%s", sock_path);
 	/* one token, so that Authorization headers meet a real check */
 	if (tokens_parse("{\"tokens\": [{\"name\": \"f\", \"sha256\": "

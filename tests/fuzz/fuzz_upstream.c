@@ -38,6 +38,12 @@ static void on_reply(void *ctx, enum upstream_status st, json_t *result, const c
 	assert(a->n == 1);
 }
 
+/* at libFuzzer's exit (its time is up): the last input's file */
+static void remove_input(void)
+{
+	unlink(input_path);
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	(void)argc;
@@ -45,6 +51,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	signal(SIGPIPE, SIG_IGN); /* as main() does: a server gone mid-write is an EPIPE */
 	l = loop_new();
 	snprintf(input_path, sizeof(input_path), "/tmp/pycell-fuzz-upstream-%d", (int)getpid());
+	atexit(remove_input);
 	return l ? 0 : -1;
 }
 

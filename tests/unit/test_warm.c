@@ -356,6 +356,23 @@ __attribute__((no_sanitize_address)) static long minor_faults(void)
 	return fault_count.ru_minflt;
 }
 
+/* The faults taken writing pages from..to.  Its code is the same for
+ * every call (noinline, noclone): a first call maps its text pages, and
+ * the next count only the buffer's.  A fork copies no page table entry of
+ * a file's mapping: a forked child faults at the first run of each page
+ * of code, unless the kernel's fault-around mapped it already, which it
+ * does when it can, not always. */
+__attribute__((noinline, noclone)) static long faults_writing(size_t from, size_t to)
+{
+	long before;
+
+	minor_faults();
+	before = minor_faults();
+	for (size_t i = from; i <= to; i++)
+		touch(i);
+	return minor_faults() - before;
+}
+
 static void setup_hot_buf(void)
 {
 	page_size = (size_t)sysconf(_SC_PAGESIZE);
@@ -386,39 +403,49 @@ END_TEST
 
 /* A clone that copied the hot pages ahead takes no fault writing them (a
  * page not in them still faults), keeps their bytes, and a range missing
- * from it (unmapped) is passed over */
-START_TEST(test_a_clone_copies_them_ahead)
+ * from it (unmapped) is passed over.  A fault count can take a stray
+ * fault the clone did not cause (the kernel may move a page meanwhile:
+ * compaction), so up to three clones are made, each from the same pages;
+ * one that takes no stray fault must show all of it, and a populate that
+ * copies nothing fails all three. */
+static int clone_copies_ahead(const struct hot_pages *h)
 {
-	struct hot_pages h;
-	pid_t pid;
+	pid_t pid = fork();
 	int status;
 
-	setup_hot_buf();
-	ck_assert_int_eq(hot_pages_learn(&h, 1, probe_writes), 0);
-	hot_buf[10 * page_size + 1] = 42;
-	pid = fork();
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
-		long before;
 		int rc = 0;
 		munmap((void *)(hot_buf + 10 * page_size), page_size);
-		if (hot_pages_populate(&h) < 3)
+		if (hot_pages_populate(h) < 3)
 			_exit(10); /* pages 2-4 at least (a range may fail: page 10) */
-		minor_faults();
-		before = minor_faults();
-		for (size_t i = 2; i <= 4; i++)
-			touch(i);
-		if (minor_faults() != before)
+		faults_writing(0, 0); /* its code's pages; page 0 is not hot */
+		if (faults_writing(2, 4) != 0)
 			rc = 11;
-		touch(6);
-		if (rc == 0 && minor_faults() != before + 1)
+		if (rc == 0 && faults_writing(6, 6) != 1)
 			rc = 12;
 		if (hot_buf[2 * page_size + 1] != 7)
 			rc = 13;
 		_exit(rc);
 	}
 	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "clone: status %#x", status);
+	return status;
+}
+
+START_TEST(test_a_clone_copies_them_ahead)
+{
+	struct hot_pages h;
+	int status[3] = { -1, -1, -1 };
+
+	setup_hot_buf();
+	ck_assert_int_eq(hot_pages_learn(&h, 1, probe_writes), 0);
+	for (size_t i = 0; i < ARRAY_SIZE(status); i++)
+		if ((status[i] = clone_copies_ahead(&h)) == 0)
+			break;
+	ck_assert_msg(status[0] == 0 || status[1] == 0 || status[2] == 0,
+		      "clones: status %#x, %#x, %#x (exit 11: a hot page faulted, 12: a cold one did not once, "
+		      "13: its bytes changed)",
+		      status[0], status[1], status[2]);
 	hot_pages_free(&h, 1);
 }
 END_TEST

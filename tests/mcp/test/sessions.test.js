@@ -4,10 +4,10 @@
 // v2 client in the legacy era.  Each
 // checks every structuredContent against the tool's outputSchema.
 import assert from "node:assert/strict";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { describe, test } from "node:test";
+import { after, describe, test } from "node:test";
 
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
@@ -116,6 +116,7 @@ const sharedPolicy = (() => {
     sessions: { shared_memory: "1G" } }));
   return file;
 })();
+after(() => rmSync(path.dirname(sharedPolicy), { recursive: true, force: true }));
 
 async function overTheLimit(callTool) {
   const call = async (args) => (await callTool({ name: "run_python", arguments: args }));
