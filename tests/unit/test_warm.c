@@ -357,17 +357,16 @@ __attribute__((no_sanitize_address)) static long minor_faults(void)
 }
 
 /* The faults taken writing pages from..to.  Its code is the same for
- * every call (noinline, noclone): a first call maps its text pages, and
- * the next count only the buffer's.  A fork copies no page table entry of
- * a file's mapping: a forked child faults at the first run of each page
- * of code, unless the kernel's fault-around mapped it already, which it
+ * every call (noinline, noclone): a first call, whose count is not
+ * looked at, maps its text pages and writes its static, and the next
+ * count only the buffer's.  A fork copies no page table entry of a
+ * file's mapping: a forked child faults at the first run of each page of
+ * code, unless the kernel's fault-around mapped it already, which it
  * does when it can, not always. */
 __attribute__((noinline, noclone)) static long faults_writing(size_t from, size_t to)
 {
-	long before;
+	long before = minor_faults();
 
-	minor_faults();
-	before = minor_faults();
 	for (size_t i = from; i <= to; i++)
 		touch(i);
 	return minor_faults() - before;
