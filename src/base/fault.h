@@ -19,6 +19,10 @@
  *   huge_pages  huge_pages.c, the zygote's MADV_COLLAPSE (EINVAL: its memory
  *           stays in 4 KiB pages)
  *   veth    net.c, making an egress run's veth pair (EPERM)
+ *   warm_reply  spawn_warm.c, a zygote's reply with a jail whose
+ *           descriptors did not fit in the supervisor's table (EMFILE: the
+ *           kernel drops them and says MSG_CTRUNC), counted over the
+ *           replies that carry a jail
  *   egress_bpf  egress.c: not a failure but a weakening, for the tests
  *           only: the egress filters are loaded and not attached, which
  *           the egress probes of policy-test must catch

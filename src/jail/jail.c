@@ -621,15 +621,35 @@ static int write_id_maps(pid_t pid, const struct policy *p, struct pc_err *err)
 	return 0;
 }
 
-void jail_abort(struct jail *j)
+/* Its sync socket closed first, then the child ended: killed at once, or
+ * given wait_ms to end itself (its pidfd is readable when it has). */
+static void end_jail(struct jail *j, int wait_ms)
 {
-	pidfd_send_signal(j->pidfd, SIGKILL, NULL, 0);
-	waitpid(j->pid, NULL, __WALL); /* ECHILD when the zygote cloned it */
-	close(j->pidfd);
+	struct pollfd p = { .fd = j->pidfd, .events = POLLIN };
 	close(j->sync_fd);
 	if (j->prog_fd >= 0)
 		close(j->prog_fd);
+	if (!wait_ms || poll(&p, 1, wait_ms) != 1)
+		pidfd_send_signal(j->pidfd, SIGKILL, NULL, 0);
+	waitpid(j->pid, NULL, __WALL); /* ECHILD when the zygote cloned it */
+	close(j->pidfd);
 	j->pidfd = j->sync_fd = j->prog_fd = -1;
+}
+
+void jail_abort(struct jail *j)
+{
+	end_jail(j, 0);
+}
+
+/* A child not yet released ends itself at its read of the sync socket
+ * (child_start), once no end of ours is open (the zygote closes its copy
+ * as its reply goes: zygote.c), and is killed only if it has not within a
+ * second.  A small init shares the zygote's memory, and one killed in its
+ * first steps could leave a sanitizer's state there half switched
+ * (small_init_started), which the zygote's next switch aborts on. */
+static void end_unreleased(struct jail *j)
+{
+	end_jail(j, 1000);
 }
 
 #define JAIL_NS_FLAGS (CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS)
@@ -759,7 +779,7 @@ int jail_clone(const struct jail_spec *s, struct jail *j, struct pc_err *err)
 		if (rc == 0 && !as_root && read(j->sync_fd, &ready, 1) != 1)
 			rc = pc_syserr(err, "spawn", "wait for the jail child");
 		if (rc < 0) {
-			jail_abort(j);
+			end_unreleased(j);
 			jail_small_wait();
 			return -1;
 		}
@@ -797,7 +817,7 @@ clone3:
 	j->bare = s->bare;
 	if (!as_root && !s->bare && read(j->sync_fd, &ready, 1) != 1) {
 		pc_syserr(err, "spawn", "wait for the jail child");
-		jail_abort(j);
+		end_unreleased(j);
 		return -1;
 	}
 	return 0;
@@ -821,19 +841,19 @@ int jail_release(const struct jail_spec *s, struct jail *j, struct pc_err *err)
 	if (!j->bare && (fault_at("idmap") ? pc_fail(err, EPERM, "idmap", "write the id maps of jail %d: %s "
 						     "(injected fault)", (int)j->pid, strerror(EPERM))
 					   : write_id_maps(j->pid, s->policy, err)) < 0) {
-		jail_abort(j);
+		end_unreleased(j);
 		return -1;
 	}
 	log_debug("%6llu us: jail %d: id maps written", (unsigned long long)log_elapsed_us(), (int)j->pid);
 	if (s->net_setup && s->net_setup(s->net_ctx, j->pid, &go.net_addr, &go.net_gw, err) < 0) {
-		jail_abort(j);
+		end_unreleased(j);
 		return -1;
 	}
 	/* From here the child goes on alone: into its cgroups, root, limits,
 	 * privileges, exec; a step that fails comes back on the sync socket. */
 	if (write(j->sync_fd, &go, sizeof(go)) != (ssize_t)sizeof(go)) {
 		pc_syserr(err, "spawn", "release the jail child");
-		jail_abort(j);
+		end_unreleased(j);
 		return -1;
 	}
 	return 0;

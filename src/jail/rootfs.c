@@ -154,26 +154,63 @@ static int link_or_bind(const char *path, struct pc_err *err)
 	return bind_path(path, path, true, false, err);
 }
 
+/* fn(name, d_type, ctx) for each entry of dir, read into a buffer on the
+ * stack: opendir's is the heap's, and a warm jail's init builds its root
+ * in the zygote's memory, where a kill in the middle of a malloc or free
+ * (a run cancelled, a supervisor out of descriptors) would leave the
+ * zygote's heap torn for every jail after (small_init.h).  1 when fn
+ * stopped the walk (returned nonzero), 0 at its end, -1 with errno when
+ * dir could not be read. */
+static int each_entry(const char *dir, int (*fn)(const char *name, unsigned char type, void *ctx), void *ctx)
+{
+	char buf[4096] __attribute__((aligned(8)));
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), e;
+	ssize_t n;
+
+	if (fd < 0)
+		return -1;
+	while ((n = getdents64(fd, buf, sizeof(buf))) > 0) {
+		for (ssize_t off = 0; off < n;) {
+			const struct dirent64 *d = (const struct dirent64 *)(buf + off);
+			off += d->d_reclen;
+			if (fn(d->d_name, d->d_type, ctx)) {
+				close(fd);
+				return 1;
+			}
+		}
+	}
+	e = errno;
+	close(fd);
+	errno = e;
+	return n < 0 ? -1 : 0;
+}
+
+struct etc_walk {
+	struct pc_err *err;
+	int rc;
+};
+
+static int bind_python3_dir(const char *name, unsigned char type, void *ctx)
+{
+	struct etc_walk *w = ctx;
+	char path[sizeof("/etc/") + 256];
+	if (strncmp(name, "python3", 7) != 0 || type != DT_DIR)
+		return 0;
+	snprintf(path, sizeof(path), "/etc/%s", name);
+	w->rc = bind_path(path, path, true, false, w->err);
+	return w->rc < 0;
+}
+
 /* Debian's Python keeps part of itself in /etc: sitecustomize.py in
  * /usr/lib/python3.X is a link to /etc/python3.X/sitecustomize.py, and
  * /etc/python3 holds debian_config.  Bind those directories read-only, so
  * importing sitecustomize (and walking the standard library) works. */
 static int bind_python_etc(struct pc_err *err)
 {
-	DIR *d = opendir(OLD "/etc");
-	struct dirent *de;
-	int rc = 0;
-	if (!d)
+	struct etc_walk w = { err, 0 };
+	if (each_entry(OLD "/etc", bind_python3_dir, &w) < 0)
 		return pc_syserr(err, "rootfs", "list the host's /etc");
-	while (rc == 0 && (de = readdir(d))) {
-		char path[sizeof("/etc/") + sizeof(de->d_name)];
-		if (strncmp(de->d_name, "python3", 7) != 0 || de->d_type != DT_DIR)
-			continue;
-		snprintf(path, sizeof(path), "/etc/%s", de->d_name);
-		rc = bind_path(path, path, true, false, err);
-	}
-	closedir(d);
-	return rc;
+	return w.rc;
 }
 
 static int build_etc(const struct policy *p, struct pc_err *err)
@@ -316,22 +353,26 @@ static int write_program(const char *dir, const struct jail_spec *s, struct pc_e
 	return 0;
 }
 
+struct font_find {
+	char *name;
+	size_t size;
+};
+
+static int font_list_named(const char *name, unsigned char type, void *ctx)
+{
+	struct font_find *f = ctx;
+	size_t n = strlen(name);
+	if (type != DT_REG || strncmp(name, "fontlist-v", 10) != 0 || n <= 15 || strcmp(name + n - 5, ".json") != 0 ||
+	    n >= f->size)
+		return 0;
+	memcpy(f->name, name, n + 1);
+	return 1;
+}
+
 bool rootfs_font_list(const char *dir, char *name, size_t size)
 {
-	DIR *d = opendir(dir);
-	struct dirent *e;
-	bool found = false;
-	if (!d)
-		return false;
-	while (!found && (e = readdir(d))) {
-		size_t n = strlen(e->d_name);
-		found = e->d_type == DT_REG && strncmp(e->d_name, "fontlist-v", 10) == 0 && n > 15 &&
-			strcmp(e->d_name + n - 5, ".json") == 0 && n < size;
-		if (found)
-			memcpy(name, e->d_name, n + 1);
-	}
-	closedir(d);
-	return found;
+	struct font_find f = { name, size };
+	return each_entry(dir, font_list_named, &f) == 1;
 }
 
 /* The font list of s->fonts_dir, when it has one: its directory bound at

@@ -9,8 +9,12 @@
  * the data stack preloaded that is 60 MB of the zygote's written memory.
  * Until its release init uses only its stack: the caller sends the jail
  * on (the zygote to the supervisor, which releases it as it reads it) and
- * then waits (jail_small_wait), and nothing of the caller's runs while
- * init uses its heap.  Python goes on in its copy of that stack. */
+ * then waits (jail_small_wait).  After it too init takes nothing from the
+ * heap, which is the caller's (rootfs.c lists directories on the stack):
+ * an init killed in a malloc or free, its run cancelled, would leave the
+ * heap half changed for the caller and every jail after
+ * (test_warm.py::test_a_small_init_never_calls_the_heap_it_shares_with_the_zygote).
+ * Python goes on in its copy of that stack. */
 #ifndef PYCELL_JAIL_SMALL_INIT_H
 #define PYCELL_JAIL_SMALL_INIT_H
 

@@ -560,6 +560,8 @@ static int recv_reply(struct zygote *z, int fd, int flags, struct spawn_reply *r
 		return -1;
 	}
 	c = CMSG_FIRSTHDR(&mh);
+	if (reply->ok && fault_at("warm_reply"))
+		mh.msg_flags |= MSG_CTRUNC;   /* none fit: what came is closed below */
 	/* a failure reply carries no fds; a success reply two or three, unless
 	 * we had no room for them (EMFILE: the kernel installs what fits and
 	 * says MSG_CTRUNC): what did come is closed, or it leaks */

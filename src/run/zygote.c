@@ -683,15 +683,19 @@ static int zygote_serve_one(int ctl, struct jail_spec *tmpl)
 		reply.small_init = j.small;
 		reply.pid = j.pid;
 		reply.n_fds = j.prog_fd >= 0 ? 3 : 2;
-		/* a small init goes on once released, which the supervisor
-		 * does as it reads this: unsent, it would wait for ever */
-		if (send_fds(ctl, &reply, sizeof(reply), out, reply.n_fds) < 0 && j.small)
-			pidfd_send_signal(j.pidfd, SIGKILL, NULL, 0);
-		jail_small_wait();
-		jails_add(j.pidfd);
+		/* A small init goes on once released, which the supervisor
+		 * does as it reads this; until then it waits on its sync
+		 * socket.  So the supervisor's ends are the message's alone
+		 * before we wait for that init: unsent, or dropped by a
+		 * supervisor that had no room for them (EMFILE: the kernel
+		 * drops what does not fit), they close, and the init ends at
+		 * the EOF.  Held here, it and we would wait for each other */
+		(void)send_fds(ctl, &reply, sizeof(reply), out, reply.n_fds);
 		close(j.sync_fd);
 		if (j.prog_fd >= 0)
 			close(j.prog_fd);
+		jail_small_wait();
+		jails_add(j.pidfd);
 		if (buf)
 			munmap(buf, req.files_len);
 		for (int i = 0; i < nfds; i++)

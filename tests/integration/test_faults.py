@@ -299,6 +299,37 @@ def test_a_zygote_that_cannot_be_started_again_kills_nothing_else(tmp_path):
         srv_close(srv)
 
 
+@needs_faults
+@pytest.mark.parametrize("nth", [1, 2, 3])
+def test_a_jail_whose_descriptors_did_not_fit_ends_alone(nth):
+    """The zygote's nth reply with a jail comes to a supervisor whose fd
+    table is full (an injected MSG_CTRUNC: the kernel drops the jail's
+    descriptors): that jail ends, alone, and the zygote serves on.  The
+    zygote used to hold its copy of the supervisor's end of the jail's
+    sync socket until the jail's small init let go of its memory, and that
+    init waits on the socket for its release: each waited for the other,
+    until a call's request to the zygote timed out 10 s later and the
+    zygote was killed (the run CI saw take 10 s), or for ever when no call
+    asked the zygote itself."""
+    srv = Server("--warm", env=fault_env(f"warm_reply:{nth}"))
+    try:
+        srv.initialize()
+        z = zygote_of(srv.proc.pid)
+        warnings = []
+        for rid in (1, 2, 3, 4):
+            sc = call(srv, rid, f"print({rid})")["structuredContent"]
+            assert (sc["status"], sc["stdout"]) == ("ok", f"{rid}\n"), sc
+            warnings += sc["warnings"]
+        # the zygote's children are ready jails only: the failed one ended
+        settles(lambda: sorted({comm(k) for k in children(z)}), ["pycell-ready"], timeout=10)
+        assert zygote_of(srv.proc.pid) == z
+    finally:
+        srv_close(srv)
+    said = srv.stderr + "\n".join(warnings).encode()
+    assert b"receive the jail's descriptors: Too many open files" in said, said
+    assert b"stopped answering" not in said, said
+
+
 def srv_close(srv):
     if srv.proc.poll() is None:
         srv.close()

@@ -17,7 +17,7 @@ import uuid
 
 import pytest
 
-from conftest import PYCELL, REPO, descendants, pycell_env, require_root  # noqa: F401
+from conftest import HOST_IS_ROOT, PYCELL, REPO, descendants, pycell_env, require_root  # noqa: F401
 
 FAKE = REPO / "tests" / "tools" / "fake_mcp_server.py"
 
@@ -456,6 +456,112 @@ def test_a_ready_jails_init_is_small_and_not_dumpable():
         assert sc["return_value"] in (["pycell-init", True, "EACCES"], ["pycell-ready", True, "EACCES"]), sc
     finally:
         s.close()
+
+
+TRACEFS = next((d for d in ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
+                if os.path.exists(d + "/uprobe_events")), None)
+HEAP_CALLS = ("malloc", "calloc", "realloc", "free")
+
+
+def file_offsets(lib, names):
+    """Where the dynamic symbols names begin in the file lib (a uprobe's
+    address): nm's values, which are addresses, through the program
+    header of the executable segment that holds each."""
+    import struct
+    with open(lib, "rb") as f:
+        elf = f.read()
+    phoff, = struct.unpack_from("<Q", elf, 0x20)
+    phentsize, phnum = struct.unpack_from("<HH", elf, 0x36)
+    loads = []
+    for i in range(phnum):
+        p_type, p_flags, p_offset, p_vaddr, _, _, p_memsz = struct.unpack_from("<IIQQQQQ", elf, phoff + i * phentsize)
+        if p_type == 1 and p_flags & 1:   # PT_LOAD, executable
+            loads.append((p_vaddr, p_memsz, p_offset))
+    out = {}
+    nm = subprocess.run(["nm", "-D", "--defined-only", lib], capture_output=True, text=True, check=True).stdout
+    for line in nm.splitlines():
+        value, _, name = line.split()
+        name = name.split("@")[0]
+        if name in names:
+            v = int(value, 16)
+            [off] = [v - va + po for va, size, po in loads if va <= v < va + size]
+            out[name] = off
+    assert sorted(out) == sorted(names), (lib, out)
+    return out
+
+
+def uprobe_events(line):
+    """A uprobe defined or removed (tracefs appends; it refuses a seek)."""
+    fd = os.open(f"{TRACEFS}/uprobe_events", os.O_WRONLY | os.O_APPEND)
+    try:
+        os.write(fd, line.encode() + b"\n")
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.skipif(not HOST_IS_ROOT or not TRACEFS, reason="uprobes need root and tracefs")
+@pytest.mark.skipif(bool(os.environ.get("PYCELL_SANITIZERS")),
+                    reason="sanitizer build: ASan's allocator replaces the C library's, which the probe counts")
+def test_a_small_init_never_calls_the_heap_it_shares_with_the_zygote():
+    """A warm jail's init builds the jail in the zygote's memory
+    (src/jail/small_init.h), where a kill in the middle of a malloc or
+    free (a run cancelled, a supervisor out of descriptors) would leave the
+    heap of the zygote, and of every jail after, torn: with ASan's
+    allocator, a lock held for ever, which CI saw as a jail that spun for
+    10 s until the zygote was killed.  So it calls none.  Uprobes on the C
+    library's malloc, calloc, realloc and free record every call of a
+    process named pycell-init or pycell-ready (a small init's names, and
+    a ready python's) while the pool makes its jails and one is used; the
+    small inits are the processes that execute pycell-init
+    (/proc/self/fd/N).  None of theirs may be among the calls, and the
+    readies' pythons' calls must be: the probe sees the heap."""
+    group = f"pycell_test_{os.getpid()}"
+    inst = f"{TRACEFS}/instances/{group}"
+    ldd = subprocess.run(["ldd", PYCELL], capture_output=True, text=True, check=True).stdout
+    [lib] = re.findall(r"^\s*libc\.so\.6 => (\S+)", ldd, re.M)
+    offsets = file_offsets(lib, HEAP_CALLS)
+    defined, s = [], None
+    try:
+        os.mkdir(inst)
+        for name, off in offsets.items():
+            uprobe_events(f"p:{group}/{name} {lib}:{off:#x}")
+            defined.append(name)
+        for name in HEAP_CALLS:
+            with open(f"{inst}/events/{group}/{name}/filter", "w") as f:
+                f.write('comm == "pycell-init" || comm == "pycell-ready"')
+            with open(f"{inst}/events/{group}/{name}/enable", "w") as f:
+                f.write("1")
+        with open(f"{inst}/events/sched/sched_process_exec/enable", "w") as f:
+            f.write("1")
+        # the pool's jails, made at the start; one used, and made again
+        s = Mcp(["--warm"], pycell_env())
+        ready_jails(s, 2, timeout=20)
+        assert s.run("print('used')")["stdout"] == "used\n"
+        ready_jails(s, 2, timeout=20)
+        with open(f"{inst}/tracing_on", "w") as f:
+            f.write("0")
+        with open(f"{inst}/trace") as f:
+            trace = f.read()
+    finally:
+        if s:
+            s.close()
+        if os.path.isdir(inst):
+            os.rmdir(inst)
+        for name in defined:
+            uprobe_events(f"-:{group}/{name}")
+    inits, calls = set(), {}
+    for line in trace.splitlines():
+        m = re.match(r"\s*.+?-(\d+)\s+\[\d+\].*?: (\S+): (.*)", line)
+        if not m:
+            continue
+        pid, event, rest = int(m[1]), m[2], m[3]
+        if event == "sched_process_exec" and re.match(r"filename=/proc/self/fd/\d+ ", rest):
+            inits.add(pid)
+        elif event in HEAP_CALLS:
+            calls.setdefault(pid, []).append(event)
+    assert len(inits) >= 3, trace[-3000:]
+    assert {p: c for p, c in calls.items() if p in inits} == {}
+    assert [p for p in calls if p not in inits], trace[-3000:]
 
 
 def test_a_ready_jail_whose_python_died_is_replaced():
