@@ -1512,7 +1512,8 @@ def parse_args(argv):
                     help="the v1 MCP SDK package dir for the SDK-client table (default: tests/mcp's, "
                     "which its npm ci installs; '' leaves the table out)")
     ap.add_argument("--floor", metavar="PATH",
-                    help="the tests/bench/floor binary: add the kernel's floor table (make bench does)")
+                    help="the tests/bench/floor binary (make tests/bench/floor builds it): add the kernel's "
+                    "floor table (make bench does)")
     ap.add_argument("--levels", default="1,2,8",
                     help="throughput concurrency levels (default 1,2,8)")
     ap.add_argument("--rounds", type=int, help="throughput rounds (default 3; 1 with --quick)")
@@ -1578,6 +1579,12 @@ def check_tools(a, env, cwd):
         if not (Path(a.datadir) / "policy" / "default.json").is_file():
             raise SetupError(f"no policy/default.json under PYCELL_DATADIR {a.datadir} "
                              "(pass --datadir, the source tree or the installed pkgdatadir)")
+    if a.floor:
+        # checked before any run: its table comes last, after every measure
+        if not (os.path.isfile(a.floor) and os.access(a.floor, os.X_OK)):
+            raise SetupError(f"--floor: {a.floor}: not found or not executable "
+                             "(build it: make tests/bench/floor)")
+        a.floor = os.path.abspath(a.floor)
     if "bwrap" in a.runners:
         path = shutil.which(a.bwrap)
         if not path:

@@ -249,6 +249,16 @@ def test_missing_bwrap_is_a_clear_error(tmp_path):
     assert out == ""
 
 
+def test_missing_floor_binary_is_a_clear_error_before_any_run(tmp_path):
+    # its table comes last: a path that is not there must not cost the runs before it
+    missing = tmp_path / "no-floor"
+    rc, out, err = bench(["--quick", "--floor", str(missing)], timeout=60)
+    assert rc == 2, f"exit {rc}; stderr {err!r}"
+    assert f"--floor: {missing}: not found or not executable (build it: make tests/bench/floor)" in err
+    assert "latency" not in err, err
+    assert out == ""
+
+
 @NOT_UNDER_SANITIZERS
 def test_wasm_bench_fills_its_table(tmp_path):
     """tests/bench/wasm.py, two iterations: every row has numbers, the
