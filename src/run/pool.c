@@ -11,6 +11,9 @@
 #include "run/pool.h"
 #include "run/spawner.h"
 
+/* How often a pool whose zygote is starting looks whether it is ready. */
+#define POOL_STARTING_LOOK_MS 50
+
 struct run_pool {
 	struct loop *loop;
 	const struct run_env *env;
@@ -23,7 +26,8 @@ struct run_pool {
 	uint64_t failed_ms;       /* when making one last failed */
 	bool up;                  /* the last one tried was made */
 	/* the next try after a failure, a second later (not only when a run
-	 * ends: then that run's descriptors may be what the try lacked) */
+	 * ends: then that run's descriptors may be what the try lacked), and
+	 * while the zygote starts, the next look whether it is ready */
 	int timer_fd;
 	struct loop_watch w_timer;
 };
@@ -82,15 +86,21 @@ static struct run *take(struct run_pool *p, unsigned i)
 	return r;
 }
 
+/* run_pool_fill again in ms (replacing any time set before). */
+static void fill_in(struct run_pool *p, uint64_t ms)
+{
+	struct itimerspec t = { .it_value = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000 } };
+	if (p->timer_fd >= 0)
+		timerfd_settime(p->timer_fd, 0, &t, NULL);
+}
+
 /* Making a ready jail failed: say why; the next try is a second away. */
 static void pool_failed(struct run_pool *p, const struct pc_err *err)
 {
-	struct itimerspec t = { .it_value = { 1, 0 } };
 	log_warn("pool: could not make a ready jail: %s: %s", err->step, err->msg);
 	p->failed_ms = now_ms();
 	p->up = false;
-	if (p->timer_fd >= 0)
-		timerfd_settime(p->timer_fd, 0, &t, NULL);
+	fill_in(p, 1000);
 }
 
 /* A jail asked for by run_pool_fill came, or could not be made. */
@@ -121,11 +131,20 @@ void run_pool_fill(struct run_pool *p)
 		run_free(take(p, i));
 	}
 	/* a zygote still starting (or failed to): no jail to make ahead; a
-	 * pool of none restarts nothing (a run's start does that) */
-	if (p->sp && p->size && p->sp->ops->revive)
-		p->sp->ops->revive(p->sp, &p->env->policy);
-	while (p->sp && p->sp->ops->serves(p->sp, &p->env->policy) && p->n + p->n_making < p->size &&
-	       now_ms() - p->failed_ms >= 1000) {
+	 * pool of none restarts nothing (a run's start does that).  One that
+	 * starts is looked at again soon, so that the pool fills once it is
+	 * ready, with no run to ask */
+	if (p->sp && p->size && p->sp->ops->revive && p->sp->ops->revive(p->sp, &p->env->policy)) {
+		fill_in(p, POOL_STARTING_LOOK_MS);
+		return;
+	}
+	if (p->sp && p->sp->ops->serves(p->sp, &p->env->policy) && p->n + p->n_making < p->size &&
+	    now_ms() - p->failed_ms < 1000) {
+		/* a timer that looked at a start may have taken the failure's */
+		fill_in(p, 1000 - (now_ms() - p->failed_ms));
+		return;
+	}
+	while (p->sp && p->sp->ops->serves(p->sp, &p->env->policy) && p->n + p->n_making < p->size) {
 		struct run_request req = { .stdin_fd = -1 };
 		struct pc_err err = { 0 };
 		struct run *r;

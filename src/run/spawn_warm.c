@@ -72,10 +72,13 @@ struct zygote {
 	 * died, so a zygote killed while importing leaves nothing behind */
 	char scratch[64];
 	bool dead;
-	/* Started without waiting (spawner_warm_new_async): until its answer
-	 * is read (warm_revive polls for it), its runs start cold; one that
-	 * failed to start is not started again and they stay cold. */
+	/* Started without waiting (spawner_warm_new_async, and every start
+	 * after a death: zygote_restart): until its answer is read
+	 * (warm_revive polls for it), its runs start cold; an async first
+	 * start that failed is not tried again (failed) and they stay cold,
+	 * where a restart that failed is tried again a second later. */
 	bool async, starting, failed;
+	bool restart;         /* starting: in place of one that died */
 	uint64_t start_by;    /* starting: the answer's deadline */
 	bool have_policy;     /* policy holds a parsed copy (free it) */
 	struct pc_err start_err;  /* why the last start failed ("": it did not) */
@@ -141,6 +144,13 @@ static int zygote_exec(struct zygote *z, struct pc_err *err);
 static int zygote_launch(struct zygote *z, struct pc_err *err);
 static uint64_t start_timeout_ms(const struct zygote *z);
 
+/* A zygote launched and not waited for: revive polls for its answer. */
+static void zygote_launched(struct zygote *z)
+{
+	z->starting = true;
+	z->start_by = now_ms() + start_timeout_ms(z);
+}
+
 /* Start a zygote for this policy.  Fails (and the caller stays on cold
  * starts) when the policy's interpreter has no loadable libpython or uses
  * flags a zygote cannot honour. */
@@ -166,8 +176,7 @@ static int warm_prepare(struct spawner *sp, const struct policy *p, const char *
 		return zygote_exec(z, err);
 	if (zygote_launch(z, err) < 0)
 		return -1;
-	z->starting = true;
-	z->start_by = now_ms() + start_timeout_ms(z);
+	zygote_launched(z);
 	return 0;
 }
 
@@ -180,7 +189,7 @@ static void scratch_done(struct zygote *z)
 
 /* The zygote failed: it is killed now, so that the replies it owes on
  * ahead end (EOF) and the loop fails the jails asked of it; its
- * replacement is started on the next request (zygote_restart). */
+ * replacement is started before the next run (zygote_restart). */
 static void zygote_lost(struct zygote *z)
 {
 	z->dead = true;
@@ -220,8 +229,22 @@ static void ahead_end_all(struct zygote *z, const struct pc_err *err)
 	}
 }
 
+/* No jail from a zygote that is starting, not waited for (-1, err set).
+ * Seldom: a run's revive starts a dead one's replacement first, and the
+ * run is then not the zygote's (serves is false while it starts). */
+static int restarting(struct pc_err *err)
+{
+	return pc_fail(err, EAGAIN, "warm", "the zygote died; another is starting");
+}
+
+/* Start a zygote in place of the one that died, without waiting for it
+ * (with python.preload that is seconds, and the server's loop serves every
+ * client meanwhile): until it has answered, its runs start cold. */
 static int zygote_restart(struct zygote *z, struct pc_err *err)
 {
+	/* one that is starting is not dead, only not answered yet */
+	if (z->starting)
+		return restarting(err);
 	/* the loop fails them first, when it reads the old zygote's EOF */
 	if (z->n_live)
 		return pc_fail(err, EAGAIN, "warm", "the zygote is gone, and the jails asked of it are not all answered yet");
@@ -246,11 +269,13 @@ static int zygote_restart(struct zygote *z, struct pc_err *err)
 	scratch_done(z);
 	z->ctl = z->ahead = -1;
 	z->pid = 0;
-	if (zygote_exec(z, err) < 0) {
+	if (zygote_launch(z, err) < 0) {
 		z->start_err = *err;
 		return -1;
 	}
 	z->start_err.msg[0] = '\0';
+	z->restart = true;
+	zygote_launched(z);
 	return 0;
 }
 
@@ -471,9 +496,17 @@ static void zygote_poll(struct zygote *z)
 			(unsigned long long)start_timeout_ms(z) / 1000);
 	else if (n < 0)
 		pc_syserr(&err, "warm", "poll the zygote");
-	z->failed = true;
-	log_warn("warm starts: zygote %d could not be started; its runs start cold: %s: %s", (int)z->pid,
-		 err.step, err.msg);
+	if (z->restart) {
+		/* tried again before a run a second after its start, at the
+		 * earliest (zygote_restart) */
+		z->start_err = err;
+		log_warn("warm starts: zygote %d could not be started; runs start cold until another is: %s: %s",
+			 (int)z->pid, err.step, err.msg);
+	} else {
+		z->failed = true;
+		log_warn("warm starts: zygote %d could not be started; its runs start cold: %s: %s", (int)z->pid,
+			 err.step, err.msg);
+	}
 	zygote_lost(z);
 }
 
@@ -486,7 +519,7 @@ static bool warm_serves(const struct spawner *sp, const struct policy *p)
 	       policy_equal(&z->policy, p);
 }
 
-static void warm_revive(struct spawner *sp, const struct policy *p)
+static bool warm_revive(struct spawner *sp, const struct policy *p)
 {
 	struct zygote *z = zygote_of(sp);
 	struct pc_err err = { 0 };
@@ -494,6 +527,7 @@ static void warm_revive(struct spawner *sp, const struct policy *p)
 		zygote_poll(z);
 	else if (z->dead && !z->failed && warm_serves(sp, p) && zygote_restart(z, &err) < 0)
 		log_debug("warm starts: not restarted yet: %s", err.msg);
+	return z->starting;
 }
 
 pid_t zygote_pid(const struct spawner *sp)
@@ -669,8 +703,8 @@ static int warm_spawn(struct spawner *sp, const struct jail_spec *s, struct jail
 	struct zygote *z = zygote_of(sp);
 	struct spawn_reply reply;
 
-	if (z->dead && zygote_restart(z, err) < 0)
-		return -1;
+	if (z->dead)
+		return zygote_restart(z, err) < 0 ? -1 : restarting(err);
 	if (send_request(z, z->ctl, s, err) < 0)
 		return -1;
 	if (wait_reply(z, ZYGOTE_REPLY_MS) == 0) {
@@ -744,8 +778,11 @@ static struct spawn_ahead *warm_spawn_ahead(struct spawner *sp, struct loop *l, 
 		pc_fail(err, EINVAL, "warm", "only ready jails are asked ahead");
 		return NULL;
 	}
-	if (z->dead && zygote_restart(z, err) < 0)
+	if (z->dead) {
+		if (zygote_restart(z, err) == 0)
+			restarting(err);
 		return NULL;
+	}
 	if (z->w_ahead.registered && z->loop != l) {
 		pc_fail(err, EINVAL, "warm", "jails asked ahead from two loops");
 		return NULL;

@@ -45,9 +45,11 @@ struct spawner_ops {
 	bool (*serves)(const struct spawner *sp, const struct policy *p);
 	/* Optional: before a run of policy p opens its descriptors, a spawner
 	 * that lost its process starts it again (when it may, and it serves
-	 * p), so that the restart does not compete with that run for them;
-	 * one whose start was not waited for looks whether it is ready. */
-	void (*revive)(struct spawner *sp, const struct policy *p);
+	 * p), so that the restart does not compete with that run for them,
+	 * and does not wait for it; one whose start was not waited for looks
+	 * whether it is ready.  True while it is starting: serves is false
+	 * until a later revive finds it ready. */
+	bool (*revive)(struct spawner *sp, const struct policy *p);
 	int (*spawn)(struct spawner *sp, const struct jail_spec *s, struct jail *j, struct pc_err *err);
 	int (*release)(struct spawner *sp, const struct jail_spec *s, struct jail *j, struct pc_err *err);
 	int (*deliver)(struct spawner *sp, const struct jail_spec *s, struct jail *j,
@@ -76,7 +78,9 @@ struct spawner *spawner_warm_new(void);
 /* The same, but prepare only starts the zygote: until it has answered
  * (seen by revive, before each run), serves is false and the runs start
  * cold, and the loop serves everything else meanwhile; a zygote that
- * fails to start is logged, and its runs stay cold. */
+ * fails to start is logged, and its runs stay cold.  (Either spawner
+ * starts a zygote that died this way, without waiting for it; a restart
+ * that fails is tried again.) */
 struct spawner *spawner_warm_new_async(void);
 /* A warm spawner's report of its zygote's python.preload (zygote.h:
  * {"loaded", "failed", "ms"}), borrowed; NULL for any other spawner or a

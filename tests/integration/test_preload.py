@@ -7,8 +7,10 @@ libraries sized to the jail (OMP_NUM_THREADS and the like)."""
 import json
 import os
 import re
+import signal
 import subprocess
 import textwrap
+import time
 
 import pytest
 
@@ -343,6 +345,107 @@ def test_a_preload_that_leaves_something_behind_is_refused(mod, host_tmp, policy
     # the child the import started went with the zygote that refused it
     left = [p for p in os.listdir("/proc") if p.isdigit() and _cmdline(p) == b"sleep\0" b"600\0"]
     assert left == [], left
+
+
+def test_a_zygote_started_again_holds_no_call(host_tmp, policy_file):
+    """A zygote that died is started again without the server waiting for
+    it (src/run/spawn_warm.c, zygote_restart): with python.preload its
+    start takes as long as the imports, and the server's loop answers
+    everything meanwhile, the runs from cold jails.  Here the new zygote's
+    preload takes 6 s (a module of the test's that sleeps at its second
+    import): a call and a ping meanwhile take well under that, where a
+    restart that waited held both for all of it.  Once the new zygote is
+    ready, the pool fills with no call to ask, and runs are warm again."""
+    site = host_tmp / "lib" / ("python%d.%d" % PY_VERSION) / "site-packages"
+    site.mkdir(parents=True)
+    mark = str(host_tmp / "imported")
+    (site / "slow_second.py").write_text(
+        f"import os, time\nif os.path.exists({mark!r}):\n    time.sleep(6)\n"
+        f"else:\n    open({mark!r}, 'w').close()\n")
+    pol = policy_file({"python": {"preload": ["slow_second"], "env": {"PYTHONUSERBASE": str(host_tmp)}}})
+    s = Mcp(["--warm", "--policy", pol], pycell_env())
+    try:
+        assert info(s)["preload"] == {"loaded": ["slow_second"], "failed": {}}
+        ready_jails(s, 2)
+        z = zygote_of(s.proc.pid)
+        os.kill(z, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while zygote_alive(z) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        # this call finds the zygote gone (its jails went with it) and
+        # starts cold, saying why
+        sc = s.call("tools/call", {"name": "run_python", "arguments": {"code": "1"}})["structuredContent"]
+        assert (sc["status"], sc["return_value"]) == ("ok", 1), sc
+        time.sleep(1.1)   # a zygote is started at most once a second
+        t0 = time.monotonic()
+        sc = s.call("tools/call", {"name": "run_python", "arguments": {"code": "2"}})["structuredContent"]
+        assert s.call("ping", {}) == {}
+        took = time.monotonic() - t0
+        # started the new zygote, and ran cold: no warning, nothing failed
+        assert (sc["status"], sc["return_value"], sc["warnings"]) == ("ok", 2, []), sc
+        assert took < 4, f"a call and a ping while the zygote starts again took {took:.1f} s"
+        z2 = zygote_of(s.proc.pid)
+        assert z2 != z
+        assert len(ready_jails(s, 2, timeout=60)) == 2
+        assert zygote_of(s.proc.pid) == z2
+        sc = s.run("import sys\n'slow_second' in sys.modules")
+        assert sc["return_value"] is True
+    finally:
+        err = stop(s)
+    assert "warm starts: the zygote (pid %d) stopped; starting a new one" % z in err, err[-3000:]
+    assert "could not be started" not in err, err[-3000:]
+
+
+def test_a_zygote_that_fails_to_start_again_is_tried_again(host_tmp, policy_file):
+    """A zygote started in place of one that died, and that dies before it
+    is ready (a module of the test's ends the process at its second
+    import), is logged and tried again a second later, with no call to
+    ask: the pool fills from the third, where a first start of a client's
+    zygote that failed is not tried again."""
+    site = host_tmp / "lib" / ("python%d.%d" % PY_VERSION) / "site-packages"
+    site.mkdir(parents=True)
+    count = str(host_tmp / "imports")
+    (site / "exits_second.py").write_text(
+        f"import os\nwith open({count!r}, 'a') as f:\n    f.write('x')\n"
+        f"if os.path.getsize({count!r}) == 2:\n    os._exit(3)\n")
+    pol = policy_file({"python": {"preload": ["exits_second"], "env": {"PYTHONUSERBASE": str(host_tmp)}}})
+    s = Mcp(["--warm", "--policy", pol], pycell_env())
+    try:
+        ready_jails(s, 2)
+        z = zygote_of(s.proc.pid)
+        os.kill(z, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while zygote_alive(z) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        sc = s.call("tools/call", {"name": "run_python", "arguments": {"code": "1"}})["structuredContent"]
+        assert (sc["status"], sc["return_value"]) == ("ok", 1), sc
+        time.sleep(1.1)
+        sc = s.call("tools/call", {"name": "run_python", "arguments": {"code": "2"}})["structuredContent"]
+        assert (sc["status"], sc["return_value"]) == ("ok", 2), sc
+        # no zygote at all, for a while: the next is tried a second later
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                assert len(ready_jails(s, 2, timeout=1)) == 2
+                break
+            except AssertionError:
+                if time.monotonic() > deadline:
+                    raise
+        assert s.run("3")["return_value"] == 3
+        with open(count) as f:
+            assert f.read() == "xxx"
+    finally:
+        err = stop(s)
+    said = [ln for ln in err.splitlines() if "could not be started; runs start cold until another is" in ln]
+    assert len(said) == 1 and "the zygote exited before it was ready" in said[0], err[-3000:]
+
+
+def zygote_alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def _cmdline(pid):
