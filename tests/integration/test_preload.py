@@ -356,27 +356,12 @@ def test_a_zygote_started_again_holds_no_call(host_tmp, policy_file):
     import): a call and a ping meanwhile take well under that, where a
     restart that waited held both for all of it.  Once the new zygote is
     ready, the pool fills with no call to ask, and runs are warm again."""
-    site = host_tmp / "lib" / ("python%d.%d" % PY_VERSION) / "site-packages"
-    site.mkdir(parents=True)
     mark = str(host_tmp / "imported")
-    (site / "slow_second.py").write_text(
-        f"import os, time\nif os.path.exists({mark!r}):\n    time.sleep(6)\n"
-        f"else:\n    open({mark!r}, 'w').close()\n")
-    pol = policy_file({"python": {"preload": ["slow_second"], "env": {"PYTHONUSERBASE": str(host_tmp)}}})
-    s = Mcp(["--warm", "--policy", pol], pycell_env())
+    s = preloading(host_tmp, policy_file, "slow_second", f"import os, time\nif os.path.exists({mark!r}):\n"
+                   f"    time.sleep(6)\nelse:\n    open({mark!r}, 'w').close()\n")
     try:
         assert info(s)["preload"] == {"loaded": ["slow_second"], "failed": {}}
-        ready_jails(s, 2)
-        z = zygote_of(s.proc.pid)
-        os.kill(z, signal.SIGKILL)
-        deadline = time.monotonic() + 10
-        while zygote_alive(z) and time.monotonic() < deadline:
-            time.sleep(0.01)
-        # this call finds the zygote gone (its jails went with it) and
-        # starts cold, saying why
-        sc = s.call("tools/call", {"name": "run_python", "arguments": {"code": "1"}})["structuredContent"]
-        assert (sc["status"], sc["return_value"]) == ("ok", 1), sc
-        time.sleep(1.1)   # a zygote is started at most once a second
+        z = kill_zygote(s)
         t0 = time.monotonic()
         sc = s.call("tools/call", {"name": "run_python", "arguments": {"code": "2"}})["structuredContent"]
         assert s.call("ping", {}) == {}
@@ -402,24 +387,11 @@ def test_a_zygote_that_fails_to_start_again_is_tried_again(host_tmp, policy_file
     import), is logged and tried again a second later, with no call to
     ask: the pool fills from the third, where a first start of a client's
     zygote that failed is not tried again."""
-    site = host_tmp / "lib" / ("python%d.%d" % PY_VERSION) / "site-packages"
-    site.mkdir(parents=True)
     count = str(host_tmp / "imports")
-    (site / "exits_second.py").write_text(
-        f"import os\nwith open({count!r}, 'a') as f:\n    f.write('x')\n"
-        f"if os.path.getsize({count!r}) == 2:\n    os._exit(3)\n")
-    pol = policy_file({"python": {"preload": ["exits_second"], "env": {"PYTHONUSERBASE": str(host_tmp)}}})
-    s = Mcp(["--warm", "--policy", pol], pycell_env())
+    s = preloading(host_tmp, policy_file, "exits_second", f"import os\nwith open({count!r}, 'a') as f:\n"
+                   f"    f.write('x')\nif os.path.getsize({count!r}) == 2:\n    os._exit(3)\n")
     try:
-        ready_jails(s, 2)
-        z = zygote_of(s.proc.pid)
-        os.kill(z, signal.SIGKILL)
-        deadline = time.monotonic() + 10
-        while zygote_alive(z) and time.monotonic() < deadline:
-            time.sleep(0.01)
-        sc = s.call("tools/call", {"name": "run_python", "arguments": {"code": "1"}})["structuredContent"]
-        assert (sc["status"], sc["return_value"]) == ("ok", 1), sc
-        time.sleep(1.1)
+        kill_zygote(s)
         sc = s.call("tools/call", {"name": "run_python", "arguments": {"code": "2"}})["structuredContent"]
         assert (sc["status"], sc["return_value"]) == ("ok", 2), sc
         # no zygote at all, for a while: the next is tried a second later
@@ -438,6 +410,38 @@ def test_a_zygote_that_fails_to_start_again_is_tried_again(host_tmp, policy_file
         err = stop(s)
     said = [ln for ln in err.splitlines() if "could not be started; runs start cold until another is" in ln]
     assert len(said) == 1 and "the zygote exited before it was ready" in said[0], err[-3000:]
+
+
+def preloading(host_tmp, policy_file, name, src):
+    """A warm server whose zygote preloads module name, of source src, from
+    the user site that PYTHONUSERBASE names (the zygote runs on the host),
+    once its pool is full."""
+    site = host_tmp / "lib" / ("python%d.%d" % PY_VERSION) / "site-packages"
+    site.mkdir(parents=True)
+    (site / (name + ".py")).write_text(src)
+    pol = policy_file({"python": {"preload": [name], "env": {"PYTHONUSERBASE": str(host_tmp)}}})
+    s = Mcp(["--warm", "--policy", pol], pycell_env())
+    try:
+        ready_jails(s, 2)
+    except BaseException:
+        stop(s)
+        raise
+    return s
+
+
+def kill_zygote(s):
+    """Kill s's zygote, make the call that finds it gone (its jails went
+    with it: that call starts cold), and wait until another may start (at
+    most once a second).  Its pid."""
+    z = zygote_of(s.proc.pid)
+    os.kill(z, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while zygote_alive(z) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    sc = s.call("tools/call", {"name": "run_python", "arguments": {"code": "1"}})["structuredContent"]
+    assert (sc["status"], sc["return_value"]) == ("ok", 1), sc
+    time.sleep(1.1)
+    return z
 
 
 def zygote_alive(pid):
