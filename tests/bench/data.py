@@ -12,9 +12,11 @@ jail's floor (tests/bench/floor, when built and run as root).
 
 Beside them, in the same run: bare python3 running the same code (one
 process per run, its imports included: what a user pays without pycell),
-and the floor, the same code exec'd in one python3 that has the modules
-imported already (what the cell's own work costs).  Ratios are to bare
-python3.  The session rows open N sessions on one `pycell mcp` (or spread
+the floor, the same code exec'd in one python3 that has the modules
+imported already (what the cell's own work costs), and the fork, the same
+code's first run in a forked child of a python3 that has the modules
+imported and has run it once (what a fresh process per run costs at the
+least, with no jail).  Ratios are to bare python3.  The session rows open N sessions on one `pycell mcp` (or spread
 over --servers S of them; a policy that extends the one measured, with
 sessions.max N) and take the PSS of every process of every session's jail
 (/proc/PID/smaps_rollup) and the drop in MemAvailable, per session, idle
@@ -82,6 +84,45 @@ for line in sys.stdin:
     print(time.perf_counter() - t, flush=True)
 """
 
+# The fork: a python3 with the modules imported that runs each code it is
+# sent once itself (its first use, made where every fork shares it, as the
+# zygote makes a figure's and a frame's), then collects and freezes its
+# objects, and times the code's first run in a forked child, the parent
+# running nothing more of it: what any fresh process per run pays at the
+# least on this host (copies on write, pages met for the first time), with
+# no jail, no pycell and no MCP.
+FORK = r"""
+import gc, json, os, sys, time
+import numpy, pandas, matplotlib
+matplotlib.use('Agg')
+import matplotlib.pyplot
+made = set()
+for line in sys.stdin:
+    code = compile(json.loads(line), "<cell>", "exec")
+    if line not in made:
+        exec(code, {"__name__": "__main__"})
+        gc.collect()
+        gc.freeze()
+        made.add(line)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            t = time.perf_counter()
+            exec(code, {"__name__": "__main__"})
+            os.write(w, repr(time.perf_counter() - t).encode())
+            os._exit(0)
+        except BaseException:
+            import traceback
+            traceback.print_exc()
+            os._exit(1)
+    os.close(w)
+    took = os.read(r, 64)
+    os.close(r)
+    _, status = os.waitpid(pid, 0)
+    print(float(took) if status == 0 and took else "failed", flush=True)
+"""
+
 
 def p50(values):
     return statistics.median(values)
@@ -142,23 +183,33 @@ class Bench:
         rows = {}
         floor = subprocess.Popen([PYTHON, "-c", FLOOR], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                  env=self.env, text=True)
+        fork = subprocess.Popen([PYTHON, "-c", FORK], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                env=self.env, text=True)
         servers = {pol: self.mcp(pol) for pol in ("default", "data")}
         try:
             for key, title, bare_code, cell in WORKLOADS:
-                r = rows[key] = {"title": title, "python3": [], "floor": [], "default": [], "data": []}
+                r = rows[key] = {"title": title, "python3": [], "floor": [], "fork": [], "default": [],
+                                 "data": []}
                 for i in range(it + 1):
                     samples = {"python3": self.bare(bare_code)}
                     floor.stdin.write(json.dumps(bare_code) + "\n")
                     floor.stdin.flush()
                     samples["floor"] = float(floor.stdout.readline())
+                    fork.stdin.write(json.dumps(bare_code) + "\n")
+                    fork.stdin.flush()
+                    took = fork.stdout.readline().strip()
+                    if took == "failed" or not took:
+                        raise BenchError("the fork's run of the %s workload failed" % key)
+                    samples["fork"] = float(took)
                     for pol, c in servers.items():
                         time.sleep(0.2)   # a ready jail in the pool, as between an agent's calls
                         samples[pol] = c.run_python(cell)[0]
                     if i:   # the first of each is a warm-up
                         for k, v in samples.items():
                             r[k].append(v)
-                print("%-7s python3 %s, floor %s, pycell default %s, pycell data %s" % (
-                    key, *(fmt(p50(r[k])) for k in ("python3", "floor", "default", "data"))), file=sys.stderr)
+                print("%-7s python3 %s, floor %s, fork %s, pycell default %s, pycell data %s" % (
+                    key, *(fmt(p50(r[k])) for k in ("python3", "floor", "fork", "default", "data"))),
+                      file=sys.stderr)
             # a session's cell that reuses its frame
             r = rows["session"] = {"title": "a session cell reusing its DataFrame (groupby)",
                                    "python3": [], "floor": [], "default": [], "data": []}
@@ -186,8 +237,9 @@ class Bench:
         finally:
             for c in servers.values():
                 c.close()
-            floor.stdin.close()
-            floor.wait()
+            for p in (floor, fork):
+                p.stdin.close()
+                p.wait()
         return rows
 
     # ---------------------------------------------------------- CPU of a warm run
@@ -309,15 +361,21 @@ def report(args, rows, cpu, dens):
                  " ".join("%.2f" % x for x in os.getloadavg()), args.faults[0], args.faults[1]))
     L.append("Policies: `default` (nothing preloaded) and `data` (python.preload numpy, pandas, "
              "matplotlib.pyplot). `python3`: the same code in a fresh `/usr/bin/python3 -c` (its imports "
-             "included); `floor`: the same code in a python3 that has the modules imported already. Ratios "
-             "are to `python3`.\n")
-    L.append("| workload | python3 | floor | pycell mcp, default | ratio | pycell mcp, data | ratio |")
-    L.append("|---|---|---|---|---|---|---|")
+             "included); `floor`: the same code in a python3 that has the modules imported already; `fork`: "
+             "the code's first run in a fork of a python3 that has the modules imported and has run it once "
+             "(its objects then frozen, as the zygote's are): what a fresh process per run pays at the least "
+             "here, with no jail, no pycell and no MCP. Ratios are to `python3`; the last, the data policy's "
+             "to the fork.\n")
+    L.append("| workload | python3 | floor | fork | pycell mcp, default | ratio | pycell mcp, data | ratio "
+             "| data / fork |")
+    L.append("|---|---|---|---|---|---|---|---|---|")
     for key, r in rows.items():
         b = p50(r["python3"])
-        L.append("| %s | %s | %s | %s | %.2fx | %s | %.3fx |" % (
-            r["title"], fmt(b), fmt(p50(r["floor"])), fmt(p50(r["default"])), p50(r["default"]) / b,
-            fmt(p50(r["data"])), p50(r["data"]) / b))
+        fork = p50(r["fork"]) if r.get("fork") else None
+        L.append("| %s | %s | %s | %s | %s | %.2fx | %s | %.3fx | %s |" % (
+            r["title"], fmt(b), fmt(p50(r["floor"])), fmt(fork) if fork else "-", fmt(p50(r["default"])),
+            p50(r["default"]) / b, fmt(p50(r["data"])), p50(r["data"]) / b,
+            "%.2fx" % (p50(r["data"]) / fork) if fork else "-"))
     L.append("")
     if cpu:
         jf = args.jail_floor

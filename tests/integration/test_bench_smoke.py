@@ -315,6 +315,39 @@ def test_data_density_over_two_servers():
 
 
 @NOT_UNDER_SANITIZERS
+def test_data_cells_beside_python3_the_floor_and_a_fork():
+    """data.py's cells table: per workload, bare python3, the floor, the
+    code's first run in a fork (no jail; none for the session's cell, which
+    runs in its session's long-lived process), each server's time and ratio,
+    and the data policy's time over the fork's."""
+    if subprocess.run([PY, "-c", "import numpy, pandas, matplotlib"], capture_output=True).returncode:
+        pytest.skip("the data stack is not installed for /usr/bin/python3 (python3-pandas, python3-matplotlib)")
+    rc, out, err = bench(["--quick", "--phases", "latency"], script=DATA)
+    assert rc == 0, err[-3000:]
+    rows = [line for line in out.splitlines() if line.startswith("| a ")]
+    assert [r.split("|")[1].strip() for r in rows] == [
+        "a pandas groupby (20,000 rows)", "a numpy matmul (200 x 200)",
+        "a matplotlib figure as PNG (an image in the result)",
+        "a session cell reusing its DataFrame (groupby)"], out
+    for row in rows:
+        cells = [c.strip() for c in row.strip().strip("|").split("|")]
+        assert len(cells) == 9, cells
+        session = cells[0].startswith("a session")
+        for c in cells[1:3] + cells[4:5] + cells[6:7]:
+            assert re.fullmatch(NUM + " ms", c) and float(c[:-3]) > 0, cells
+        assert re.fullmatch(NUM + "x", cells[5]) and re.fullmatch(NUM + "x", cells[7]), cells
+        if session:
+            assert cells[3] == "-" and cells[8] == "-", cells
+        else:
+            assert re.fullmatch(NUM + " ms", cells[3]) and float(cells[3][:-3]) > 0, cells
+            assert re.fullmatch(NUM + "x", cells[8]), cells
+            # the fork's first run pays what the floor's warm one does not
+            assert float(cells[3][:-3]) > float(cells[2][:-3]), cells
+            ratio = float(cells[6][:-3]) / float(cells[3][:-3])
+            assert abs(float(cells[8][:-1]) - ratio) < 0.01 + 0.01 * ratio, cells
+
+
+@NOT_UNDER_SANITIZERS
 def test_data_cpu_beside_a_fork_and_the_floor():
     """data.py's CPU table: per policy, a warm print's CPU and wall, a fork of
     python3 with the policy's python.preload imported (the data stack's
