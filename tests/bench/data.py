@@ -16,13 +16,14 @@ the floor, the same code exec'd in one python3 that has the modules
 imported already (what the cell's own work costs), and the fork, the same
 code's first run in a forked child of a python3 that has the modules
 imported and has run it once (what a fresh process per run costs at the
-least, with no jail).  Ratios are to bare python3.  The session rows open N sessions on one `pycell mcp` (or spread
-over --servers S of them; a policy that extends the one measured, with
-sessions.max N) and take the PSS of every process of every session's jail
-(/proc/PID/smaps_rollup) and the drop in MemAvailable, per session, idle
-and after a cell that imported pandas and built a small DataFrame, and the
-servers' descriptors per session; the opening stops early, and says so,
-when MemAvailable falls under --mem-floor.  10,000 sessions:
+least, with no jail).  Ratios are to bare python3.  The session rows open
+N sessions on one `pycell mcp` (or spread over --servers S of them; a
+policy that extends the one measured, with sessions.max N) and take the
+PSS of every process of every session's jail (/proc/PID/smaps_rollup) and
+the drop in MemAvailable, per session, idle and after a cell that imported
+pandas and built a small DataFrame, and the servers' descriptors per
+session; the opening stops early, and says so, when MemAvailable falls
+under --mem-floor.  10,000 sessions:
 
     tests/bench/data.py --phases density --policies default --sessions 10000
                         --servers 8 --pandas-sessions 0
