@@ -122,6 +122,8 @@ static void on_parked(struct run *r, const struct pc_err *err, void *ctx)
 
 void run_pool_fill(struct run_pool *p)
 {
+	uint64_t since_failed;
+
 	for (unsigned i = 0; i < p->n;) {
 		if (run_parked_alive(p->ready[i])) {
 			i++;
@@ -138,10 +140,10 @@ void run_pool_fill(struct run_pool *p)
 		fill_in(p, POOL_STARTING_LOOK_MS);
 		return;
 	}
-	if (p->sp && p->sp->ops->serves(p->sp, &p->env->policy) && p->n + p->n_making < p->size &&
-	    now_ms() - p->failed_ms < 1000) {
+	since_failed = now_ms() - p->failed_ms;
+	if (since_failed < 1000) {
 		/* a timer that looked at a start may have taken the failure's */
-		fill_in(p, 1000 - (now_ms() - p->failed_ms));
+		fill_in(p, 1000 - since_failed);
 		return;
 	}
 	while (p->sp && p->sp->ops->serves(p->sp, &p->env->policy) && p->n + p->n_making < p->size) {

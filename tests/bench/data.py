@@ -71,13 +71,12 @@ SESSION_SETUP = ("import pandas as pd\n"
 SESSION_CELL = "int(df.groupby('k').v.sum().sum())\n"
 SMALL_FRAME = "import pandas as pd\ndf = pd.DataFrame({'a': range(100), 'b': [str(i) for i in range(100)]})\n"
 
+# What the FLOOR and FORK helpers import before any code.
+HELPER_IMPORTS = "import numpy, pandas, matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot\n"
+
 # The floor: one python3 with the modules imported, timing exec(code) of
 # each line it is sent (a JSON string) in a fresh namespace.
-FLOOR = r"""
-import io, json, sys, time
-import numpy, pandas, matplotlib
-matplotlib.use('Agg')
-import matplotlib.pyplot
+FLOOR = "import io, json, sys, time\n" + HELPER_IMPORTS + r"""
 for line in sys.stdin:
     code = json.loads(line)
     t = time.perf_counter()
@@ -92,11 +91,7 @@ for line in sys.stdin:
 # running nothing more of it: what any fresh process per run pays at the
 # least on this host (copies on write, pages met for the first time), with
 # no jail, no pycell and no MCP.
-FORK = r"""
-import gc, json, os, sys, time
-import numpy, pandas, matplotlib
-matplotlib.use('Agg')
-import matplotlib.pyplot
+FORK = "import gc, json, os, sys, time\n" + HELPER_IMPORTS + r"""
 made = set()
 for line in sys.stdin:
     code = compile(json.loads(line), "<cell>", "exec")
@@ -123,6 +118,13 @@ for line in sys.stdin:
     _, status = os.waitpid(pid, 0)
     print(float(took) if status == 0 and took else "failed", flush=True)
 """
+
+
+def ask(helper, code):
+    """Send code to a FLOOR or FORK helper; its answer line, stripped."""
+    helper.stdin.write(json.dumps(code) + "\n")
+    helper.stdin.flush()
+    return helper.stdout.readline().strip()
 
 
 def p50(values):
@@ -193,12 +195,8 @@ class Bench:
                                  "data": []}
                 for i in range(it + 1):
                     samples = {"python3": self.bare(bare_code)}
-                    floor.stdin.write(json.dumps(bare_code) + "\n")
-                    floor.stdin.flush()
-                    samples["floor"] = float(floor.stdout.readline())
-                    fork.stdin.write(json.dumps(bare_code) + "\n")
-                    fork.stdin.flush()
-                    took = fork.stdout.readline().strip()
+                    samples["floor"] = float(ask(floor, bare_code))
+                    took = ask(fork, bare_code)
                     if took == "failed" or not took:
                         raise BenchError("the fork's run of the %s workload failed" % key)
                     samples["fork"] = float(took)
@@ -220,15 +218,11 @@ class Bench:
                 sids[pol] = res["structuredContent"]["session_id"]
                 c.request("tools/call", {"name": "run_python", "arguments": {"code": SESSION_SETUP,
                                                                              "session_id": sids[pol]}})
-            floor.stdin.write(json.dumps("import builtins\nbuiltins.df = __import__('pandas').DataFrame("
-                                         "{'k': [i % 97 for i in range(20000)], 'v': range(20000)})\n") + "\n")
-            floor.stdin.flush()
-            floor.stdout.readline()
+            ask(floor, "import builtins\nbuiltins.df = __import__('pandas').DataFrame("
+                       "{'k': [i % 97 for i in range(20000)], 'v': range(20000)})\n")
             for i in range(it + 1):
                 samples = {"python3": self.bare(SESSION_SETUP + SESSION_CELL)}
-                floor.stdin.write(json.dumps(SESSION_CELL) + "\n")
-                floor.stdin.flush()
-                samples["floor"] = float(floor.stdout.readline())
+                samples["floor"] = float(ask(floor, SESSION_CELL))
                 for pol, c in servers.items():
                     samples[pol] = c.request("tools/call", {"name": "run_python", "arguments": {
                         "code": SESSION_CELL, "session_id": sids[pol]}})[0]
